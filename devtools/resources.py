@@ -1,0 +1,75 @@
+"""Create the stack's resources on moto (tests and the local stack)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from infra import spec
+from infra.spec import ResourceNames
+
+
+def create_resources(
+    session: Any, prefix: str = "sume-local", endpoint_url: str | None = None
+) -> ResourceNames:
+    kw = {"endpoint_url": endpoint_url} if endpoint_url else {}
+    ddb = session.client("dynamodb", **kw)
+    sqs = session.client("sqs", **kw)
+    s3 = session.client("s3", **kw)
+    events = session.client("events", **kw)
+
+    table = f"{prefix}-jobs"
+    ddb.create_table(**spec.table_definition(table))
+    ddb.update_time_to_live(
+        TableName=table,
+        TimeToLiveSpecification={"Enabled": True, "AttributeName": spec.TTL},
+    )
+
+    dlq_url = sqs.create_queue(
+        QueueName=f"{prefix}-jobs-dlq",
+        Attributes={"MessageRetentionPeriod": str(spec.DLQ_RETENTION_SECONDS)},
+    )["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    queue_url = sqs.create_queue(
+        QueueName=f"{prefix}-jobs",
+        Attributes={
+            "VisibilityTimeout": str(spec.QUEUE_VISIBILITY_TIMEOUT),
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(spec.MAX_RECEIVES)}
+            ),
+        },
+    )["QueueUrl"]
+
+    artifacts = f"{prefix}-artifacts"
+    payloads = f"{prefix}-payloads"
+    for bucket in (artifacts, payloads):
+        s3.create_bucket(Bucket=bucket)
+
+    bus = f"{prefix}-jobs-bus"
+    events.create_event_bus(Name=bus)
+    return ResourceNames(
+        table=table,
+        queue_url=queue_url,
+        dlq_url=dlq_url,
+        artifacts_bucket=artifacts,
+        payloads_bucket=payloads,
+        event_bus=bus,
+    )
+
+
+def environment(names: ResourceNames) -> dict[str, str]:
+    """The Lambda environment the stack would set for these resources."""
+    env = {
+        "JOBS_TABLE_NAME": names.table,
+        "JOBS_QUEUE_URL": names.queue_url,
+        "PAYLOADS_BUCKET_NAME": names.payloads_bucket,
+        "ARTIFACTS_BUCKET_NAME": names.artifacts_bucket,
+        "EVENT_BUS_NAME": names.event_bus,
+    }
+    if names.signing_secret_arn:
+        env["SIGNING_SECRET_ARN"] = names.signing_secret_arn
+    if names.api_token_secret_arn:
+        env["SUME_API_TOKEN_ARN"] = names.api_token_secret_arn
+    return env

@@ -1,0 +1,111 @@
+"""Lambda handler for Sume webhook deliveries (API Gateway HTTP API, payload 2.0)."""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from sume import aws
+from sume.http import HttpResponse, request_from_event, to_event_response
+from sume.intake import JobIntake
+from sume.jobs import JobsTable
+from sume.observability import logger, metrics, tracer
+from sume.payloads import PayloadStore
+from sume.queue import JobQueue
+from sume.secrets import SecretsUnavailable, from_settings
+from sume.settings import ReceiverSettings
+from sume.webhook import Receipt, Rejected, WebhookReceiver
+
+
+@functools.cache
+def receiver() -> WebhookReceiver:
+    settings = ReceiverSettings.from_env()
+
+    @functools.cache
+    def intake() -> JobIntake:
+        table = settings.table
+        bucket = settings.payloads_bucket_name
+        return JobIntake(
+            JobsTable(aws.client("dynamodb"), table.jobs_table_name, table.due_shards),
+            JobQueue(aws.client("sqs"), table.jobs_queue_url),
+            PayloadStore(aws.client("s3"), bucket) if bucket else None,
+            settings.redeliver_grace_seconds,
+            settings.sweep_after_seconds,
+        )
+
+    secrets = from_settings(
+        settings.signing_secret_arn,
+        settings.signing_secret_value,
+        settings.secret_cache_seconds,
+        aws.client("secretsmanager") if settings.signing_secret_arn else None,
+    )
+    return WebhookReceiver(
+        intake,
+        secrets,
+        settings.signature_tolerance_seconds,
+        settings.max_body_bytes,
+        time.time,
+    )
+
+
+def accepted(receipt: Receipt) -> HttpResponse:
+    metrics.add_metric(name=f"SignatureSecret{receipt.secret_position}", unit="Count", value=1)
+    metrics.add_metric(
+        name={
+            "new": "NewJobs",
+            "duplicate": "Duplicates",
+            "conflict": "Conflicts",
+            "test": "TestPings",
+            "ignored": "UnknownEvents",
+        }[receipt.result],
+        unit="Count",
+        value=1,
+    )
+    if receipt.enqueued and receipt.result != "new":
+        metrics.add_metric(name="Reenqueued", unit="Count", value=1)
+    if receipt.job_id:
+        logger.set_correlation_id(receipt.job_id)
+    logger.info(
+        "delivery accepted",
+        result=receipt.result,
+        job_id=receipt.job_id,
+        sume_event=receipt.event,
+        enqueued=receipt.enqueued,
+        stored_state=receipt.state,
+        secret_position=receipt.secret_position,
+    )
+    body: dict[str, Any] = {"result": receipt.result}
+    if receipt.job_id:
+        body["job_id"] = receipt.job_id
+    return HttpResponse(200, body)
+
+
+def rejected(error: Rejected) -> HttpResponse:
+    metrics.add_metric(name="Rejections", unit="Count", value=1)
+    if error.status == 401:
+        metrics.add_metric(name="SignatureRejections", unit="Count", value=1)
+    metrics.add_metric(name=f"Rejected_{error.reason}", unit="Count", value=1)
+    logger.warning("delivery rejected", status=error.status, reason=error.reason)
+    headers = {"allow": "POST"} if error.status == 405 else {}
+    return HttpResponse(error.status, {"error": error.reason}, headers)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    metrics.add_metric(name="Deliveries", unit="Count", value=1)
+    try:
+        response = accepted(receiver().receive(request_from_event(event)))
+    except Rejected as error:
+        response = rejected(error)
+    except (ClientError, BotoCoreError, SecretsUnavailable):
+        # Nothing was acknowledged: Sume retries a 5xx, and anything already
+        # written says its work is owed.
+        metrics.add_metric(name="StorageErrors", unit="Count", value=1)
+        logger.exception("storage unavailable")
+        response = HttpResponse(503, {"error": "storage_unavailable"}, {"retry-after": "10"})
+    return to_event_response(response)

@@ -1,0 +1,389 @@
+"""The jobs table: one item per job, and every transition of its story.
+
+Each transition is a single conditional write, so two actors racing for the
+same job (twin deliveries, a webhook and a poll, two workers) are decided by
+DynamoDB and never by a read followed by a write. Conditions are built from
+named parts so each one reads as the rule it enforces.
+
+States (see DESIGN.md)::
+
+    (absent) --register--> awaiting --past max age--> lost
+    (absent | awaiting | lost) --record--> received --claim--> processing
+    processing --lease expired--> (claimable again)
+    processing --finish--> processed | processing_error
+
+``received`` and ``processing`` items carry the due-work keys (``due_shard``,
+``due_at``) so the sweeper finds owed work a crash left behind; ``awaiting``
+items carry them for their next status poll. Finishing removes them.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from sume.envelope import JobEvent
+from sume.schema import DUE_AT, DUE_INDEX, DUE_SHARD, JOB_ID, TTL_ATTRIBUTE, due_shard
+
+
+class State(enum.StrEnum):
+    AWAITING = "awaiting"
+    RECEIVED = "received"
+    PROCESSING = "processing"
+    PROCESSED = "processed"
+    PROCESSING_ERROR = "processing_error"
+    LOST = "lost"
+
+
+class Source(enum.StrEnum):
+    WEBHOOK = "webhook"
+    POLL = "poll"
+
+
+# Condition parts. Reserved words (state, source, status, ...) go through
+# #aliases; see _NAMES.
+IS_NEW_JOB = f"attribute_not_exists({JOB_ID})"
+IS_WAITING_FOR_EVENT = "#state IN (:awaiting, :lost)"
+EXISTS = f"attribute_exists({JOB_ID})"
+IS_OWED = "#state = :received"
+HAS_EXPIRED_LEASE = "(#state = :processing AND lease_until < :now)"
+HOLDS_CLAIM = "(#state = :processing AND claim_id = :claim)"
+IS_AWAITING = "#state = :awaiting"
+IS_FINISHED = "#state IN (:processed, :processing_error)"
+
+_NAMES = {
+    "#state": "state",
+    "#source": "source",
+    "#event": "event",
+    "#status": "status",
+    "#error": "error",
+}
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def _av(value: Any) -> dict[str, Any]:
+    return _serializer.serialize(value)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, set):
+        return sorted(_plain(v) for v in value)
+    return value
+
+
+def from_item(item: dict[str, Any]) -> dict[str, Any]:
+    """A DynamoDB item as plain Python (ints, not Decimals)."""
+    return {k: _plain(_deserializer.deserialize(v)) for k, v in item.items()}
+
+
+def _values(**values: Any) -> dict[str, dict[str, Any]]:
+    return {f":{k}": _av(v) for k, v in values.items()}
+
+
+def _names(expression: str) -> dict[str, str]:
+    return {alias: name for alias, name in _NAMES.items() if alias in expression}
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """Outcome of recording a terminal event. ``previous`` is set for duplicates."""
+
+    new: bool
+    previous: dict[str, Any] | None = None
+
+
+def is_conflicting(stored: dict[str, Any], event: JobEvent) -> bool:
+    """A later delivery that disagrees with the first terminal event (which wins)."""
+    return stored.get("event") != event.event or stored.get("status") != event.status
+
+
+def work_owed(stored: dict[str, Any], now: int, grace_seconds: int) -> bool:
+    """True when a job's follow-up work is still owed and nobody is plausibly on it.
+
+    A fresh ``received`` item is left alone for ``grace_seconds``: its first
+    enqueue is very likely in flight, and concurrent twins must not add messages.
+    """
+    state = stored.get("state")
+    if state == State.RECEIVED:
+        return now - int(stored.get("received_at", 0)) >= grace_seconds
+    if state == State.PROCESSING:
+        return int(stored.get("lease_until", 0)) < now
+    return False
+
+
+class JobsTable:
+    def __init__(self, client: Any, table_name: str, shards: int) -> None:
+        self._client = client
+        self._table = table_name
+        self._shards = shards
+
+    def _update(
+        self,
+        job_id: str,
+        update: str,
+        condition: str | None,
+        values: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        expression = update + " " + (condition or "")
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": {JOB_ID: {"S": job_id}},
+            "UpdateExpression": update,
+            **kwargs,
+        }
+        if condition:
+            request["ConditionExpression"] = condition
+        if names := _names(expression):
+            request["ExpressionAttributeNames"] = names
+        if values:
+            request["ExpressionAttributeValues"] = _values(**values)
+        return self._client.update_item(**request)
+
+    def _conditional(
+        self, job_id: str, update: str, condition: str, values: dict[str, Any], **kw: Any
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """Run a conditional update; on a failed condition return the old item."""
+        try:
+            response = self._update(
+                job_id,
+                update,
+                condition,
+                values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **kw,
+            )
+        except self._client.exceptions.ConditionalCheckFailedException as exc:
+            old = exc.response.get("Item")
+            return False, from_item(old) if old else None
+        attributes = response.get("Attributes")
+        return True, from_item(attributes) if attributes else None
+
+    def get(self, job_id: str, consistent: bool = True) -> dict[str, Any] | None:
+        response = self._client.get_item(
+            TableName=self._table, Key={JOB_ID: {"S": job_id}}, ConsistentRead=consistent
+        )
+        item = response.get("Item")
+        return from_item(item) if item else None
+
+    def record(
+        self,
+        event: JobEvent,
+        source: Source,
+        now: int,
+        sweep_at: int,
+        body_ref: str | None = None,
+    ) -> Recorded:
+        """Store the first terminal event of a job; report duplicates with the stored item.
+
+        One conditional write: the item is created when the job is new, or
+        completed when it was only registered (awaiting) or given up (lost).
+        Otherwise the condition fails and DynamoDB hands back the stored item
+        (ALL_OLD), so a duplicate costs no extra read. Attributes set by
+        registration (status_url, metadata) are kept because this is an update.
+        """
+        body = {"body_ref": body_ref} if body_ref else {"body": event.raw}
+        values: dict[str, Any] = {
+            "received": State.RECEIVED.value,
+            "awaiting": State.AWAITING.value,
+            "lost": State.LOST.value,
+            "source": source.value,
+            "event": event.event,
+            "status": event.status,
+            "now": now,
+            "deliveries": 1 if source is Source.WEBHOOK else 0,
+            "shard": due_shard(event.job_id, self._shards),
+            "due": sweep_at,
+            **body,
+        }
+        body_attr = next(iter(body))
+        update = (
+            "SET #state = :received, #source = :source, #event = :event, #status = :status, "
+            f"{body_attr} = :{body_attr}, first_seen = :now, received_at = :now, "
+            f"last_delivery_at = :now, deliveries = :deliveries, "
+            f"{DUE_SHARD} = :shard, {DUE_AT} = :due"
+        )
+        new, old = self._conditional(
+            event.job_id, update, f"{IS_NEW_JOB} OR {IS_WAITING_FOR_EVENT}", values
+        )
+        if new:
+            return Recorded(new=True)
+        return Recorded(new=False, previous=old or {})
+
+    def count_delivery(self, job_id: str, now: int, conflict: bool) -> None:
+        """A later delivery of a known job changes nothing but its counters."""
+        update = "SET last_delivery_at = :now ADD deliveries :one"
+        if conflict:
+            update += ", conflicts :one"
+        self._update(job_id, update, EXISTS, {"now": now, "one": 1})
+
+    def register(
+        self,
+        job_id: str,
+        status_url: str,
+        metadata: dict[str, Any] | None,
+        now: int,
+        first_poll_at: int,
+    ) -> bool:
+        """Watch a submitted job through its status_url. A known job is left as it is."""
+        values: dict[str, Any] = {
+            "awaiting": State.AWAITING.value,
+            "url": status_url,
+            "now": now,
+            "zero": 0,
+            "shard": due_shard(job_id, self._shards),
+            "due": first_poll_at,
+        }
+        update = (
+            "SET #state = :awaiting, status_url = :url, registered_at = :now, "
+            f"poll_attempts = :zero, {DUE_SHARD} = :shard, {DUE_AT} = :due"
+        )
+        if metadata:
+            values["metadata"] = metadata
+            update += ", metadata = :metadata"
+        created, _ = self._conditional(job_id, update, IS_NEW_JOB, values)
+        return created
+
+    def claim(
+        self, job_id: str, now: int, lease_seconds: int
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """Take the job's follow-up work under a lease.
+
+        Returns ``(claimed_item, None)`` on success, or ``(None, stored_item)``
+        when the job is not claimable (finished, leased by another worker,
+        awaiting, or absent: ``stored_item`` is then None). The lease's expiry
+        doubles as the sweep deadline, so a worker that dies mid-job leaves an
+        item the sweeper will find.
+        """
+        lease_until = now + lease_seconds
+        values = {
+            "received": State.RECEIVED.value,
+            "processing": State.PROCESSING.value,
+            "now": now,
+            "lease": lease_until,
+            "claim": uuid.uuid4().hex,
+            "one": 1,
+        }
+        update = (
+            "SET #state = :processing, lease_until = :lease, claim_id = :claim, "
+            f"claimed_at = :now, {DUE_AT} = :lease ADD attempts :one"
+        )
+        ok, item = self._conditional(
+            job_id, update, f"{IS_OWED} OR {HAS_EXPIRED_LEASE}", values, ReturnValues="ALL_NEW"
+        )
+        return (item, None) if ok else (None, item)
+
+    def finish(
+        self,
+        job_id: str,
+        claim_id: str,
+        state: State,
+        now: int,
+        expires_at: int,
+        details: dict[str, Any],
+    ) -> bool:
+        """Close the job (processed or processing_error) if we still hold its claim.
+
+        Removing the due-work keys takes the item out of the sparse index.
+        ``details`` holds outcome, artifacts, error and/or processing_error.
+        """
+        values: dict[str, Any] = {
+            "processing": State.PROCESSING.value,
+            "claim": claim_id,
+            "done": state.value,
+            "now": now,
+            "ttl": expires_at,
+        }
+        sets = ["#state = :done", "processed_at = :now", f"{TTL_ATTRIBUTE} = :ttl"]
+        for key, value in details.items():
+            alias = f"#{key}" if f"#{key}" in _NAMES else key
+            sets.append(f"{alias} = :d_{key}")
+            values[f"d_{key}"] = value
+        update = "SET " + ", ".join(sets) + f" REMOVE {DUE_SHARD}, {DUE_AT}, lease_until, replay"
+        done, _ = self._conditional(job_id, update, HOLDS_CLAIM, values)
+        return done
+
+    def save_progress(self, job_id: str, claim_id: str, artifacts: list[dict[str, Any]]) -> bool:
+        """Record artifacts stored so far, so a retry does not fetch them again."""
+        values = {"processing": State.PROCESSING.value, "claim": claim_id, "artifacts": artifacts}
+        done, _ = self._conditional(job_id, "SET artifacts = :artifacts", HOLDS_CLAIM, values)
+        return done
+
+    def due(
+        self, shard: int, now: int, limit: int = 100, start: dict[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """Items of one shard whose due time has come, oldest first."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": DUE_INDEX,
+            "KeyConditionExpression": f"{DUE_SHARD} = :shard AND {DUE_AT} <= :now",
+            "ExpressionAttributeValues": _values(shard=shard, now=now),
+            "Limit": limit,
+        }
+        if start:
+            request["ExclusiveStartKey"] = start
+        response = self._client.query(**request)
+        return [from_item(i) for i in response.get("Items", [])], response.get("LastEvaluatedKey")
+
+    def reschedule_poll(self, job_id: str, now: int, next_poll_at: int) -> bool:
+        """Not terminal yet: poll again later (only while still awaiting)."""
+        values = {"awaiting": State.AWAITING.value, "now": now, "due": next_poll_at, "one": 1}
+        update = f"SET last_polled_at = :now, {DUE_AT} = :due ADD poll_attempts :one"
+        done, _ = self._conditional(job_id, update, IS_AWAITING, values)
+        return done
+
+    def mark_lost(self, job_id: str, now: int) -> bool:
+        """Give up polling a job whose event never came; it stays visible as lost."""
+        values = {"awaiting": State.AWAITING.value, "lost": State.LOST.value, "now": now}
+        update = f"SET #state = :lost, lost_at = :now REMOVE {DUE_SHARD}, {DUE_AT}"
+        done, _ = self._conditional(job_id, update, IS_AWAITING, values)
+        return done
+
+    def defer_sweep(self, job_id: str, seen_due_at: int, next_due_at: int) -> bool:
+        """Push an owed job's sweep deadline after re-enqueueing it.
+
+        Conditional on the due time the sweeper saw, so a worker that claimed
+        or finished the job in between is never overwritten.
+        """
+        values = {
+            "received": State.RECEIVED.value,
+            "processing": State.PROCESSING.value,
+            "seen": seen_due_at,
+            "next": next_due_at,
+            "one": 1,
+        }
+        update = f"SET {DUE_AT} = :next ADD sweeps :one"
+        condition = f"#state IN (:received, :processing) AND {DUE_AT} = :seen"
+        done, _ = self._conditional(job_id, update, condition, values)
+        return done
+
+    def request_replay(self, job_id: str, now: int, sweep_at: int) -> bool:
+        """Make a finished job's follow-up work owed again, on an operator's request."""
+        values = {
+            "processed": State.PROCESSED.value,
+            "processing_error": State.PROCESSING_ERROR.value,
+            "received": State.RECEIVED.value,
+            "now": now,
+            "shard": due_shard(job_id, self._shards),
+            "due": sweep_at,
+            "yes": True,
+        }
+        update = (
+            "SET #state = :received, received_at = :now, replay = :yes, "
+            f"{DUE_SHARD} = :shard, {DUE_AT} = :due REMOVE {TTL_ATTRIBUTE}"
+        )
+        done, _ = self._conditional(job_id, update, IS_FINISHED, values)
+        return done

@@ -1,0 +1,13 @@
+"""The Powertools logger, metrics and tracer shared by the three handlers."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+
+from sume.schema import METRICS_NAMESPACE, SERVICE_NAME
+
+# Service and namespace are pinned here, not left to the environment: the
+# stack's alarms select these exact metrics by namespace and service.
+logger = Logger(service=SERVICE_NAME)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
+tracer = Tracer(service=SERVICE_NAME)

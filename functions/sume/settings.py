@@ -1,0 +1,179 @@
+"""Typed settings per handler, read from the environment in one place.
+
+Each ``from_env`` fails at the first invocation with a message that names the
+missing or invalid variable, instead of a KeyError deep inside a request.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sume.schema import DUE_SHARDS
+
+
+class ConfigurationError(RuntimeError):
+    """The function is deployed wrong; it must fail loudly, never degrade."""
+
+
+def _required(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name, "").strip()
+    if not value:
+        raise ConfigurationError(f"{name} must be set")
+    return value
+
+
+def _optional(env: Mapping[str, str], name: str) -> str | None:
+    return env.get(name, "").strip() or None
+
+
+def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise ConfigurationError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    return env.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _list(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    return tuple(h.strip().lower() for h in env.get(name, "").split(",") if h.strip())
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    jobs_table_name: str
+    jobs_queue_url: str
+    due_shards: int
+
+    @staticmethod
+    def table_from(env: Mapping[str, str]) -> TableSettings:
+        return TableSettings(
+            jobs_table_name=_required(env, "JOBS_TABLE_NAME"),
+            jobs_queue_url=_required(env, "JOBS_QUEUE_URL"),
+            due_shards=_int(env, "DUE_SHARDS", DUE_SHARDS, minimum=1),
+        )
+
+
+@dataclass(frozen=True)
+class ReceiverSettings:
+    table: TableSettings
+    payloads_bucket_name: str | None
+    signing_secret_arn: str | None
+    signing_secret_value: str | None
+    secret_cache_seconds: int
+    signature_tolerance_seconds: int
+    max_body_bytes: int
+    redeliver_grace_seconds: int
+    sweep_after_seconds: int
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> ReceiverSettings:
+        arn = _optional(env, "SIGNING_SECRET_ARN")
+        value = _optional(env, "SUME_COM_WEBHOOK_SIGNING_SECRET")
+        if not arn and not value:
+            raise ConfigurationError(
+                "set SIGNING_SECRET_ARN (Secrets Manager) or SUME_COM_WEBHOOK_SIGNING_SECRET"
+            )
+        return cls(
+            table=TableSettings.table_from(env),
+            payloads_bucket_name=_optional(env, "PAYLOADS_BUCKET_NAME"),
+            signing_secret_arn=arn,
+            signing_secret_value=value,
+            secret_cache_seconds=_int(env, "SECRET_CACHE_SECONDS", 300),
+            signature_tolerance_seconds=_int(env, "SIGNATURE_TOLERANCE_SECONDS", 300),
+            max_body_bytes=_int(env, "MAX_BODY_BYTES", 1024 * 1024, minimum=1),
+            # About Sume's 10 s delivery timeout: a twin arriving sooner is
+            # most likely concurrent with a first enqueue still in flight.
+            redeliver_grace_seconds=_int(env, "REDELIVER_GRACE_SECONDS", 15),
+            # When the sweeper may first consider a received job abandoned.
+            sweep_after_seconds=_int(env, "SWEEP_AFTER_SECONDS", 120, minimum=1),
+        )
+
+
+@dataclass(frozen=True)
+class UrlPolicy:
+    """Which artifact and status URLs may be fetched (SSRF guard)."""
+
+    allow_http: bool
+    allow_private_hosts: bool
+    allowed_hosts: tuple[str, ...]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str], hosts_var: str) -> UrlPolicy:
+        return cls(
+            allow_http=_flag(env, "ALLOW_HTTP_URLS"),
+            allow_private_hosts=_flag(env, "ALLOW_PRIVATE_HOSTS"),
+            allowed_hosts=_list(env, hosts_var),
+        )
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    table: TableSettings
+    payloads_bucket_name: str | None
+    artifacts_bucket_name: str
+    event_bus_name: str
+    url_policy: UrlPolicy
+    max_artifact_bytes: int
+    retention_days: int
+    lease_seconds: int
+    connect_timeout_seconds: float
+    read_timeout_seconds: float
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> WorkerSettings:
+        return cls(
+            table=TableSettings.table_from(env),
+            payloads_bucket_name=_optional(env, "PAYLOADS_BUCKET_NAME"),
+            artifacts_bucket_name=_required(env, "ARTIFACTS_BUCKET_NAME"),
+            event_bus_name=_required(env, "EVENT_BUS_NAME"),
+            url_policy=UrlPolicy.from_env(env, "ARTIFACT_ALLOWED_HOSTS"),
+            max_artifact_bytes=_int(env, "MAX_ARTIFACT_BYTES", 5 * 1024**3, minimum=1),
+            retention_days=_int(env, "RETENTION_DAYS", 35, minimum=1),
+            lease_seconds=_int(env, "LEASE_SECONDS", 900, minimum=1),
+            connect_timeout_seconds=_int(env, "HTTP_CONNECT_TIMEOUT_SECONDS", 5, minimum=1),
+            read_timeout_seconds=_int(env, "HTTP_READ_TIMEOUT_SECONDS", 30, minimum=1),
+        )
+
+
+@dataclass(frozen=True)
+class PollerSettings:
+    table: TableSettings
+    url_policy: UrlPolicy
+    api_token_arn: str | None
+    api_token_value: str | None
+    poll_initial_seconds: int
+    poll_max_interval_seconds: int
+    max_poll_age_seconds: int
+    sweep_after_seconds: int
+    max_parallel_polls: int
+    time_budget_margin_seconds: int
+    connect_timeout_seconds: float
+    read_timeout_seconds: float
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> PollerSettings:
+        return cls(
+            table=TableSettings.table_from(env),
+            url_policy=UrlPolicy.from_env(env, "STATUS_ALLOWED_HOSTS"),
+            api_token_arn=_optional(env, "SUME_API_TOKEN_ARN"),
+            api_token_value=_optional(env, "SUME_API_TOKEN"),
+            poll_initial_seconds=_int(env, "POLL_INITIAL_SECONDS", 900, minimum=1),
+            poll_max_interval_seconds=_int(env, "POLL_MAX_INTERVAL_SECONDS", 6 * 3600, minimum=1),
+            max_poll_age_seconds=_int(env, "MAX_POLL_AGE_SECONDS", 7 * 24 * 3600, minimum=1),
+            sweep_after_seconds=_int(env, "SWEEP_AFTER_SECONDS", 120, minimum=1),
+            max_parallel_polls=_int(env, "MAX_PARALLEL_POLLS", 8, minimum=1),
+            time_budget_margin_seconds=_int(env, "TIME_BUDGET_MARGIN_SECONDS", 10),
+            connect_timeout_seconds=_int(env, "HTTP_CONNECT_TIMEOUT_SECONDS", 5, minimum=1),
+            read_timeout_seconds=_int(env, "HTTP_READ_TIMEOUT_SECONDS", 10, minimum=1),
+        )

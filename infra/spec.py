@@ -1,0 +1,66 @@
+"""The resources' shape, shared by the CDK stack and the local stack.
+
+Plain Python (no CDK import), so ``devtools`` can create the same table,
+index and queues on moto that ``infra`` deploys, and they cannot drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sume.schema import DUE_AT, DUE_INDEX, DUE_SHARD, JOB_ID, TTL_ATTRIBUTE
+
+# Lambda timeouts (seconds). The receiver answers well inside Sume's 10 s.
+RECEIVER_TIMEOUT: Final = 8
+WORKER_TIMEOUT: Final = 300
+POLLER_TIMEOUT: Final = 120
+
+# SQS: the queue's visibility timeout must cover the worker's whole batch
+# (AWS advises at least 6x the function timeout); after MAX_RECEIVES failed
+# attempts a message goes to the DLQ.
+QUEUE_VISIBILITY_TIMEOUT: Final = 6 * WORKER_TIMEOUT
+MAX_RECEIVES: Final = 5
+DLQ_RETENTION_SECONDS: Final = 14 * 24 * 3600
+
+TABLE_KEYS: Final = {"partition": JOB_ID}
+DUE_INDEX_KEYS: Final = {"name": DUE_INDEX, "partition": DUE_SHARD, "sort": DUE_AT}
+TTL: Final = TTL_ATTRIBUTE
+
+
+def table_definition(table_name: str) -> dict[str, Any]:
+    """``CreateTable`` arguments matching the stack's table (for moto)."""
+    return {
+        "TableName": table_name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "KeySchema": [{"AttributeName": JOB_ID, "KeyType": "HASH"}],
+        "AttributeDefinitions": [
+            {"AttributeName": JOB_ID, "AttributeType": "S"},
+            {"AttributeName": DUE_SHARD, "AttributeType": "N"},
+            {"AttributeName": DUE_AT, "AttributeType": "N"},
+        ],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": DUE_INDEX,
+                "KeySchema": [
+                    {"AttributeName": DUE_SHARD, "KeyType": "HASH"},
+                    {"AttributeName": DUE_AT, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+    }
+
+
+@dataclass(frozen=True)
+class ResourceNames:
+    """Physical names of one deployment's resources (stack outputs, or local)."""
+
+    table: str
+    queue_url: str
+    dlq_url: str
+    artifacts_bucket: str
+    payloads_bucket: str
+    event_bus: str
+    signing_secret_arn: str | None = None
+    api_token_secret_arn: str | None = None

@@ -1,0 +1,149 @@
+"""Builders for signed Sume deliveries and the Lambda events that carry them."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sume.schema import WEBHOOK_PATH
+from sume.signature import sign
+
+SECRET = "whsec_test_secret"
+
+
+def job_body(
+    job_id: str | None = None,
+    event: str = "job.completed",
+    artifacts: Sequence[Any] = (),
+    **extra: Any,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "event": event,
+        "job_id": job_id or f"job_{uuid.uuid4().hex[:12]}",
+        "status": "OK" if event == "job.completed" else "ERROR",
+    }
+    if event == "job.completed":
+        body["payload"] = {"artifacts": list(artifacts)}
+    else:
+        body["error"] = {"code": "RENDER_FAILED", "message": "boom"}
+    body.update(extra)
+    return body
+
+
+def signed_headers(
+    raw: bytes,
+    secrets: Iterable[str] = (SECRET,),
+    timestamp: int | None = None,
+) -> dict[str, str]:
+    ts = str(int(time.time()) if timestamp is None else timestamp)
+    entries = ",".join(sign(s.encode(), ts, raw) for s in secrets)
+    return {
+        "content-type": "application/json",
+        "x-sume-webhook-timestamp": ts,
+        "x-sume-webhook-signature": entries,
+    }
+
+
+def raw_of(body: dict[str, Any] | str | bytes) -> bytes:
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode()
+    return json.dumps(body).encode()
+
+
+def apigw_event(
+    raw: bytes,
+    headers: dict[str, str],
+    method: str = "POST",
+    path: str = WEBHOOK_PATH,
+    base64_encoded: bool = False,
+) -> dict[str, Any]:
+    """An API Gateway HTTP API payload 2.0 event, as the receiver gets it."""
+    return {
+        "version": "2.0",
+        "routeKey": f"{method} {path}",
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": {k.lower(): v for k, v in headers.items()},
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "api",
+            "domainName": "api.example.invalid",
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": "127.0.0.1",
+                "userAgent": "sume",
+            },
+            "requestId": uuid.uuid4().hex,
+            "routeKey": f"{method} {path}",
+            "stage": "$default",
+            "time": "29/Nov/2026:00:00:00 +0000",
+            "timeEpoch": int(time.time() * 1000),
+        },
+        "body": base64.b64encode(raw).decode() if base64_encoded else raw.decode("utf-8"),
+        "isBase64Encoded": base64_encoded,
+    }
+
+
+def delivery_event(body: dict[str, Any] | str | bytes, **kw: Any) -> dict[str, Any]:
+    """A correctly signed delivery of ``body`` as an API Gateway event."""
+    raw = raw_of(body)
+    return apigw_event(raw, signed_headers(raw), **kw)
+
+
+def sqs_event(job_ids: Iterable[str], receive_count: int = 1) -> dict[str, Any]:
+    return {
+        "Records": [
+            {
+                "messageId": f"msg-{i}-{uuid.uuid4().hex[:8]}",
+                "receiptHandle": uuid.uuid4().hex,
+                "body": job_id,
+                "attributes": {
+                    "ApproximateReceiveCount": str(receive_count),
+                    "SentTimestamp": str(int(time.time() * 1000)),
+                    "SenderId": "AIDA",
+                    "ApproximateFirstReceiveTimestamp": str(int(time.time() * 1000)),
+                },
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:sume-jobs",
+                "awsRegion": "us-east-1",
+            }
+            for i, job_id in enumerate(job_ids)
+        ]
+    }
+
+
+def scheduled_event() -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": uuid.uuid4().hex,
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "123456789012",
+        "time": "2026-11-29T00:00:00Z",
+        "region": "us-east-1",
+        "resources": ["arn:aws:events:us-east-1:123456789012:rule/sume-poller"],
+        "detail": {},
+    }
+
+
+@dataclass
+class LambdaContext:
+    function_name: str = "test-function"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:test-function"
+    aws_request_id: str = "req-0000"
+    remaining_ms: int = 60_000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
