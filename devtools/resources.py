@@ -10,8 +10,13 @@ from infra.spec import ResourceNames
 
 
 def create_resources(
-    session: Any, prefix: str = "sume-local", endpoint_url: str | None = None
+    session: Any,
+    prefix: str = "sume-local",
+    endpoint_url: str | None = None,
+    signing_secret: str | None = None,
+    api_token: str | None = None,
 ) -> ResourceNames:
+    """Create the stack's resources; secrets go to Secrets Manager when given."""
     kw = {"endpoint_url": endpoint_url} if endpoint_url else {}
     ddb = session.client("dynamodb", **kw)
     sqs = session.client("sqs", **kw)
@@ -49,6 +54,17 @@ def create_resources(
 
     bus = f"{prefix}-jobs-bus"
     events.create_event_bus(Name=bus)
+
+    secrets = session.client("secretsmanager", **kw)
+    signing_arn = api_token_arn = None
+    if signing_secret:
+        signing_arn = secrets.create_secret(
+            Name=f"{prefix}-signing-secret", SecretString=signing_secret
+        )["ARN"]
+    if api_token:
+        api_token_arn = secrets.create_secret(
+            Name=f"{prefix}-sume-api-token", SecretString=api_token
+        )["ARN"]
     return ResourceNames(
         table=table,
         queue_url=queue_url,
@@ -56,6 +72,8 @@ def create_resources(
         artifacts_bucket=artifacts,
         payloads_bucket=payloads,
         event_bus=bus,
+        signing_secret_arn=signing_arn,
+        api_token_secret_arn=api_token_arn,
     )
 
 

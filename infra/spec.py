@@ -52,6 +52,25 @@ def table_definition(table_name: str) -> dict[str, Any]:
     }
 
 
+def stack_name(stage: str) -> str:
+    return f"SumeWebhooks-{stage}"
+
+
+# CloudFormation output keys: the ops CLI finds a deployed stage's resources
+# through these, so they are part of the stack's interface.
+OUTPUT_WEBHOOK_URL: Final = "WebhookUrl"
+OUTPUTS: Final = {
+    "table": "JobsTableName",
+    "queue_url": "JobsQueueUrl",
+    "dlq_url": "JobsDlqUrl",
+    "artifacts_bucket": "ArtifactsBucketName",
+    "payloads_bucket": "PayloadsBucketName",
+    "event_bus": "EventBusName",
+    "signing_secret_arn": "SigningSecretArn",
+    "api_token_secret_arn": "SumeApiTokenSecretArn",
+}
+
+
 @dataclass(frozen=True)
 class ResourceNames:
     """Physical names of one deployment's resources (stack outputs, or local)."""
