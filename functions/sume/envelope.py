@@ -38,7 +38,7 @@ class JobEvent:
 
 
 @dataclass(frozen=True)
-class TestPing:
+class Ping:
     request_id: str | None
 
 
@@ -47,7 +47,7 @@ class UnknownEvent:
     event: str | None
 
 
-Delivery = JobEvent | TestPing | UnknownEvent
+Delivery = JobEvent | Ping | UnknownEvent
 
 
 def parse(raw_body: bytes) -> Delivery:
@@ -66,7 +66,7 @@ def from_mapping(data: dict[str, Any], raw: str) -> Delivery:
     event = data.get("event")
     if event == TEST_EVENT:
         request_id = data.get("request_id")
-        return TestPing(request_id if isinstance(request_id, str) else None)
+        return Ping(request_id if isinstance(request_id, str) else None)
     if event not in TERMINAL_EVENTS:
         # A signed event we do not know is acknowledged, not retried ten times.
         return UnknownEvent(event if isinstance(event, str) else None)

@@ -92,7 +92,7 @@ class WebhookReceiver:
         except envelope.MalformedEvent as exc:
             raise Rejected(400, exc.reason) from None
 
-        if isinstance(delivery, envelope.TestPing):
+        if isinstance(delivery, envelope.Ping):
             return Receipt("test", position)
         if isinstance(delivery, envelope.UnknownEvent):
             return Receipt("ignored", position, event=delivery.event)
