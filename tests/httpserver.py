@@ -1,0 +1,230 @@
+"""A loopback HTTP server for tests: artifacts, status URLs, redirects, slow answers.
+
+Register a path with what it answers, then point URLs at ``server.url(path)``::
+
+    with LoopbackServer() as server:
+        server.route("/a.mp4", body=b"...", headers={"content-type": "video/mp4"})
+        server.route("/slow", body=b"x", delay=2.0)
+        server.route("/gone", status=404)
+        server.route("/big", body=lambda: repeat_chunks(50 * MiB), length=50 * MiB)
+
+It binds 127.0.0.1 on an ephemeral port, serves from a daemon thread and stops
+when the ``with`` block ends (a sleeping ``delay`` is cut short). ``hits``
+counts requests per path, ``requests`` keeps each request's path and headers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import ssl
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+MiB = 1024 * 1024
+
+Body = bytes | Callable[[], Iterable[bytes]]
+
+
+@dataclass
+class Route:
+    status: int = 200
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: Body = b""
+    delay: float = 0.0
+    """Seconds to wait before answering (to trip a client's read timeout)."""
+    length: int | None = None
+    """Content-Length to declare for a generated body (omitted: close-delimited)."""
+
+
+@dataclass(frozen=True)
+class SeenRequest:
+    path: str
+    headers: dict[str, str]
+
+
+def repeat_chunks(total: int, chunk: bytes = b"sume" * (16 * 1024)) -> Iterable[bytes]:
+    """``total`` bytes made of one reused chunk: a large body that costs no memory."""
+    view = memoryview(chunk)
+    sent = 0
+    while sent < total:
+        piece = view[: min(len(chunk), total - sent)]
+        sent += len(piece)
+        yield bytes(piece) if len(piece) < len(chunk) else chunk
+
+
+class LoopbackServer:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self.scheme = "https" if tls else "http"
+        self.routes: dict[str, Route] = {}
+        self.hits: Counter[str] = Counter()
+        self.requests: list[SeenRequest] = []
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd.daemon_threads = True
+        if tls is not None:
+            self._httpd.socket = tls.wrap_socket(self._httpd.socket, server_side=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    def url(self, path: str, host: str = "127.0.0.1") -> str:
+        return f"{self.scheme}://{host}:{self.port}{path}"
+
+    def route(
+        self,
+        path: str,
+        status: int = 200,
+        headers: Mapping[str, str] | None = None,
+        body: Body = b"",
+        delay: float = 0.0,
+        length: int | None = None,
+    ) -> str:
+        """Serve ``path``; returns its URL."""
+        self.routes[path] = Route(status, dict(headers or {}), body, delay, length)
+        return self.url(path)
+
+    def redirect(self, path: str, location: str, status: int = 302) -> str:
+        return self.route(path, status=status, headers={"location": location})
+
+    def __enter__(self) -> LoopbackServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            # HTTP/1.0: every answer closes its connection, so a body of
+            # unknown length needs no chunked encoding.
+            protocol_version = "HTTP/1.0"
+
+            def do_GET(self) -> None:
+                path = self.path
+                with server._lock:
+                    server.hits[path] += 1
+                    server.requests.append(
+                        SeenRequest(path, {k.lower(): v for k, v in self.headers.items()})
+                    )
+                route = server.routes.get(path) or Route(status=404, body=b"not found")
+                if route.delay and server._stopping.wait(route.delay):
+                    return
+                # The client may give up first (a timeout test, a size cap).
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self._answer(route)
+
+            def _answer(self, route: Route) -> None:
+                self.send_response(route.status)
+                for name, value in route.headers.items():
+                    self.send_header(name, value)
+                if isinstance(route.body, bytes):
+                    self.send_header("content-length", str(len(route.body)))
+                    self.end_headers()
+                    self.wfile.write(route.body)
+                    return
+                if route.length is not None:
+                    self.send_header("content-length", str(route.length))
+                self.end_headers()
+                for chunk in route.body():
+                    if server._stopping.is_set():
+                        return
+                    self.wfile.write(chunk)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        return Handler
+
+
+def tls_context(directory: Path, hostnames: Iterable[str]) -> tuple[ssl.SSLContext, str]:
+    """A server TLS context for ``hostnames`` and the path of the CA that signed it.
+
+    A throwaway CA and leaf certificate, written under ``directory``, so a client
+    can verify the server exactly as it would a real one (chain, SAN, SNI).
+    """
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+
+    def name(common: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(name("sume test CA"))
+        .issuer_name(name("sume test CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    hosts = list(hostnames)
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(name(hosts[0]))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(h) for h in hosts]), False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    ca_path = directory / "ca.pem"
+    cert_path = directory / "server.pem"
+    key_path = directory / "server.key"
+    ca_path.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    cert_path.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_path, key_path)
+    return context, str(ca_path)
