@@ -26,10 +26,18 @@ os.environ.update(
 )
 
 
+import logging  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
+
+from devtools import moto_atomic  # noqa: E402
+
+# DynamoDB applies each write atomically; moto does not under concurrency.
+moto_atomic.install()
+# moto's server logs every request through werkzeug.
+logging.getLogger("werkzeug").setLevel(logging.WARNING)
 
 HANDLER_MODULES = ("receiver", "worker", "poller")
 

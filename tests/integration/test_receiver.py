@@ -1,0 +1,319 @@
+"""The receiver against the contract, on in-process moto."""
+
+import base64
+import json
+import time
+
+import boto3
+import pytest
+
+import receiver
+from tests.awscalls import counting_aws_calls
+from tests.builders import (
+    SECRET,
+    LambdaContext,
+    apigw_event,
+    delivery_event,
+    job_body,
+    raw_of,
+    signed_headers,
+)
+from tests.conftest import reset_handler_caches
+
+
+def call(event):
+    response = receiver.handler(event, LambdaContext())
+    return response["statusCode"], json.loads(response["body"])
+
+
+def item(names, job_id):
+    return (
+        boto3.client("dynamodb")
+        .get_item(TableName=names.table, Key={"job_id": {"S": job_id}}, ConsistentRead=True)
+        .get("Item")
+    )
+
+
+def queued(names):
+    sqs = boto3.client("sqs")
+    bodies: list[str] = []
+    while True:
+        got = sqs.receive_message(QueueUrl=names.queue_url, MaxNumberOfMessages=10)
+        if not got.get("Messages"):
+            return sorted(bodies)
+        bodies += [m["Body"] for m in got["Messages"]]
+
+
+@pytest.fixture
+def aws_calls(aws):
+    with counting_aws_calls() as counter:
+        reset_handler_caches()
+        yield counter
+
+
+def test_new_job_is_stored_whole_and_queued(aws):
+    raw = (
+        b'{"event":"job.completed","job_id":"job_new","status":"OK",'
+        b'"payload":{"artifacts":[]},"future_field":[1,{"x":null}]}'
+    )
+    status, body = call(apigw_event(raw, signed_headers(raw)))
+    assert (status, body) == (200, {"result": "new", "job_id": "job_new"})
+    stored = item(aws, "job_new")
+    assert stored["body"]["S"] == raw.decode()  # exactly as received, unknown fields kept
+    assert stored["state"]["S"] == "received"
+    assert stored["source"]["S"] == "webhook"
+    assert stored["event"]["S"] == "job.completed"
+    assert stored["status"]["S"] == "OK"
+    assert stored["deliveries"]["N"] == "1"
+    assert {"first_seen", "received_at", "due_shard", "due_at"} <= stored.keys()
+    assert queued(aws) == ["job_new"]
+
+
+@pytest.mark.parametrize("event", ["job.failed", "job.canceled"])
+def test_failed_and_canceled_are_jobs_too(aws, event):
+    status, body = call(delivery_event(job_body("job_err", event=event)))
+    assert (status, body["result"]) == (200, "new")
+    assert item(aws, "job_err")["status"]["S"] == "ERROR"
+
+
+def test_base64_body_is_decoded_before_verification(aws):
+    raw = json.dumps(job_body("job_b64", note="café ✓")).encode()
+    status, body = call(apigw_event(raw, signed_headers(raw), base64_encoded=True))
+    assert (status, body["result"]) == (200, "new")
+    assert item(aws, "job_b64")["body"]["S"] == raw.decode()
+
+
+def test_unicode_body_and_trailing_newline_verify_on_raw_bytes(aws):
+    raw = '{"event":"job.failed","job_id":"job_ü","status":"ERROR","error":{"message":"café ✓"}}\n'
+    status, body = call(apigw_event(raw.encode(), signed_headers(raw.encode())))
+    assert (status, body) == (200, {"result": "new", "job_id": "job_ü"})
+    assert item(aws, "job_ü")["body"]["S"] == raw
+
+
+def test_reserialised_body_does_not_verify(aws):
+    raw = b'{"event": "job.completed", "job_id": "job_rs", "status": "OK"}'
+    reserialised = json.dumps(json.loads(raw), separators=(",", ":")).encode()
+    status, body = call(apigw_event(reserialised, signed_headers(raw)))
+    assert (status, body) == (401, {"error": "signature_mismatch"})
+
+
+def test_rotation_header_and_eleventh_entry(aws):
+    raw = raw_of(job_body("job_rot"))
+    headers = signed_headers(raw, secrets=["whsec_retired", SECRET])
+    bogus = ",".join(f"sume-v1={i:064x}" for i in range(10))
+    headers["x-sume-webhook-signature"] = f"{bogus} , {headers['x-sume-webhook-signature']}"
+    status, _ = call(apigw_event(raw, headers))
+    assert status == 200
+
+
+@pytest.mark.parametrize(("skew", "expected"), [(-290, 200), (290, 200), (-310, 401), (310, 401)])
+def test_timestamp_window(aws, skew, expected):
+    raw = raw_of(job_body())
+    status, _ = call(apigw_event(raw, signed_headers(raw, timestamp=int(time.time()) + skew)))
+    assert status == expected
+
+
+def test_webhook_test_is_acknowledged_and_not_stored(aws):
+    status, body = call(delivery_event({"event": "webhook.test", "request_id": "req_1"}))
+    assert (status, body) == (200, {"result": "test"})
+    assert boto3.client("dynamodb").scan(TableName=aws.table)["Count"] == 0
+    assert queued(aws) == []
+
+
+def test_unknown_signed_event_is_acknowledged_not_stored(aws):
+    status, body = call(delivery_event({"event": "job.progress", "job_id": "job_p"}))
+    assert (status, body) == (200, {"result": "ignored"})
+    assert item(aws, "job_p") is None
+
+
+def test_duplicate_counts_and_never_overwrites(aws):
+    first = job_body("job_dup", note="first")
+    call(delivery_event(first))
+    for _ in range(3):
+        status, body = call(delivery_event(job_body("job_dup", note="redelivered")))
+        assert (status, body["result"]) == (200, "duplicate")
+    stored = item(aws, "job_dup")
+    assert json.loads(stored["body"]["S"])["note"] == "first"
+    assert stored["deliveries"]["N"] == "4"
+    assert "last_delivery_at" in stored
+    assert "conflicts" not in stored
+    assert queued(aws) == ["job_dup"]
+
+
+def test_conflicting_duplicate_is_kept_out_and_counted(aws):
+    call(delivery_event(job_body("job_cf", event="job.completed")))
+    status, body = call(delivery_event(job_body("job_cf", event="job.failed")))
+    assert (status, body["result"]) == (200, "conflict")
+    stored = item(aws, "job_cf")
+    assert stored["event"]["S"] == "job.completed"
+    assert stored["conflicts"]["N"] == "1"
+
+
+def test_large_event_goes_to_s3_and_item_points_to_it(aws):
+    body = job_body("job_big", blob="x" * 300_000)
+    status, _ = call(delivery_event(body))
+    assert status == 200
+    stored = item(aws, "job_big")
+    assert "body" not in stored
+    ref = stored["body_ref"]["S"]
+    bucket, _, key = ref.removeprefix("s3://").partition("/")
+    assert bucket == aws.payloads_bucket
+    data = boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+    assert data == raw_of(body)
+
+
+def test_oversized_body_is_413(aws, monkeypatch):
+    monkeypatch.setenv("MAX_BODY_BYTES", "1000")
+    reset_handler_caches()
+    status, body = call(delivery_event(job_body(blob="x" * 1000)))
+    assert (status, body) == (413, {"error": "body_too_large"})
+    huge = b"x" * 5000
+    status, _ = call(apigw_event(huge, signed_headers(huge), base64_encoded=True))
+    assert status == 413
+
+
+@pytest.mark.parametrize(
+    ("mutate", "status", "reason"),
+    [
+        (lambda e: e.update(body="%%%", isBase64Encoded=True), 400, "invalid_base64"),
+        (lambda e: e["headers"].pop("x-sume-webhook-signature"), 401, "missing_signature"),
+        (lambda e: e["headers"].pop("x-sume-webhook-timestamp"), 401, "missing_timestamp"),
+        (
+            lambda e: e["headers"].update({"x-sume-webhook-timestamp": "soon"}),
+            401,
+            "invalid_timestamp",
+        ),
+        (
+            lambda e: e["headers"].update({"x-sume-webhook-signature": "v2=abc"}),
+            401,
+            "malformed_signature",
+        ),
+        (lambda e: e["requestContext"]["http"].update(method="GET"), 405, "method_not_allowed"),
+        (lambda e: e["requestContext"]["http"].update(path="/other"), 404, "not_found"),
+    ],
+)
+def test_rejections(aws, mutate, status, reason):
+    event = delivery_event(job_body("job_rej"))
+    mutate(event)
+    assert call(event) == (status, {"error": reason})
+    assert item(aws, "job_rej") is None
+
+
+def test_wrong_secret_is_401(aws):
+    raw = raw_of(job_body("job_forged"))
+    assert call(apigw_event(raw, signed_headers(raw, secrets=["guess"]))) == (
+        401,
+        {"error": "signature_mismatch"},
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"not json", "body_not_json"),
+        (b"[]", "body_not_object"),
+        (b'{"event":"job.completed","status":"OK"}', "missing_job_id"),
+    ],
+)
+def test_signed_but_malformed_is_400(aws, body, reason):
+    assert call(apigw_event(body, signed_headers(body))) == (400, {"error": reason})
+
+
+def test_dynamodb_failure_is_503_and_nothing_queued(aws):
+    boto3.client("dynamodb").delete_table(TableName=aws.table)
+    status, body = call(delivery_event(job_body("job_503")))
+    assert (status, body) == (503, {"error": "storage_unavailable"})
+    assert queued(aws) == []
+
+
+def test_crash_gap_sqs_down_then_retry_after_grace(aws, monkeypatch):
+    """SQS fails after the write: 503, the item says work is owed, Sume's retry enqueues."""
+    monkeypatch.setenv("REDELIVER_GRACE_SECONDS", "2")
+    reset_handler_caches()
+    sqs = boto3.client("sqs")
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=aws.queue_url, AttributeNames=["RedrivePolicy"])
+    sqs.delete_queue(QueueUrl=aws.queue_url)
+
+    body = job_body("job_gap")
+    status, _ = call(delivery_event(body))
+    assert status == 503
+    stored = item(aws, "job_gap")
+    assert stored["state"]["S"] == "received"  # owed, and visible to the sweeper
+    assert {"due_shard", "due_at"} <= stored.keys()
+
+    sqs.create_queue(QueueName=aws.queue_url.rsplit("/", 1)[1], Attributes=dlq_arn["Attributes"])
+    status, result = call(delivery_event(body))  # an immediate retry: still in grace
+    assert (status, result["result"]) == (200, "duplicate")
+    assert queued(aws) == []
+
+    time.sleep(2.1)  # past the grace period (whole seconds on the item)
+    status, result = call(delivery_event(body))
+    assert (status, result["result"]) == (200, "duplicate")
+    assert queued(aws) == ["job_gap"]
+    assert item(aws, "job_gap")["deliveries"]["N"] == "3"
+
+
+def test_secret_from_secrets_manager_with_rotation_list(aws, monkeypatch):
+    arn = boto3.client("secretsmanager").create_secret(
+        Name="sume-signing", SecretString=json.dumps(["whsec_next", SECRET])
+    )["ARN"]
+    monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET")
+    monkeypatch.setenv("SIGNING_SECRET_ARN", arn)
+    reset_handler_caches()
+    raw = raw_of(job_body("job_sm"))
+    assert call(apigw_event(raw, signed_headers(raw, secrets=["whsec_next"])))[0] == 200
+    raw = raw_of(job_body("job_sm2"))
+    assert call(apigw_event(raw, signed_headers(raw)))[0] == 200
+
+
+def test_empty_secret_fails_loudly(aws, monkeypatch):
+    arn = boto3.client("secretsmanager").create_secret(Name="empty", SecretString=" ")["ARN"]
+    monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET")
+    monkeypatch.setenv("SIGNING_SECRET_ARN", arn)
+    reset_handler_caches()
+    with pytest.raises(Exception, match="empty signing secret"):
+        receiver.handler(delivery_event(job_body()), LambdaContext())
+
+
+def test_unreadable_secret_is_503(aws, monkeypatch):
+    monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET")
+    monkeypatch.setenv(
+        "SIGNING_SECRET_ARN", "arn:aws:secretsmanager:us-east-1:123456789012:secret:missing-AbCdEf"
+    )
+    reset_handler_caches()
+    assert call(delivery_event(job_body())) == (503, {"error": "storage_unavailable"})
+
+
+def test_aws_calls_per_delivery(aws, aws_calls):
+    body = job_body("job_calls")
+    call(delivery_event(body))
+    assert aws_calls.calls == {"dynamodb.UpdateItem": 1, "sqs.SendMessage": 1}
+
+    aws_calls.reset()
+    call(delivery_event(body))
+    assert aws_calls.calls == {"dynamodb.UpdateItem": 2}  # failed write + counter
+
+    aws_calls.reset()
+    raw = raw_of(body)
+    call(apigw_event(raw, signed_headers(raw, secrets=["forged"])))
+    call(apigw_event(raw, signed_headers(raw, timestamp=1)))
+    call(delivery_event({"event": "webhook.test", "request_id": "r"}))
+    assert aws_calls.total == 0
+
+
+def test_duplicate_of_owed_job_costs_three_calls(aws, aws_calls, monkeypatch):
+    monkeypatch.setenv("REDELIVER_GRACE_SECONDS", "0")
+    reset_handler_caches()
+    body = job_body("job_owed")
+    call(delivery_event(body))
+    aws_calls.reset()
+    call(delivery_event(body))
+    assert aws_calls.calls == {"dynamodb.UpdateItem": 2, "sqs.SendMessage": 1}
+
+
+def test_base64_of_invalid_utf8_is_400_not_500(aws):
+    raw = b"\xff\xfe\x00garbage"
+    event = apigw_event(raw.decode("latin-1").encode(), signed_headers(raw))
+    event["body"] = base64.b64encode(raw).decode()
+    event["isBase64Encoded"] = True
+    assert call(event) == (400, {"error": "body_not_json"})

@@ -1,0 +1,64 @@
+"""Concurrent twins against moto's server over real HTTP."""
+
+import uuid
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import boto3
+import pytest
+
+import receiver
+from devtools.resources import create_resources, environment
+from sume.http import request_from_event
+from tests.builders import SECRET, delivery_event, job_body
+from tests.conftest import reset_handler_caches
+
+JOBS = 12
+COPIES = 8
+
+
+@pytest.fixture
+def remote_aws(moto_server, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
+    names = create_resources(boto3.session.Session(), prefix=f"storm-{uuid.uuid4().hex[:6]}")
+    for key, value in environment(names).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("SUME_COM_WEBHOOK_SIGNING_SECRET", SECRET)
+    reset_handler_caches()
+    yield names
+    reset_handler_caches()
+
+
+def test_duplicate_storm_stores_and_enqueues_each_job_once(remote_aws):
+    bodies = [job_body(f"job_storm_{i}") for i in range(JOBS)]
+    deliveries = [b for b in bodies for _ in range(COPIES)]
+    # Each delivery is freshly signed, like Sume's retries. The domain entry
+    # point is called from many threads at once; Powertools' metric buffer is
+    # per-container state (one request at a time in Lambda), so the handler's
+    # decorators stay out of the threads.
+    events = [delivery_event(b) for b in deliveries]
+    entry = receiver.receiver()
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        receipts = list(pool.map(lambda e: entry.receive(request_from_event(e)), events))
+
+    results = Counter(r.result for r in receipts)
+    assert results == {"new": JOBS, "duplicate": JOBS * (COPIES - 1)}
+    assert Counter(r.job_id for r in receipts if r.result == "new") == Counter(
+        b["job_id"] for b in bodies
+    )
+
+    ddb = boto3.client("dynamodb")
+    for body in bodies:
+        stored = ddb.get_item(
+            TableName=remote_aws.table, Key={"job_id": {"S": body["job_id"]}}, ConsistentRead=True
+        )["Item"]
+        assert stored["deliveries"]["N"] == str(COPIES)
+    assert ddb.scan(TableName=remote_aws.table, Select="COUNT")["Count"] == JOBS
+
+    sqs = boto3.client("sqs")
+    messages: Counter[str] = Counter()
+    while batch := sqs.receive_message(
+        QueueUrl=remote_aws.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0
+    ).get("Messages"):
+        messages.update(m["Body"] for m in batch)
+    assert messages == Counter({b["job_id"]: 1 for b in bodies})
