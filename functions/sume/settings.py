@@ -160,6 +160,9 @@ class PollerSettings:
     time_budget_margin_seconds: int
     connect_timeout_seconds: float
     read_timeout_seconds: float
+    payloads_bucket_name: str | None = None
+    secret_cache_seconds: int = 300
+    redeliver_grace_seconds: int = 15
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> PollerSettings:
@@ -168,6 +171,10 @@ class PollerSettings:
             url_policy=UrlPolicy.from_env(env, "STATUS_ALLOWED_HOSTS"),
             api_token_arn=_optional(env, "SUME_API_TOKEN_ARN"),
             api_token_value=_optional(env, "SUME_API_TOKEN"),
+            # A status answer over 256 KiB is offloaded like a webhook body.
+            payloads_bucket_name=_optional(env, "PAYLOADS_BUCKET_NAME"),
+            secret_cache_seconds=_int(env, "SECRET_CACHE_SECONDS", 300),
+            redeliver_grace_seconds=_int(env, "REDELIVER_GRACE_SECONDS", 15),
             poll_initial_seconds=_int(env, "POLL_INITIAL_SECONDS", 900, minimum=1),
             poll_max_interval_seconds=_int(env, "POLL_MAX_INTERVAL_SECONDS", 6 * 3600, minimum=1),
             max_poll_age_seconds=_int(env, "MAX_POLL_AGE_SECONDS", 7 * 24 * 3600, minimum=1),
@@ -176,4 +183,23 @@ class PollerSettings:
             time_budget_margin_seconds=_int(env, "TIME_BUDGET_MARGIN_SECONDS", 10),
             connect_timeout_seconds=_int(env, "HTTP_CONNECT_TIMEOUT_SECONDS", 5, minimum=1),
             read_timeout_seconds=_int(env, "HTTP_READ_TIMEOUT_SECONDS", 10, minimum=1),
+        )
+
+
+@dataclass(frozen=True)
+class RegistrySettings:
+    """What registering a job for status polling needs (``sume.registry``)."""
+
+    jobs_table_name: str
+    due_shards: int
+    poll_initial_seconds: int
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str] = os.environ, table_name: str | None = None
+    ) -> RegistrySettings:
+        return cls(
+            jobs_table_name=table_name or _required(env, "JOBS_TABLE_NAME"),
+            due_shards=_int(env, "DUE_SHARDS", DUE_SHARDS, minimum=1),
+            poll_initial_seconds=_int(env, "POLL_INITIAL_SECONDS", 900, minimum=1),
         )

@@ -1,0 +1,269 @@
+"""One run of the poller: everything due in the ``due-work`` index, until time runs out.
+
+Two kinds of items are due (see DESIGN.md):
+
+- ``awaiting``: a registered job whose terminal event has not arrived. Its
+  ``status_url`` is asked; a terminal answer goes through ``JobIntake.accept``
+  (source ``poll``), the same conditional write and enqueue as a webhook, so a
+  late webhook and a poll racing for the job are decided by DynamoDB. Otherwise
+  the next poll is scheduled with backoff; past the maximum age the job is
+  marked ``lost``.
+- ``received`` / ``processing``: follow-up work owed past its deadline (a crash
+  between the write and the send, or a worker whose lease expired). The job id
+  is sent to the queue again (the worker's claim makes a duplicate harmless)
+  and the sweep deadline is pushed back with backoff.
+
+Every transition is conditional (see ``sume.jobs``), so a stale index entry or
+a concurrent webhook or worker can only make a step a no-op, never undo one.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sume.intake import JobIntake, Outcome
+from sume.jobs import JobsTable, Source, State
+from sume.observability import logger
+from sume.queue import JobQueue
+from sume.settings import ConfigurationError
+from sume.status import StatusResult, Verdict
+
+# Items per index query: small enough that a run out of time leaves little
+# read-but-unhandled work, large enough to keep every poll thread busy.
+PAGE_SIZE = 50
+
+
+@dataclass(frozen=True)
+class PollPolicy:
+    initial_seconds: int
+    max_interval_seconds: int
+    max_age_seconds: int
+    sweep_after_seconds: int
+    poll_reserve_seconds: float
+    """Worst-case duration of one status poll; none is started with less time left."""
+    page_size: int = PAGE_SIZE
+
+    def _doubling(self, base: int, attempt: int) -> int:
+        # The exponent is capped so a long-lived item cannot build a huge int.
+        return min(base * 2 ** min(attempt, 32), self.max_interval_seconds)
+
+    def poll_delay(self, attempt: int) -> int:
+        """Seconds before poll number ``attempt`` (0 = the first, after registering)."""
+        return self._doubling(self.initial_seconds, attempt)
+
+    def sweep_delay(self, sweeps: int) -> int:
+        """Seconds before an owed job is swept again after ``sweeps`` sweeps."""
+        return self._doubling(self.sweep_after_seconds, sweeps)
+
+
+class Tally(enum.StrEnum):
+    POLLED = "polled"
+    RECOVERED = "recovered"
+    ALREADY_RECORDED = "already_recorded"
+    RESCHEDULED = "rescheduled"
+    LOST = "lost"
+    SWEPT = "swept"
+    REMAINING = "remaining"
+    ERRORS = "errors"
+    SKIPPED_STATE = "skipped_state"
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    polled: int
+    recovered: int
+    rescheduled: int
+    lost: int
+    swept: int
+    remaining: int
+    """Due items read but left for the next run because time ran out."""
+    errors: int
+    complete: bool
+    """Every shard was read to the end within this run's time."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+StatusCheck = Callable[[str, str], StatusResult]
+"""(job_id, status_url) -> what the status endpoint says."""
+TimeLeft = Callable[[], float]
+"""Seconds this run may still start work in (the handler's deadline minus its margin)."""
+
+
+class Poller:
+    def __init__(
+        self,
+        jobs: JobsTable,
+        intake: JobIntake,
+        queue: JobQueue,
+        check_status: StatusCheck,
+        policy: PollPolicy,
+        shards: int,
+        max_parallel_polls: int,
+        clock: Callable[[], float],
+    ) -> None:
+        self._jobs = jobs
+        self._intake = intake
+        self._queue = queue
+        self._check = check_status
+        self._policy = policy
+        self._shards = shards
+        self._parallel = max_parallel_polls
+        self._clock = clock
+
+    def run(self, time_left: TimeLeft) -> RunSummary:
+        now = int(self._clock())
+        tally: Counter[str] = Counter()
+        complete = True
+        # Starting shard rotates between runs, so when the backlog outlasts
+        # a run's time no shard is always served last.
+        first = now % self._shards
+        with ThreadPoolExecutor(self._parallel, thread_name_prefix="poll") as pool:
+            for offset in range(self._shards):
+                if not self._drain((first + offset) % self._shards, now, time_left, pool, tally):
+                    complete = False
+                    break
+        return RunSummary(
+            polled=tally[Tally.POLLED],
+            recovered=tally[Tally.RECOVERED],
+            rescheduled=tally[Tally.RESCHEDULED],
+            lost=tally[Tally.LOST],
+            swept=tally[Tally.SWEPT],
+            remaining=tally[Tally.REMAINING],
+            errors=tally[Tally.ERRORS],
+            complete=complete,
+        )
+
+    def _drain(
+        self,
+        shard: int,
+        now: int,
+        time_left: TimeLeft,
+        pool: ThreadPoolExecutor,
+        tally: Counter[str],
+    ) -> bool:
+        """Handle one shard's due items page by page; False when time ran out."""
+        start: dict[str, Any] | None = None
+        while True:
+            if time_left() <= 0:
+                return False
+            # Paging on from the last key (not re-querying from the top) means
+            # an item whose step failed is not retried within this run.
+            items, start = self._jobs.due(shard, now, self._policy.page_size, start)
+            before = tally[Tally.REMAINING]
+            self._handle_page(items, now, time_left, pool, tally)
+            if tally[Tally.REMAINING] > before:
+                return False
+            if start is None:
+                return True
+
+    def _handle_page(
+        self,
+        items: list[dict[str, Any]],
+        now: int,
+        time_left: TimeLeft,
+        pool: ThreadPoolExecutor,
+        tally: Counter[str],
+    ) -> None:
+        reserve = self._policy.poll_reserve_seconds
+        polls: list[Future[Iterable[Tally]]] = [
+            pool.submit(self._guarded, self._poll, item, now, time_left, reserve)
+            for item in items
+            if item.get("state") == State.AWAITING
+        ]
+        # Sweeps are quick DynamoDB and SQS calls; they run here while the
+        # polls wait on HTTP in the pool.
+        for item in items:
+            state = item.get("state")
+            if state in (State.RECEIVED, State.PROCESSING):
+                tally.update(self._guarded(self._sweep, item, now, time_left, 0.0))
+            elif state != State.AWAITING:
+                # A stale index entry for a job that has moved on.
+                tally[Tally.SKIPPED_STATE] += 1
+        for future in polls:
+            tally.update(future.result())
+
+    def _guarded(
+        self,
+        step: Callable[[dict[str, Any], int], Iterable[Tally]],
+        item: dict[str, Any],
+        now: int,
+        time_left: TimeLeft,
+        reserve: float,
+    ) -> Iterable[Tally]:
+        if time_left() <= reserve:
+            return (Tally.REMAINING,)
+        try:
+            return step(item, now)
+        except ConfigurationError:
+            raise
+        except Exception:
+            # One job's failure must not stop the run; the item keeps its due
+            # time, so the next run tries again.
+            logger.exception("poller step failed", job_id=item.get("job_id"))
+            return (Tally.ERRORS,)
+
+    def _poll(self, item: dict[str, Any], now: int) -> Iterable[Tally]:
+        job_id = str(item["job_id"])
+        policy = self._policy
+        registered_at = int(item.get("registered_at", now))
+        cut_off = registered_at + policy.max_age_seconds
+        result = self._check(job_id, str(item.get("status_url", "")))
+        if result.verdict is Verdict.TERMINAL and result.event is not None:
+            intake = self._intake.accept(result.event, Source.POLL, now)
+            new = intake.outcome is Outcome.NEW
+            logger.info(
+                "status poll found the job finished",
+                job_id=job_id,
+                sume_event=result.event.event,
+                recovered=new,
+                stored_state=intake.state,
+                mapping=result.reason,
+            )
+            return (Tally.POLLED, Tally.RECOVERED if new else Tally.ALREADY_RECORDED)
+
+        if result.verdict is Verdict.PENDING:
+            logger.info("status poll: not finished yet", job_id=job_id, reason=result.reason)
+        else:
+            # A refused URL or a 4xx will not fix itself: ops should look.
+            log = logger.error if result.permanent else logger.warning
+            log("status poll failed", job_id=job_id, reason=result.reason)
+        if now >= cut_off:
+            if self._jobs.mark_lost(job_id, now):
+                logger.error(
+                    "job lost: no terminal event before the cut-off",
+                    job_id=job_id,
+                    registered_at=registered_at,
+                    polls=int(item.get("poll_attempts", 0)) + 1,
+                    last_reason=result.reason,
+                )
+                return (Tally.POLLED, Tally.LOST)
+            return (Tally.POLLED,)
+        # The last poll lands on the cut-off itself, so "lost" is only ever
+        # declared right after Sume was asked one final time.
+        attempt = int(item.get("poll_attempts", 0)) + 1
+        next_poll = min(now + policy.poll_delay(attempt), cut_off)
+        if self._jobs.reschedule_poll(job_id, now, next_poll):
+            return (Tally.POLLED, Tally.RESCHEDULED)
+        return (Tally.POLLED,)
+
+    def _sweep(self, item: dict[str, Any], now: int) -> Iterable[Tally]:
+        job_id = str(item["job_id"])
+        # Send first: a crash before the deferral only means another send
+        # next run, while the reverse order could hide the job for a while.
+        self._queue.send(job_id)
+        next_due = now + self._policy.sweep_delay(int(item.get("sweeps", 0)) + 1)
+        self._jobs.defer_sweep(job_id, int(item["due_at"]), next_due)
+        logger.warning(
+            "owed work re-enqueued",
+            job_id=job_id,
+            stored_state=item.get("state"),
+            overdue_seconds=now - int(item["due_at"]),
+        )
+        return (Tally.SWEPT,)

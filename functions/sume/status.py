@@ -1,0 +1,251 @@
+"""What a job's ``status_url`` says, turned into a terminal event or "not yet".
+
+Sume's status endpoint is the source of truth when webhooks never arrived, but
+its answer shape is not part of the webhook contract, so it is read
+tolerantly (documented in the README, section "The poller"):
+
+1. A body that is itself a Sume envelope with a terminal ``event`` (and this
+   job's ``job_id``, or none) is used as is: the body text is what gets stored.
+2. Otherwise the first of ``status`` / ``state`` (top level, case-insensitive)
+   whose value is a terminal word decides, and an envelope is built around the
+   answer (kept whole under ``status_response``; ``artifacts`` and ``error``
+   carried where the worker reads them).
+3. Anything else (running, queued, an unknown word, a body that is not a JSON
+   object, a 404) means "not yet".
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sume.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, from_mapping
+from sume.fetch import FetchError, SafeHttp
+from sume.secrets import SecretsUnavailable
+from sume.settings import ConfigurationError, UrlPolicy
+
+COMPLETED_WORDS = frozenset(
+    {"completed", "complete", "succeeded", "success", "successful", "done", "finished"}
+)
+FAILED_WORDS = frozenset({"failed", "failure", "error", "errored"})
+CANCELED_WORDS = frozenset({"canceled", "cancelled"})
+STATUS_FIELDS = ("status", "state")
+# A status answer is small; a huge one is refused rather than held in memory.
+MAX_STATUS_BYTES = 1024 * 1024
+
+_EVENT_FOR_WORDS = (
+    (COMPLETED_WORDS, "job.completed", "OK"),
+    (FAILED_WORDS, "job.failed", "ERROR"),
+    (CANCELED_WORDS, "job.canceled", "ERROR"),
+)
+_DEFAULT_ERRORS = {
+    "job.failed": {"code": "JOB_FAILED", "message": "status_url reported the job failed"},
+    "job.canceled": {"code": "JOB_CANCELED", "message": "status_url reported the job canceled"},
+}
+
+
+class Verdict(enum.StrEnum):
+    TERMINAL = "terminal"
+    PENDING = "pending"
+    """Sume answered and the job is not finished (or the answer is not understood)."""
+    UNREACHABLE = "unreachable"
+    """No usable answer (timeout, 5xx, refused URL); ``permanent`` says if retrying can help."""
+
+
+@dataclass(frozen=True)
+class StatusResult:
+    verdict: Verdict
+    reason: str
+    event: JobEvent | None = None
+    permanent: bool = False
+
+
+def _terminal_event(word: str) -> tuple[str, str] | None:
+    normalised = word.strip().lower()
+    for words, event, status in _EVENT_FOR_WORDS:
+        if normalised in words:
+            return event, status
+    return None
+
+
+def _artifacts(data: Mapping[str, Any]) -> Any:
+    if "artifacts" in data:
+        return data["artifacts"]
+    payload = data.get("payload")
+    if isinstance(payload, dict) and "artifacts" in payload:
+        return payload["artifacts"]
+    return None
+
+
+def _error(data: Mapping[str, Any], event: str) -> dict[str, Any]:
+    error = data.get("error")
+    if isinstance(error, dict):
+        return error
+    if isinstance(error, str) and error.strip():
+        return {"message": error}
+    return dict(_DEFAULT_ERRORS[event])
+
+
+def _terminal_field(data: Mapping[str, Any]) -> tuple[str, str] | None:
+    for name in STATUS_FIELDS:
+        value = data.get(name)
+        terminal = _terminal_event(value) if isinstance(value, str) else None
+        if terminal is not None:
+            return terminal
+    return None
+
+
+def build_envelope(job_id: str, event: str, status: str, data: Mapping[str, Any]) -> JobEvent:
+    """A Sume envelope for ``event`` around a status answer, which is kept whole."""
+    envelope: dict[str, Any] = {"event": event, "job_id": job_id, "status": status}
+    if event == "job.completed":
+        artifacts = _artifacts(data)
+        envelope["payload"] = {"artifacts": artifacts if artifacts is not None else []}
+    else:
+        envelope["error"] = _error(data, event)
+    envelope["status_response"] = dict(data)
+    raw = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
+    return JobEvent(job_id=job_id, event=event, status=status, raw=raw, data=envelope)
+
+
+def _from_envelope(job_id: str, data: dict[str, Any], text: str) -> StatusResult | None:
+    event = data.get("event")
+    if event not in TERMINAL_EVENTS:
+        return None
+    reported = data.get("job_id")
+    if reported is None:
+        # Terminal, but not storable as is without a job id: wrap it.
+        status = data.get("status")
+        if not isinstance(status, str) or not status:
+            status = "OK" if event == "job.completed" else "ERROR"
+        return StatusResult(
+            Verdict.TERMINAL, "envelope_without_job_id", build_envelope(job_id, event, status, data)
+        )
+    if reported != job_id:
+        # Never record another job's result under this one.
+        return StatusResult(Verdict.PENDING, "job_id_mismatch")
+    try:
+        delivery = from_mapping(data, text)
+    except MalformedEvent as exc:
+        return StatusResult(Verdict.PENDING, exc.reason)
+    assert isinstance(delivery, JobEvent)
+    return StatusResult(Verdict.TERMINAL, "envelope", delivery)
+
+
+def _status_code_verdict(http_status: int) -> StatusResult | None:
+    """The verdict a status code alone decides, or None for a 2xx."""
+    if http_status in (404, 410):
+        # Sume may not know a job it has only just accepted; the age cut-off
+        # ends the wait if it never does.
+        return StatusResult(Verdict.PENDING, f"http_{http_status}")
+    if http_status == 429 or http_status >= 500:
+        return StatusResult(Verdict.UNREACHABLE, f"http_{http_status}")
+    if not 200 <= http_status < 300:
+        return StatusResult(Verdict.UNREACHABLE, f"http_{http_status}", permanent=True)
+    return None
+
+
+def _json_object(text: str) -> dict[str, Any] | str:
+    """The body as a JSON object, or why it is not one."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return "body_not_json"
+    return data if isinstance(data, dict) else "body_not_object"
+
+
+def interpret(job_id: str, http_status: int, text: str) -> StatusResult:
+    """Map one answer of the status endpoint (status code and body text)."""
+    if (decided := _status_code_verdict(http_status)) is not None:
+        return decided
+    data = _json_object(text)
+    if isinstance(data, str):
+        return StatusResult(Verdict.PENDING, data)
+    if (result := _from_envelope(job_id, data, text)) is not None:
+        return result
+    if (terminal := _terminal_field(data)) is not None:
+        event, status = terminal
+        return StatusResult(
+            Verdict.TERMINAL, "status_field", build_envelope(job_id, event, status, data)
+        )
+    return StatusResult(Verdict.PENDING, "not_terminal")
+
+
+def bearer_headers(token: str | None) -> dict[str, str]:
+    headers = {"accept": "application/json"}
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    return headers
+
+
+TokenSource = Callable[[], str | None]
+
+
+class StatusUnavailable(Exception):
+    """No usable answer from a status_url. ``permanent``: retrying cannot help."""
+
+    def __init__(self, reason: str, permanent: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.permanent = permanent
+
+
+HttpGet = Callable[[str, Mapping[str, str]], tuple[int, str]]
+"""GET a URL with headers; return (status code, body text) or raise StatusUnavailable."""
+
+
+class StatusClient:
+    """Asks a job's status_url, with Sume's API token when one is configured."""
+
+    def __init__(self, get: HttpGet, token: TokenSource) -> None:
+        self._get = get
+        self._token = token
+
+    def check(self, job_id: str, status_url: str) -> StatusResult:
+        headers = bearer_headers(self._token())
+        try:
+            http_status, text = self._get(status_url, headers)
+        except StatusUnavailable as exc:
+            return StatusResult(Verdict.UNREACHABLE, exc.reason, permanent=exc.permanent)
+        return interpret(job_id, http_status, text)
+
+
+def status_getter(policy: UrlPolicy, connect_timeout: float, read_timeout: float) -> HttpGet:
+    """GET through ``sume.fetch`` (SSRF-safe: same URL rules as artifact downloads)."""
+    http = SafeHttp(policy, connect_timeout, read_timeout)
+
+    def get(url: str, headers: Mapping[str, str]) -> tuple[int, str]:
+        try:
+            return http.get_text(url, headers, max_bytes=MAX_STATUS_BYTES)
+        except FetchError as exc:
+            raise StatusUnavailable(exc.code, permanent=exc.permanent) from exc
+
+    return get
+
+
+def api_token(
+    secret_arn: str | None, value: str | None, max_age: int, client: object | None = None
+) -> TokenSource:
+    """Sume's API token: from Secrets Manager (cached per container) or the environment."""
+    if not secret_arn:
+        return lambda: value
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider
+    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
+    provider = SecretsProvider(boto3_client=client)
+
+    def fetch() -> str | None:
+        try:
+            secret = provider.get(secret_arn, max_age=max_age)
+        except GetParameterError as exc:
+            raise SecretsUnavailable(str(exc)) from exc
+        if isinstance(secret, bytes):
+            secret = secret.decode("utf-8")
+        if not isinstance(secret, str) or not secret.strip():
+            raise ConfigurationError("the Sume API token secret must be a non-empty string")
+        return secret.strip()
+
+    return fetch

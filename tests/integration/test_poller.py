@@ -1,0 +1,398 @@
+"""The poller against moto and a loopback server playing Sume's status endpoint."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import poller
+import receiver
+from sume import aws as clients
+from sume.envelope import parse
+from sume.jobs import JobsTable, Source, State
+from sume.registry import Registry
+from sume.settings import PollerSettings
+from tests.awscalls import counting_aws_calls
+from tests.builders import LambdaContext, delivery_event, job_body, scheduled_event
+from tests.httpserver import LoopbackServer
+
+T0 = 1_900_000_000
+SHARDS = 4
+FOREVER = 10_000.0
+
+
+class StatusServer(LoopbackServer):
+    """Sume's status endpoint: ``GET /v1/jobs/<job_id>``; unknown jobs get a 404."""
+
+    def job_url(self, job_id: str) -> str:
+        return self.url(f"/v1/jobs/{job_id}")
+
+    def answer(self, job_id: str, data: Any, status: int = 200) -> str:
+        text = data if isinstance(data, str) else json.dumps(data)
+        headers = {"content-type": "application/json"}
+        self.route(f"/v1/jobs/{job_id}", status, headers, text.encode())
+        return text
+
+    def polls_of(self, job_id: str) -> int:
+        return self.hits[f"/v1/jobs/{job_id}"]
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def sume(aws, monkeypatch) -> Iterator[StatusServer]:
+    monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
+    monkeypatch.setenv("ALLOW_PRIVATE_HOSTS", "true")
+    monkeypatch.setenv("SUME_API_TOKEN", "sume-api-token")
+    # Fewer shards than the default 16 keep each run's queries cheap on moto;
+    # every component reads the same setting, as in a deployment.
+    monkeypatch.setenv("DUE_SHARDS", str(SHARDS))
+    server = StatusServer()
+    with server:
+        yield server
+
+
+def table(aws) -> JobsTable:
+    return JobsTable(clients.client("dynamodb"), aws.table, SHARDS)
+
+
+def make_poller(clock: Clock):
+    return poller.build_poller(PollerSettings.from_env(), clock)
+
+
+def register(aws, clock: Clock, job_id: str, url: str, metadata=None) -> bool:
+    return Registry(table(aws), first_poll_after=900, clock=clock).expect(job_id, url, metadata)
+
+
+def drain_queue(aws) -> list[str]:
+    sqs = clients.client("sqs")
+    bodies: list[str] = []
+    while True:
+        messages = sqs.receive_message(QueueUrl=aws.queue_url, MaxNumberOfMessages=10).get(
+            "Messages", []
+        )
+        if not messages:
+            return bodies
+        bodies.extend(m["Body"] for m in messages)
+
+
+def indexed_job_ids(aws) -> set[str]:
+    jobs = table(aws)
+    found: set[str] = set()
+    for shard in range(SHARDS):
+        start = None
+        while True:
+            items, start = jobs.due(shard, 2**40, 100, start)
+            found.update(i["job_id"] for i in items)
+            if start is None:
+                break
+    return found
+
+
+def test_job_recovered_by_polling_is_recorded_once_and_enqueued_once(aws, sume):
+    clock = Clock(T0)
+    assert register(aws, clock, "job_r", sume.job_url("job_r"), {"order": "o-1", "weight": 1.5})
+    served = sume.answer("job_r", job_body("job_r", artifacts=["https://cdn.example/r.mp4"]))
+    run = make_poller(clock)
+
+    clock.now = T0 + 899
+    early = run.run(lambda: FOREVER)
+    assert (early.polled, early.recovered) == (0, 0)
+
+    clock.now = T0 + 900
+    summary = run.run(lambda: FOREVER)
+    assert (summary.polled, summary.recovered, summary.rescheduled) == (1, 1, 0)
+    assert summary.complete
+
+    item = table(aws).get("job_r")
+    assert item is not None
+    assert item["state"] == State.RECEIVED
+    assert item["source"] == Source.POLL
+    assert item["body"] == served
+    assert item["event"] == "job.completed"
+    assert item["deliveries"] == 0
+    assert item["metadata"] == {"order": "o-1", "weight": 1.5}
+    assert item["status_url"] == sume.job_url("job_r")
+    assert drain_queue(aws) == ["job_r"]
+    assert sume.requests[0].headers["authorization"] == "Bearer sume-api-token"
+
+    clock.now = T0 + 901
+    again = run.run(lambda: FOREVER)
+    assert (again.polled, again.recovered, again.swept) == (0, 0, 0)
+    assert sume.polls_of("job_r") == 1
+    assert drain_queue(aws) == []
+
+
+def test_status_field_answer_is_stored_as_a_built_envelope(aws, sume):
+    clock = Clock(T0)
+    register(aws, clock, "job_s", sume.job_url("job_s"))
+    sume.answer("job_s", {"id": "job_s", "state": "failed", "error": "codec"})
+    clock.now = T0 + 900
+    assert make_poller(clock).run(lambda: FOREVER).recovered == 1
+    item = table(aws).get("job_s")
+    assert item is not None
+    assert (item["event"], item["status"], item["source"]) == ("job.failed", "ERROR", "poll")
+    stored = parse(item["body"].encode())
+    assert stored.job_id == "job_s"  # type: ignore[union-attr]
+    assert json.loads(item["body"])["status_response"]["state"] == "failed"
+
+
+def test_webhook_and_poll_racing_produce_one_item_and_one_enqueue(aws, sume):
+    now = time.time()
+    job_ids = [f"job_race_{i}" for i in range(6)]
+    bodies = {}
+    for job_id in job_ids:
+        register(aws, Clock(now - 1000), job_id, sume.job_url(job_id))
+        bodies[job_id] = job_body(job_id)
+        sume.answer(job_id, bodies[job_id])
+    run = make_poller(Clock(now))
+    start = threading.Barrier(1 + len(job_ids))
+    answers: list[dict[str, Any]] = []
+
+    def deliver(job_id: str) -> None:
+        start.wait()
+        answers.append(receiver.handler(delivery_event(bodies[job_id]), LambdaContext()))
+
+    threads = [threading.Thread(target=deliver, args=(j,)) for j in job_ids]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    summary = run.run(lambda: FOREVER)
+    for thread in threads:
+        thread.join()
+
+    assert [a["statusCode"] for a in answers] == [200] * len(job_ids)
+    webhook_new = sum(json.loads(a["body"])["result"] == "new" for a in answers)
+    assert webhook_new + summary.recovered == len(job_ids)
+    assert sorted(drain_queue(aws)) == sorted(job_ids)
+    for job_id in job_ids:
+        item = table(aws).get(job_id)
+        assert item is not None
+        assert item["state"] == State.RECEIVED
+        # Whichever won, the webhook's delivery was counted exactly once.
+        assert item["deliveries"] == 1
+        assert item["source"] in ("webhook", "poll")
+
+
+def test_backoff_doubles_and_the_job_is_lost_at_the_cut_off(aws, sume, monkeypatch, capsys):
+    monkeypatch.setenv("MAX_POLL_AGE_SECONDS", "20000")
+    clock = Clock(T0)
+    register(aws, clock, "job_slow", sume.job_url("job_slow"))
+    run = make_poller(clock)
+    polled_at: list[int] = []
+    answers = [(200, {"status": "running"}), (503, "overloaded"), (200, {"state": "queued"})]
+    for i in range(10):
+        item = table(aws).get("job_slow")
+        assert item is not None
+        if item["state"] != State.AWAITING:
+            break
+        status, data = answers[i % len(answers)]
+        sume.answer("job_slow", data, status)
+        clock.now = item["due_at"] - 1
+        assert run.run(lambda: FOREVER).polled == 0
+        clock.now = item["due_at"]
+        summary = run.run(lambda: FOREVER)
+        assert summary.polled == 1
+        polled_at.append(int(clock.now) - T0)
+
+    assert polled_at == [900, 900 + 1800, 2700 + 3600, 6300 + 7200, 20000]
+    assert summary.lost == 1
+    item = table(aws).get("job_slow")
+    assert item is not None
+    assert item["state"] == State.LOST
+    assert item["lost_at"] == T0 + 20000
+    assert item["poll_attempts"] == 4
+    assert "due_at" not in item
+    assert "due_shard" not in item
+    assert "job_slow" not in indexed_job_ids(aws)
+    assert sume.polls_of("job_slow") == 5
+    assert drain_queue(aws) == []
+
+
+def test_backoff_is_capped(aws, sume, monkeypatch):
+    monkeypatch.setenv("POLL_MAX_INTERVAL_SECONDS", "2000")
+    clock = Clock(T0)
+    register(aws, clock, "job_cap", sume.job_url("job_cap"))
+    run = make_poller(clock)
+    gaps = []
+    last = T0
+    for _ in range(4):
+        item = table(aws).get("job_cap")
+        assert item is not None
+        gaps.append(item["due_at"] - last)
+        last = clock.now = item["due_at"]
+        run.run(lambda: FOREVER)
+    assert gaps == [900, 1800, 2000, 2000]
+
+
+def test_a_late_webhook_completes_a_lost_job(aws, sume, monkeypatch):
+    monkeypatch.setenv("MAX_POLL_AGE_SECONDS", "900")
+    now = time.time()
+    clock = Clock(now - 2000)
+    register(aws, clock, "job_late", sume.job_url("job_late"), {"k": "v"})
+    clock.now = now
+    assert make_poller(clock).run(lambda: FOREVER).lost == 1
+    answer = receiver.handler(delivery_event(job_body("job_late")), LambdaContext())
+    assert json.loads(answer["body"])["result"] == "new"
+    item = table(aws).get("job_late")
+    assert item is not None
+    assert (item["state"], item["metadata"]) == (State.RECEIVED, {"k": "v"})
+    assert drain_queue(aws) == ["job_late"]
+
+
+def test_crash_left_in_received_is_re_enqueued_after_its_deadline(aws, sume):
+    jobs = table(aws)
+    event = parse(json.dumps(job_body("job_crash")).encode())
+    # The receiver's write succeeded and the process died before SendMessage.
+    assert jobs.record(event, Source.WEBHOOK, T0, sweep_at=T0 + 120).new  # type: ignore[arg-type]
+    clock = Clock(T0 + 119)
+    run = make_poller(clock)
+    assert run.run(lambda: FOREVER).swept == 0
+    assert drain_queue(aws) == []
+
+    clock.now = T0 + 120
+    assert run.run(lambda: FOREVER).swept == 1
+    assert drain_queue(aws) == ["job_crash"]
+    item = jobs.get("job_crash")
+    assert item is not None
+    assert (item["state"], item["due_at"], item["sweeps"]) == ("received", T0 + 120 + 240, 1)
+
+    clock.now = T0 + 359
+    assert run.run(lambda: FOREVER).swept == 0
+    clock.now = T0 + 360
+    assert run.run(lambda: FOREVER).swept == 1
+    assert drain_queue(aws) == ["job_crash"]
+
+    claimed, _ = jobs.claim("job_crash", T0 + 361, lease_seconds=300)
+    assert claimed is not None
+    assert jobs.finish("job_crash", claimed["claim_id"], State.PROCESSED, T0 + 362, T0 + 10**6, {})
+    clock.now = T0 + 10**5
+    assert run.run(lambda: FOREVER).swept == 0
+    assert drain_queue(aws) == []
+
+
+def test_expired_lease_is_owed_work_again(aws, sume):
+    jobs = table(aws)
+    event = parse(json.dumps(job_body("job_lease")).encode())
+    jobs.record(event, Source.WEBHOOK, T0, sweep_at=T0 + 120)  # type: ignore[arg-type]
+    claimed, _ = jobs.claim("job_lease", T0 + 1, lease_seconds=600)
+    assert claimed is not None
+    clock = Clock(T0 + 600)
+    run = make_poller(clock)
+    assert run.run(lambda: FOREVER).swept == 0
+    clock.now = T0 + 601
+    assert run.run(lambda: FOREVER).swept == 1
+    assert drain_queue(aws) == ["job_lease"]
+    # The redelivered message lets another worker take the job over.
+    again, _ = jobs.claim("job_lease", T0 + 602, lease_seconds=600)
+    assert again is not None
+    assert again["attempts"] == 2
+
+
+class Budget:
+    """A run's time left: plenty for the first ``calls`` checks, then none."""
+
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            self.calls -= 1
+            return FOREVER if self.calls >= 0 else 0.0
+
+
+def test_run_out_of_time_leaves_the_rest_for_the_next_run(aws, sume):
+    clock = Clock(T0)
+    job_ids = [f"job_many_{i:02d}" for i in range(20)]
+    for job_id in job_ids:
+        register(aws, clock, job_id, sume.job_url(job_id))
+    clock.now = T0 + 900
+    run = make_poller(clock)
+
+    first = run.run(Budget(8))
+    assert not first.complete
+    assert 0 < first.polled < len(job_ids)
+    assert first.rescheduled == first.polled
+
+    second = run.run(lambda: FOREVER)
+    assert second.complete
+    assert (second.remaining, second.errors) == (0, 0)
+    assert first.polled + second.polled == len(job_ids)
+    assert all(sume.polls_of(j) == 1 for j in job_ids)
+    for job_id in job_ids:
+        item = table(aws).get(job_id)
+        assert item is not None
+        assert item["poll_attempts"] == 1
+
+
+def test_handler_stops_before_the_deadline_and_reports(aws, sume, capsys):
+    now = time.time()
+    for i in range(3):
+        register(aws, Clock(now - 1000), f"job_h{i}", sume.job_url(f"job_h{i}"))
+    sume.answer("job_h0", job_body("job_h0"))
+
+    # 20 s left minus the 10 s margin is less than one poll's worst case.
+    tight = poller.handler(scheduled_event(), LambdaContext(remaining_ms=20_000))
+    assert set(tight) == {
+        "polled",
+        "recovered",
+        "rescheduled",
+        "lost",
+        "swept",
+        "remaining",
+        "errors",
+        "complete",
+    }
+    assert (tight["polled"], tight["rescheduled"], tight["complete"]) == (0, 0, False)
+    assert tight["remaining"] >= 1
+    roomy = poller.handler(scheduled_event(), LambdaContext(remaining_ms=60_000))
+    assert (roomy["polled"], roomy["recovered"], roomy["rescheduled"]) == (3, 1, 2)
+    assert roomy["complete"]
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    assert emitted[-1]["JobsRecoveredByPoll"] == [1.0]
+    assert emitted[-1]["JobsLost"] == [0.0]
+
+
+def test_handler_counts_lost_jobs_in_the_alarmed_metric(aws, sume, monkeypatch, capsys):
+    monkeypatch.setenv("MAX_POLL_AGE_SECONDS", "3600")
+    register(aws, Clock(time.time() - 4000), "job_gone", sume.job_url("job_gone"))
+    result = poller.handler(scheduled_event(), LambdaContext())
+    assert (result["polled"], result["lost"]) == (1, 1)
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    assert emitted[-1]["JobsLost"] == [1.0]
+
+
+def test_the_due_index_is_sparse_and_never_scanned(aws, sume):
+    jobs = table(aws)
+    clock = Clock(T0)
+    register(aws, clock, "job_waiting", sume.job_url("job_waiting"))
+    for job_id in ("job_done", "job_owed"):
+        event = parse(json.dumps(job_body(job_id)).encode())
+        jobs.record(event, Source.WEBHOOK, T0, sweep_at=T0 + 120)  # type: ignore[arg-type]
+    claimed, _ = jobs.claim("job_done", T0 + 1, lease_seconds=300)
+    assert claimed is not None
+    assert jobs.finish("job_done", claimed["claim_id"], State.PROCESSED, T0 + 2, T0 + 10**6, {})
+    clients.client("dynamodb").put_item(
+        TableName=aws.table, Item={"job_id": {"S": "job_plain"}, "state": {"S": "processed"}}
+    )
+    assert indexed_job_ids(aws) == {"job_waiting", "job_owed"}
+
+    clock.now = T0 + 10**4
+    with counting_aws_calls() as calls:
+        clients.client.cache_clear()  # counted clients only
+        summary = make_poller(clock).run(lambda: FOREVER)
+    assert (summary.polled, summary.swept) == (1, 1)
+    assert calls.calls["dynamodb.Query"] == SHARDS
+    assert calls.calls["dynamodb.Scan"] == 0

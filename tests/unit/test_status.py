@@ -1,0 +1,179 @@
+import json
+
+import pytest
+
+from sume.status import (
+    StatusClient,
+    StatusUnavailable,
+    Verdict,
+    bearer_headers,
+    interpret,
+)
+from tests.builders import job_body
+
+
+def answer(data, status=200):
+    return status, json.dumps(data)
+
+
+def test_terminal_envelope_is_used_as_is():
+    body = job_body("job_1", artifacts=["https://cdn.example/a.mp4"], extra_field={"kept": 1})
+    text = json.dumps(body, indent=2)
+    result = interpret("job_1", 200, text)
+    assert result.verdict is Verdict.TERMINAL
+    assert result.reason == "envelope"
+    assert result.event is not None
+    assert result.event.raw == text
+    assert (result.event.event, result.event.status) == ("job.completed", "OK")
+
+
+@pytest.mark.parametrize("event", ["job.failed", "job.canceled"])
+def test_error_envelopes_are_used_as_is(event):
+    text = json.dumps(job_body("job_1", event=event))
+    result = interpret("job_1", 200, text)
+    assert result.event is not None
+    assert (result.event.event, result.event.status, result.event.raw) == (event, "ERROR", text)
+
+
+def test_envelope_of_another_job_is_never_recorded():
+    result = interpret("job_1", *answer(job_body("job_2")))
+    assert (result.verdict, result.reason, result.event) == (
+        Verdict.PENDING,
+        "job_id_mismatch",
+        None,
+    )
+
+
+def test_envelope_without_job_id_is_wrapped_for_this_job():
+    data = {"event": "job.failed", "error": {"code": "X"}}
+    result = interpret("job_1", *answer(data))
+    assert result.verdict is Verdict.TERMINAL
+    assert result.event is not None
+    stored = json.loads(result.event.raw)
+    assert stored["job_id"] == "job_1"
+    assert stored["event"] == "job.failed"
+    assert stored["status"] == "ERROR"
+    assert stored["error"] == {"code": "X"}
+    assert stored["status_response"] == data
+
+
+@pytest.mark.parametrize(
+    ("word", "event", "status"),
+    [
+        ("completed", "job.completed", "OK"),
+        ("Succeeded", "job.completed", "OK"),
+        (" DONE ", "job.completed", "OK"),
+        ("failed", "job.failed", "ERROR"),
+        ("error", "job.failed", "ERROR"),
+        ("canceled", "job.canceled", "ERROR"),
+        ("cancelled", "job.canceled", "ERROR"),
+    ],
+)
+def test_terminal_status_words(word, event, status):
+    data = {"id": "job_1", "status": word, "progress": 100}
+    result = interpret("job_1", *answer(data))
+    assert result.verdict is Verdict.TERMINAL
+    assert result.reason == "status_field"
+    assert result.event is not None
+    assert (result.event.job_id, result.event.event, result.event.status) == (
+        "job_1",
+        event,
+        status,
+    )
+    stored = json.loads(result.event.raw)
+    assert stored["status_response"] == data
+    assert result.event.data == stored
+
+
+def test_state_field_is_read_when_status_is_not_terminal():
+    result = interpret("job_1", *answer({"status": "OK", "state": "completed"}))
+    assert result.event is not None
+    assert result.event.event == "job.completed"
+
+
+def test_completed_carries_artifacts_from_top_level_or_payload():
+    top = interpret("j", *answer({"status": "completed", "artifacts": ["https://a/1"]}))
+    nested = interpret("j", *answer({"state": "done", "payload": {"artifacts": ["https://a/2"]}}))
+    none = interpret("j", *answer({"status": "completed"}))
+    assert top.event is not None
+    assert nested.event is not None
+    assert none.event is not None
+    assert json.loads(top.event.raw)["payload"] == {"artifacts": ["https://a/1"]}
+    assert json.loads(nested.event.raw)["payload"] == {"artifacts": ["https://a/2"]}
+    assert json.loads(none.event.raw)["payload"] == {"artifacts": []}
+
+
+def test_failed_carries_error_object_or_message_or_a_default():
+    obj = interpret("j", *answer({"status": "failed", "error": {"code": "E1"}}))
+    text = interpret("j", *answer({"status": "failed", "error": "disk full"}))
+    default = interpret("j", *answer({"status": "cancelled"}))
+    assert obj.event is not None
+    assert text.event is not None
+    assert default.event is not None
+    assert json.loads(obj.event.raw)["error"] == {"code": "E1"}
+    assert json.loads(text.event.raw)["error"] == {"message": "disk full"}
+    assert json.loads(default.event.raw)["error"]["code"] == "JOB_CANCELED"
+
+
+@pytest.mark.parametrize(
+    ("status", "text", "reason"),
+    [
+        (200, json.dumps({"status": "running"}), "not_terminal"),
+        (200, json.dumps({"status": "queued", "state": "pending"}), "not_terminal"),
+        (200, json.dumps({"status": 3}), "not_terminal"),
+        (200, json.dumps({"event": "job.progress", "job_id": "job_1"}), "not_terminal"),
+        (200, json.dumps({"event": "webhook.test", "request_id": "r"}), "not_terminal"),
+        (200, json.dumps(["completed"]), "body_not_object"),
+        (200, "<html>completed</html>", "body_not_json"),
+        (404, "", "http_404"),
+        (410, "", "http_410"),
+    ],
+)
+def test_anything_else_is_not_yet(status, text, reason):
+    result = interpret("job_1", status, text)
+    assert (result.verdict, result.reason, result.event) == (Verdict.PENDING, reason, None)
+
+
+@pytest.mark.parametrize(
+    ("status", "permanent"),
+    [(500, False), (503, False), (429, False), (401, True), (403, True), (302, True)],
+)
+def test_error_answers_are_unreachable(status, permanent):
+    result = interpret("job_1", status, json.dumps({"status": "completed"}))
+    assert result.verdict is Verdict.UNREACHABLE
+    assert result.permanent is permanent
+    assert result.event is None
+
+
+def test_client_sends_the_token_and_maps_the_answer():
+    seen = []
+
+    def get(url, headers):
+        seen.append((url, dict(headers)))
+        return answer({"status": "completed"})
+
+    result = StatusClient(get, lambda: "tok").check("job_1", "https://sume.example/jobs/job_1")
+    assert result.verdict is Verdict.TERMINAL
+    assert seen == [
+        (
+            "https://sume.example/jobs/job_1",
+            {"accept": "application/json", "authorization": "Bearer tok"},
+        )
+    ]
+
+
+def test_client_without_token_sends_no_authorization():
+    assert "authorization" not in bearer_headers(None)
+    assert "authorization" not in bearer_headers("")
+
+
+def test_client_turns_fetch_failures_into_unreachable():
+    def get(url, headers):
+        raise StatusUnavailable("refused_host", permanent=True)
+
+    result = StatusClient(get, lambda: None).check("job_1", "https://x/y")
+    assert (result.verdict, result.reason, result.permanent) == (
+        Verdict.UNREACHABLE,
+        "refused_host",
+        True,
+    )
