@@ -1,0 +1,468 @@
+"""``sume-webhooks``: the operator's CLI, against a deployed stage or the local stack.
+
+A thin layer: argparse, one small function per command over ``devtools.ops``,
+and one place (``main``) that turns expected failures into a one-line message
+on stderr and an exit code. See the README's "Ops CLI" section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+)
+
+from devtools.ops import CHECK_FAILED, FAILED, OK, USAGE, OpsError, dlq, jobs, rotation
+from devtools.ops.context import Ops
+from devtools.ops.listing import STATES, list_jobs
+from devtools.ops.sendtest import send
+from devtools.ops.story import as_json, render
+from devtools.ops.times import iso, parse_since
+from devtools.stackinfo import LOCAL_PREFIX, DiscoveryError
+from sume.envelope import TERMINAL_EVENTS
+from sume.queue import JobQueue
+from sume.schema import DUE_SHARDS
+from sume.secrets import parse_secrets
+from sume.settings import ConfigurationError
+
+PROG = "sume-webhooks"
+Command = Callable[[Ops, argparse.Namespace], int]
+
+
+def out(text: str = "") -> None:
+    print(text, file=sys.stdout)
+
+
+def note(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def dump(value: Any) -> None:
+    out(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True))
+
+
+def table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        out("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def deployment_option(ops: Ops) -> str:
+    if ops.endpoint_url:
+        return f"--endpoint-url {ops.endpoint_url}"
+    return f"--stage {ops.stage}"
+
+
+def cmd_status(ops: Ops, args: argparse.Namespace) -> int:
+    item = jobs.load(ops.jobs, args.job_id)
+    if args.json:
+        dump(as_json(item))
+    else:
+        out(render(item))
+    return OK
+
+
+def cmd_list(ops: Ops, args: argparse.Namespace) -> int:
+    since = parse_since(args.since, time.time()) if args.since else None
+    listing = list_jobs(
+        ops.client("dynamodb"),
+        ops.stack.names.table,
+        ops.shards,
+        args.state,
+        since,
+        args.limit,
+        args.scan_budget if args.scan else None,
+    )
+    how = "by a bounded Scan" if args.scan and args.state not in ("awaiting", "owed") else ""
+    source = how or "from the due-work index"
+    if args.json:
+        dump(
+            {
+                "state": args.state,
+                "jobs": [as_json(i) for i in listing.items],
+                "items_read": listing.read,
+                "complete": listing.complete,
+                "source": "scan" if how else "index",
+            }
+        )
+    elif listing.items:
+        attribute = listing.time_attribute
+        table(
+            [
+                [
+                    str(i["job_id"]),
+                    str(i.get("state", "")),
+                    str(i.get("event", "")),
+                    iso(i.get(attribute)) or "-",
+                    iso(i.get("due_at")) or "-",
+                ]
+                for i in listing.items
+            ],
+            ["JOB_ID", "STATE", "EVENT", attribute.upper(), "DUE_AT"],
+        )
+    else:
+        out(f"no {args.state} jobs")
+    summary = f"{len(listing.items)} {args.state} job(s); read {listing.read} item(s) {source}"
+    if not listing.complete:
+        summary += "; stopped early, more may exist (raise --limit"
+        summary += " or --scan-budget)" if how else ")"
+    note(summary)
+    return OK
+
+
+def cmd_expect(ops: Ops, args: argparse.Namespace) -> int:
+    created, item = jobs.expect(
+        ops.jobs,
+        ops.stack.names.table,
+        ops.client("dynamodb"),
+        args.job_id,
+        args.status_url,
+        jobs.parse_metadata(args.metadata),
+    )
+    if created:
+        out(f"registered {args.job_id}: first status poll at {iso(item.get('due_at'))}")
+    else:
+        out(f"{args.job_id} is already known (state {item.get('state')}); nothing changed")
+    return OK
+
+
+def cmd_replay(ops: Ops, args: argparse.Namespace) -> int:
+    queue = JobQueue(ops.client("sqs"), ops.stack.names.queue_url)
+    jobs.replay(ops.jobs, queue, args.job_id, int(time.time()))
+    out(
+        f"replay queued for {args.job_id}: state received, replay=true; "
+        "the worker copies its artifacts again"
+    )
+    return OK
+
+
+def _letters_table(letters: list[dlq.DeadLetter]) -> None:
+    rows = []
+    for letter in letters:
+        row = letter.as_dict()
+        state = row["state"] if row["found"] else "(no such job)"
+        rows.append(
+            [
+                letter.job_id,
+                str(letter.receive_count),
+                letter.sent_at or "-",
+                str(state),
+                str(row["processing_error"] or ""),
+            ]
+        )
+    table(rows, ["JOB_ID", "RECEIVES", "SENT", "STATE", "PROCESSING_ERROR"])
+
+
+def cmd_dlq_peek(ops: Ops, args: argparse.Namespace) -> int:
+    sqs = ops.client("sqs")
+    url = ops.stack.names.dlq_url
+    letters = dlq.peek(sqs, ops.jobs, url, args.limit)
+    if args.json:
+        dump([letter.as_dict() for letter in letters])
+    elif letters:
+        _letters_table(letters)
+    else:
+        out("the DLQ is empty")
+    note(f"{len(letters)} shown; about {dlq.depth(sqs, url)} message(s) in {url}")
+    return OK
+
+
+def cmd_dlq_redrive(ops: Ops, args: argparse.Namespace) -> int:
+    names = ops.stack.names
+    letters = dlq.redrive(ops.client("sqs"), ops.jobs, names.dlq_url, names.queue_url, args.limit)
+    if letters:
+        _letters_table(letters)
+    out(f"moved {len(letters)} message(s) back to the jobs queue")
+    for letter in letters:
+        state = (letter.item or {}).get("state")
+        if state in ("processed", "processing_error"):
+            note(
+                f"{letter.job_id} is {state}: the worker will leave it alone; "
+                f"`{PROG} {deployment_option(ops)} replay {letter.job_id}` redoes its work"
+            )
+    return OK
+
+
+def _signing_secrets(ops: Ops, args: argparse.Namespace) -> list[bytes]:
+    if args.secret:
+        return [s.encode("utf-8") for s in args.secret]
+    if value := os.environ.get("SUME_COM_WEBHOOK_SIGNING_SECRET", "").strip():
+        return list(parse_secrets(value))
+    if not (ops.stage or ops.endpoint_url):
+        raise OpsError(
+            "no signing secret: pass --secret, set SUME_COM_WEBHOOK_SIGNING_SECRET, or name "
+            "the deployment (--stage / --endpoint-url) to read it from Secrets Manager",
+            USAGE,
+        )
+    arn = _secret_arn(ops)
+    return [s.encode("utf-8") for s in rotation.read(ops.client("secretsmanager"), arn)]
+
+
+def cmd_send_test(ops: Ops, args: argparse.Namespace) -> int:
+    url = args.url
+    if not url:
+        if not ops.stage:
+            raise OpsError("no URL: pass the webhook URL, or --stage to use its WebhookUrl", USAGE)
+        url = ops.stack.webhook_url
+        if not url:
+            raise OpsError(f"{ops.stack.description} has no WebhookUrl output")
+    answers = send(url, _signing_secrets(ops, args), args.job, args.event, args.artifact)
+    for answer in answers:
+        body = answer.body if len(answer.body) <= 2000 else answer.body[:2000] + "..."
+        out(f"{answer.label} -> {answer.status} {body}".rstrip())
+    failed = [a.label for a in answers if not a.ok]
+    if failed:
+        note(f"not accepted: {', '.join(failed)} (see the status and body above)")
+        return CHECK_FAILED
+    return OK
+
+
+def _secret_arn(ops: Ops) -> str:
+    arn = ops.stack.names.signing_secret_arn
+    if not arn:
+        raise OpsError(
+            f"{ops.stack.description} keeps no signing secret in Secrets Manager "
+            "(its receiver reads SUME_COM_WEBHOOK_SIGNING_SECRET)"
+        )
+    return arn
+
+
+def _show_positions(secrets: list[str], new: str | None = None) -> None:
+    for position, secret in enumerate(secrets):
+        tag = "  (new)" if secret == new else ""
+        out(f"  {position}  {rotation.fingerprint(secret)}{tag}")
+
+
+STDIN = "-"
+
+
+def cmd_secrets_rotate(ops: Ops, args: argparse.Namespace) -> int:
+    # "-" keeps the secret out of the shell history and the process list.
+    new = sys.stdin.readline() if args.new_secret == STDIN else args.new_secret
+    arn = _secret_arn(ops)
+    secrets = rotation.rotate(ops.client("secretsmanager"), arn, new)
+    out(f"{arn} now holds {len(secrets)} secrets, newest first:")
+    _show_positions(secrets, new.strip())
+    out("Give Sume the new secret; the receiver accepts both meanwhile.")
+    out(rotation.metric_hint(len(secrets) - 1, deployment_option(ops)))
+    out(f"Then: {PROG} {deployment_option(ops)} secrets retire")
+    return OK
+
+
+def cmd_secrets_retire(ops: Ops, args: argparse.Namespace) -> int:
+    arn = _secret_arn(ops)
+    retired, remaining = rotation.retire(ops.client("secretsmanager"), arn, args.position)
+    out(f"retired {rotation.fingerprint(retired)}; {arn} now holds:")
+    _show_positions(remaining)
+    return OK
+
+
+def cmd_secrets_status(ops: Ops, args: argparse.Namespace) -> int:
+    arn = _secret_arn(ops)
+    secrets = rotation.read(ops.client("secretsmanager"), arn)
+    now = datetime.now(UTC)
+    # The end reaches into the next minute, so the current minute's deliveries count.
+    start, end = now - timedelta(hours=args.hours), now + timedelta(minutes=1)
+    usage = rotation.usage(ops.client("cloudwatch"), secrets, start, end)
+    out(f"{arn}: deliveries verified per position in the last {args.hours} h")
+    table(
+        [
+            [
+                str(u.position),
+                u.fingerprint,
+                rotation.metric_name(u.position),
+                "no data" if u.matches is None else f"{u.matches:g}",
+            ]
+            for u in usage
+        ],
+        ["POSITION", "FINGERPRINT", "METRIC", "MATCHES"],
+    )
+    return OK
+
+
+def _global_options(parser: argparse.ArgumentParser, default: Any) -> None:
+    """Accepted before or after the command (the command's copy must not reset them)."""
+    group = parser.add_argument_group("deployment")
+    group.add_argument(
+        "--stage", default=default, help="deployed stage: resources from its stack outputs"
+    )
+    group.add_argument(
+        "--endpoint-url",
+        default=default,
+        help="local stack endpoint (moto), e.g. http://127.0.0.1:5000",
+    )
+    group.add_argument("--region", default=default, help="AWS region (default: from AWS config)")
+    group.add_argument(
+        "--prefix",
+        default=default,
+        help=f"name prefix of the local stack's resources (default {LOCAL_PREFIX})",
+    )
+    group.add_argument(
+        "--shards",
+        type=int,
+        default=default,
+        help=f"shards of the due-work index (default: DUE_SHARDS, else {DUE_SHARDS})",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Operate the Sume webhook receiver: jobs, DLQ, test deliveries, secrets.",
+        epilog="Exit codes: 0 ok, 1 failed, 2 usage, 3 send-test not accepted by the endpoint.",
+    )
+    _global_options(parser, None)
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, argparse.SUPPRESS)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(
+        group: Any, name: str, run: Command | None, help_text: str
+    ) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = group.add_parser(
+            name, parents=[common], help=help_text, description=help_text
+        )
+        if run:
+            sub.set_defaults(run=run)
+        return sub
+
+    status = command(commands, "status", cmd_status, "a job's whole story from its item")
+    status.add_argument("job_id", metavar="JOB_ID")
+    status.add_argument("--json", action="store_true", help="the item as JSON (times in ISO UTC)")
+
+    listing = command(commands, "list", cmd_list, "jobs in a state")
+    listing.add_argument("--state", required=True, choices=STATES)
+    listing.add_argument("--since", help="30m, 2h, 7d, or an ISO time (UTC)")
+    listing.add_argument("--limit", type=int, default=50, help="at most this many jobs (50)")
+    listing.add_argument(
+        "--scan",
+        action="store_true",
+        help="allow a bounded Scan for states in no index (processed, failed, lost, ...)",
+    )
+    listing.add_argument(
+        "--scan-budget", type=int, default=1000, help="items a Scan may read (1000)"
+    )
+    listing.add_argument("--json", action="store_true")
+
+    expect = command(commands, "expect", cmd_expect, "register a submitted job for status polling")
+    expect.add_argument("job_id", metavar="JOB_ID")
+    expect.add_argument("status_url", metavar="STATUS_URL")
+    expect.add_argument(
+        "--metadata", action="append", default=[], metavar="KEY=VALUE", help="repeatable"
+    )
+
+    replay = command(
+        commands, "replay", cmd_replay, "redo a finished job's follow-up work (re-copy artifacts)"
+    )
+    replay.add_argument("job_id", metavar="JOB_ID")
+
+    dlq_parser = command(commands, "dlq", None, "the dead-letter queue")
+    dlq_commands = dlq_parser.add_subparsers(dest="dlq_command", required=True, metavar="ACTION")
+    peek = command(dlq_commands, "peek", cmd_dlq_peek, "show DLQ messages with their jobs' state")
+    peek.add_argument("--limit", type=int, default=10, help="at most this many messages (10)")
+    peek.add_argument("--json", action="store_true")
+    redrive = command(
+        dlq_commands, "redrive", cmd_dlq_redrive, "move DLQ messages back to the jobs queue"
+    )
+    redrive.add_argument("--limit", type=int, default=100, help="at most this many messages (100)")
+
+    send_test = command(
+        commands, "send-test", cmd_send_test, "send a signed webhook.test (and a job event)"
+    )
+    send_test.add_argument(
+        "url", nargs="?", metavar="URL", help="webhook URL (default: the stage's WebhookUrl)"
+    )
+    send_test.add_argument(
+        "--secret",
+        action="append",
+        help="signing secret, repeatable (default: SUME_COM_WEBHOOK_SIGNING_SECRET, "
+        "else the deployment's secret in Secrets Manager)",
+    )
+    send_test.add_argument("--job", metavar="JOB_ID", help="also send a terminal event for it")
+    send_test.add_argument("--event", choices=list(TERMINAL_EVENTS), default="job.completed")
+    send_test.add_argument(
+        "--artifact", action="append", default=[], metavar="URL", help="for job.completed"
+    )
+
+    secrets_parser = command(commands, "secrets", None, "rotate the signing secret")
+    secrets_commands = secrets_parser.add_subparsers(
+        dest="secrets_command", required=True, metavar="ACTION"
+    )
+    rotate = command(
+        secrets_commands, "rotate", cmd_secrets_rotate, "add a new secret before the current one"
+    )
+    rotate.add_argument(
+        "--new-secret", required=True, metavar="VALUE", help="the new secret, or - for stdin"
+    )
+    retire = command(
+        secrets_commands, "retire", cmd_secrets_retire, "remove an old secret (never the last)"
+    )
+    retire.add_argument("--position", type=int, help="which one (default: the oldest, last)")
+    usage = command(
+        secrets_commands, "status", cmd_secrets_status, "deliveries each secret verified"
+    )
+    usage.add_argument("--hours", type=int, default=24, help="window, in hours (24)")
+    return parser
+
+
+def _aws_error(exc: ClientError) -> str:
+    error = exc.response.get("Error", {})
+    return f"AWS refused {exc.operation_name}: {error.get('Code')}: {error.get('Message')}"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.stage and args.endpoint_url:
+        raise OpsError("pass either --stage or --endpoint-url, not both", USAGE)
+    ops = Ops(
+        stage=args.stage,
+        endpoint_url=args.endpoint_url,
+        region=args.region,
+        prefix=args.prefix or LOCAL_PREFIX,
+        shards=args.shards or int(os.environ.get("DUE_SHARDS") or DUE_SHARDS),
+    )
+    command: Command = args.run
+    return command(ops, args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit_:
+        # argparse already printed help or the usage error.
+        return exit_.code if isinstance(exit_.code, int) else USAGE
+    try:
+        return run(args)
+    except OpsError as exc:
+        message, code = str(exc), exc.exit_code
+    except (DiscoveryError, ConfigurationError) as exc:
+        message, code = str(exc), FAILED
+    except NoCredentialsError:
+        message, code = "no AWS credentials found (AWS_PROFILE, environment or SSO)", FAILED
+    except NoRegionError:
+        message, code = "no AWS region: pass --region or set AWS_REGION", FAILED
+    except EndpointConnectionError as exc:
+        message, code = f"cannot reach {exc.kwargs.get('endpoint_url')}", FAILED
+    except ClientError as exc:
+        message, code = _aws_error(exc), FAILED
+    except BotoCoreError as exc:
+        message, code = f"AWS call failed: {exc}", FAILED
+    except KeyboardInterrupt:
+        return 130
+    note(f"{PROG}: {message}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
