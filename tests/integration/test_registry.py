@@ -1,0 +1,137 @@
+"""Registering submitted jobs for status polling (``sume.registry``)."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+
+import receiver
+from sume import aws as clients
+from sume import registry
+from sume.jobs import JobsTable, State
+from sume.registry import Registry
+from sume.schema import DUE_SHARDS, due_shard
+from sume.settings import ConfigurationError
+from tests.builders import LambdaContext, delivery_event, job_body
+
+T0 = 1_900_000_000
+URL = "https://api.sume.example/v1/jobs/"
+
+
+def table(aws) -> JobsTable:
+    return JobsTable(clients.client("dynamodb"), aws.table, DUE_SHARDS)
+
+
+def queued(aws) -> list[str]:
+    sqs = clients.client("sqs")
+    bodies: list[str] = []
+    while messages := sqs.receive_message(QueueUrl=aws.queue_url, MaxNumberOfMessages=10).get(
+        "Messages", []
+    ):
+        bodies.extend(m["Body"] for m in messages)
+    return bodies
+
+
+def test_expect_creates_an_awaiting_item_due_for_its_first_poll(aws):
+    reg = Registry(table(aws), first_poll_after=900, clock=lambda: T0 + 0.7)
+    assert reg.expect("job_1", URL + "job_1", {"user": "u-7", "ratio": 0.5, "tags": ["a"]})
+    item = table(aws).get("job_1")
+    raw = clients.client("dynamodb").get_item(TableName=aws.table, Key={"job_id": {"S": "job_1"}})
+    assert Decimal(raw["Item"]["metadata"]["M"]["ratio"]["N"]) == Decimal("0.5")
+    assert item == {
+        "job_id": "job_1",
+        "state": State.AWAITING,
+        "status_url": URL + "job_1",
+        "metadata": {"user": "u-7", "ratio": 0.5, "tags": ["a"]},
+        "registered_at": T0,
+        "poll_attempts": 0,
+        "due_shard": due_shard("job_1", DUE_SHARDS),
+        "due_at": T0 + 900,
+    }
+
+
+def test_expect_is_a_no_op_for_a_known_job(aws):
+    reg = Registry(table(aws), first_poll_after=900, clock=lambda: T0)
+    assert reg.expect("job_1", URL + "job_1", {"v": 1})
+    later = Registry(table(aws), first_poll_after=900, clock=lambda: T0 + 50)
+    assert not later.expect("job_1", URL + "other", {"v": 2})
+    item = table(aws).get("job_1")
+    assert item is not None
+    assert (item["status_url"], item["metadata"], item["due_at"]) == (
+        URL + "job_1",
+        {"v": 1},
+        T0 + 900,
+    )
+
+
+def test_registering_an_already_received_job_changes_nothing(aws):
+    assert receiver.handler(delivery_event(job_body("job_2")), LambdaContext())["statusCode"] == 200
+    before = table(aws).get("job_2")
+    assert not Registry(table(aws), 900).expect("job_2", URL + "job_2", {"late": True})
+    assert table(aws).get("job_2") == before
+    assert queued(aws) == ["job_2"]
+
+
+def test_a_webhook_for_a_registered_job_is_accepted_once_and_keeps_the_metadata(aws):
+    assert Registry(table(aws), 900).expect("job_3", URL + "job_3", {"order": "o-3"})
+    body = job_body("job_3", artifacts=["https://cdn.example/3.mp4"])
+    answers = [receiver.handler(delivery_event(body), LambdaContext()) for _ in range(3)]
+    assert [json.loads(a["body"])["result"] for a in answers] == ["new", "duplicate", "duplicate"]
+    item = table(aws).get("job_3")
+    assert item is not None
+    assert item["state"] == State.RECEIVED
+    assert item["source"] == "webhook"
+    assert item["deliveries"] == 3
+    assert item["metadata"] == {"order": "o-3"}
+    assert item["status_url"] == URL + "job_3"
+    assert json.loads(item["body"]) == body
+    assert queued(aws) == ["job_3"]
+
+
+def test_module_level_expect_reads_its_table_from_the_environment_or_arguments(aws, monkeypatch):
+    monkeypatch.setenv("POLL_INITIAL_SECONDS", "60")
+    assert registry.expect("job_4", URL + "job_4")
+    assert not registry.expect("job_4", URL + "job_4")
+    item = table(aws).get("job_4")
+    assert item is not None
+    assert item["due_at"] - item["registered_at"] == 60
+    assert "metadata" not in item
+
+    monkeypatch.delenv("JOBS_TABLE_NAME")
+    with pytest.raises(ConfigurationError, match="JOBS_TABLE_NAME"):
+        registry.expect("job_5", URL + "job_5")
+    client = clients.client("dynamodb")
+    assert registry.expect("job_5", URL + "job_5", {"n": 1}, table_name=aws.table, dynamodb=client)
+    item = table(aws).get("job_5")
+    assert item is not None
+    assert item["metadata"] == {"n": 1}
+
+
+class NoTable:
+    """Stands in for the table where nothing may be written."""
+
+    def register(self, *args, **kwargs):
+        raise AssertionError("an invalid registration reached the table")
+
+
+@pytest.mark.parametrize(
+    ("job_id", "url", "metadata", "message"),
+    [
+        ("", URL + "x", None, "job_id"),
+        ("   ", URL + "x", None, "job_id"),
+        ("j" * 1025, URL + "x", None, "job_id"),
+        ("job", "ftp://sume.example/x", None, "status_url"),
+        ("job", "/v1/jobs/x", None, "status_url"),
+        ("job", "https://", None, "status_url"),
+        ("job", URL + "x" * 3000, None, "status_url"),
+        ("job", URL + "x", ["not", "an", "object"], "metadata"),
+        ("job", URL + "x", {"when": object()}, "metadata"),
+        ("job", URL + "x", {"nan": float("nan")}, "metadata"),
+        ("job", URL + "x", {"big": "x" * 70_000}, "metadata"),
+    ],
+)
+def test_invalid_registrations_are_refused_before_any_write(job_id, url, metadata, message):
+    with pytest.raises(ValueError, match=message):
+        Registry(NoTable(), 900).expect(job_id, url, metadata)  # type: ignore[arg-type]
