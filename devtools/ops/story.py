@@ -7,22 +7,16 @@ from typing import Any
 
 from devtools.ops.times import iso
 
-# Item attributes holding epoch seconds; shown as ISO 8601 UTC everywhere.
-TIME_ATTRIBUTES = frozenset(
-    {
-        "first_seen",
-        "received_at",
-        "last_delivery_at",
-        "due_at",
-        "lease_until",
-        "claimed_at",
-        "processed_at",
-        "registered_at",
-        "last_polled_at",
-        "lost_at",
-        "expires_at",
-    }
-)
+# Item attributes holding epoch seconds, shown as ISO 8601 UTC everywhere; any
+# other ``*_at`` attribute (the worker and poller may add some) counts too.
+TIME_ATTRIBUTES = frozenset({"first_seen", "lease_until"})
+
+
+def is_time(attribute: str, value: Any) -> bool:
+    return (attribute in TIME_ATTRIBUTES or attribute.endswith("_at")) and isinstance(
+        value, int | float
+    )
+
 
 # What each state means to an operator at 3 a.m.
 MEANING = {
@@ -35,9 +29,59 @@ MEANING = {
 }
 
 
+SHOWN = frozenset(
+    {
+        "job_id",
+        "state",
+        "replay",
+        "source",
+        "event",
+        "status",
+        "deliveries",
+        "conflicts",
+        "first_seen",
+        "last_delivery_at",
+        "received_at",
+        "outcome",
+        "error",
+        "processing_error",
+        "last_error",
+        "last_error_at",
+        "processed_at",
+        "artifacts",
+        "due_at",
+        "due_shard",
+        "claim_id",
+        "lease_until",
+        "attempts",
+        "claimed_at",
+        "sweeps",
+        "status_url",
+        "metadata",
+        "registered_at",
+        "poll_attempts",
+        "last_polled_at",
+        "lost_at",
+        "expires_at",
+        "body",
+        "body_ref",
+    }
+)
+"""Attributes ``render`` places itself; the claim id is an internal token."""
+
+
+def _with_iso_times(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: iso(v) if is_time(k, v) else _with_iso_times(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_iso_times(v) for v in value]
+    return value
+
+
 def as_json(item: dict[str, Any]) -> dict[str, Any]:
-    """The item with its times in ISO UTC; every other attribute as stored."""
-    return {k: iso(v) if k in TIME_ATTRIBUTES else v for k, v in sorted(item.items())}
+    """The item with its times (also inside artifact records) in ISO UTC; the rest as stored."""
+    converted: dict[str, Any] = _with_iso_times(dict(sorted(item.items())))
+    return converted
 
 
 def _compact(value: Any) -> str:
@@ -47,13 +91,26 @@ def _compact(value: Any) -> str:
 
 
 def _artifact(value: Any) -> str:
+    if isinstance(value, dict) and "uri" in value:
+        parts = [str(value["uri"])]
+        if "size" in value:
+            parts.append(f"{value['size']} bytes")
+        if "source_url" in value:
+            parts.append(f"from {value['source_url']}")
+        if "stored_at" in value:
+            parts.append(f"stored {iso(value['stored_at'])}")
+        return "  ".join(parts)
     if isinstance(value, dict):
         return "  ".join(f"{k}={_compact(v)}" for k, v in sorted(value.items()))
     return _compact(value)
 
 
 def render(item: dict[str, Any]) -> str:
-    """The item as labelled lines, most telling first; absent attributes are skipped."""
+    """The item as labelled lines, most telling first; absent attributes are skipped.
+
+    Attributes this view does not know yet are listed last, under their own
+    names, so the story is never silently incomplete.
+    """
     state = str(item.get("state", "?"))
     lines: list[tuple[str, str]] = [
         ("job", str(item["job_id"])),
@@ -80,6 +137,8 @@ def render(item: dict[str, Any]) -> str:
     add("outcome", item.get("outcome"))
     add("error", item.get("error"))
     add("processing error", item.get("processing_error"))
+    if "last_error" in item:
+        add("last error", f"{when('last_error_at') or '-'}  {_compact(item['last_error'])}")
     add("processed", when("processed_at"))
     for artifact in item.get("artifacts") or []:
         add("artifact", _artifact(artifact))
@@ -103,5 +162,8 @@ def render(item: dict[str, Any]) -> str:
     if "body" in item:
         add("body", f"{len(str(item['body']).encode('utf-8'))} bytes inline (--json shows it)")
     add("body ref", item.get("body_ref"))
+    for attribute in sorted(set(item) - SHOWN):
+        value = item[attribute]
+        add(attribute, iso(value) if is_time(attribute, value) else value)
     width = max(len(label) for label, _ in lines)
     return "\n".join(f"{label:<{width}}  {value}" for label, value in lines)

@@ -86,7 +86,16 @@ def processed(table: JobsTable, job_id: str, event: str = "job.completed") -> No
     outcome = {"job.completed": "completed", "job.failed": "failed"}[event]
     details = {
         "outcome": outcome,
-        "artifacts": [{"source": "https://cdn.example/clip.mp4", "s3": "s3://a/clip.mp4"}],
+        "artifacts": [
+            {
+                "source_url": "https://cdn.example/clip.mp4",
+                "bucket": "a",
+                "key": "jobs/clip.mp4",
+                "uri": "s3://a/jobs/clip.mp4",
+                "size": 1234,
+                "stored_at": 1764460800,
+            }
+        ],
     }
     assert table.finish(job_id, item["claim_id"], State.PROCESSED, now, now + 3600, details)
 
@@ -147,17 +156,31 @@ def test_usage_errors_exit_2(capsys):
 # status
 
 
-def test_status_tells_the_whole_story(cli, table):
+def test_status_tells_the_whole_story(cli, table, names, endpoint):
+    table_name = names.table
     processed(table, "job_story")
     table.count_delivery("job_story", int(time.time()), conflict=True)
+    # An attribute this view has no line for yet (another component's) still shows.
+    boto3.client("dynamodb", endpoint_url=endpoint).update_item(
+        TableName=table_name,
+        Key={"job_id": {"S": "job_story"}},
+        UpdateExpression="SET announced_at = :t",
+        ExpressionAttributeValues={":t": {"N": "1764460800"}},
+    )
 
     code, out, _ = cli("status", "job_story")
     assert code == 0
     assert "processed (follow-up work done)" in out
     assert "job.completed  status=OK" in out
     assert "deliveries" in out and "2  conflicts=1" in out
-    assert "s3=s3://a/clip.mp4" in out
-    assert "source            webhook" in out or "source  " in out
+    assert (
+        "s3://a/jobs/clip.mp4  1234 bytes  from https://cdn.example/clip.mp4  "
+        "stored 2025-11-30T00:00:00Z"
+    ) in out
+    assert any(line.split() == ["source", "webhook"] for line in out.splitlines())
+    assert any(
+        line.split() == ["announced_at", "2025-11-30T00:00:00Z"] for line in out.splitlines()
+    )
 
     code, out, _ = cli("status", "job_story", "--json")
     story = json.loads(out)
@@ -166,6 +189,8 @@ def test_status_tells_the_whole_story(cli, table):
     assert story["deliveries"] == 2
     assert story["conflicts"] == 1
     assert json.loads(story["body"])["job_id"] == "job_story"
+    assert story["announced_at"] == "2025-11-30T00:00:00Z"
+    assert story["artifacts"][0]["stored_at"] == "2025-11-30T00:00:00Z"
     for attribute in ("first_seen", "received_at", "processed_at", "expires_at"):
         datetime.strptime(story[attribute], ISO_UTC).replace(tzinfo=UTC)
     assert "due_at" not in story
