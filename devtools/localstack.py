@@ -117,10 +117,15 @@ class Journal:
 
 
 def printer(stream: TextIO = sys.stdout) -> Callable[[Entry], None]:
+    """One line per entry; whole lines, even when threads print at once."""
+    lock = threading.Lock()
+
     def echo(entry: Entry) -> None:
         clock = time.strftime("%H:%M:%S", time.localtime(entry.at))
-        print(f"{clock} {entry.kind:<10} {entry.job_id or '-':<24} {entry.detail}", file=stream)
-        stream.flush()
+        line = f"{clock} {entry.kind:<10} {entry.job_id or '-':<24} {entry.detail}\n"
+        with lock:
+            stream.write(line)
+            stream.flush()
 
     return echo
 
@@ -160,6 +165,7 @@ class LocalStack:
         self._schedule: Schedule | None = None
         self._saved_env: dict[str, str | None] = {}
         self._clients: dict[str, Any] = {}
+        self._session: boto3.session.Session | None = None
         self._clients_lock = threading.Lock()
         self.endpoint_url = ""
         self.url = ""
@@ -266,8 +272,11 @@ class LocalStack:
         from sume import aws
         from sume.signature import sign
 
-        for service in ("dynamodb", "sqs", "s3", "events", "secretsmanager"):
+        # The clients the handlers make on first use (receiver and poller: fast
+        # ones; worker: patient ones).
+        for service in ("dynamodb", "sqs", "s3", "secretsmanager"):
             aws.client(service)
+        for service in ("dynamodb", "s3", "events"):
             aws.client(service, patient=True)
         raw = json.dumps({"event": "webhook.test", "request_id": "local-stack-warm-up"}).encode()
         timestamp = str(int(time.time()))
@@ -290,6 +299,7 @@ class LocalStack:
             self._moto.stop()
             self._moto = None
         self._clients.clear()
+        self._session = None
         self._restore_env()
         reset_containers()
         with _running_lock:
@@ -355,19 +365,23 @@ class LocalStack:
     # AWS access for callers (tests, demo, ops CLI)
 
     def session(self) -> boto3.session.Session:
-        return boto3.session.Session(
-            aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-            region_name=REGION,
-        )
+        """One session for every client made here: each new one re-reads botocore's
+        endpoint data, about half a second of CPU."""
+        with self._clients_lock:
+            if self._session is None:
+                self._session = boto3.session.Session(
+                    aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                    aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+                    region_name=REGION,
+                )
+            return self._session
 
     def client(self, service: str) -> Any:
         """A client on this stack's moto (cached: clients are thread-safe, and slow to make)."""
+        session = self.session()
         with self._clients_lock:
             if service not in self._clients:
-                self._clients[service] = self.session().client(
-                    service, endpoint_url=self.endpoint_url
-                )
+                self._clients[service] = session.client(service, endpoint_url=self.endpoint_url)
             return self._clients[service]
 
     def poll(self) -> Any:
@@ -480,8 +494,6 @@ class LocalStack:
             self.journal.add("poll", None, detail)
 
     def _on_announcement(self, event: dict[str, Any]) -> None:
-        with self._announced:
-            self.announcements.append(event)
         detail = event.get("detail") or {}
         job_id = detail.get("job_id")
         outcome = OUTCOME_OF_DETAIL_TYPE.get(event.get("detail-type", ""), "?")
@@ -492,6 +504,9 @@ class LocalStack:
             self.journal.add("recovered", job_id, f"by status_url poll: {words}")
         else:
             self.journal.add("processed", job_id, words)
+        # Counted after the journal line, so whoever sees the count sees the line.
+        with self._announced:
+            self.announcements.append(event)
 
     def _source_of(self, job_id: str | None) -> str | None:
         if not job_id or not self.names:

@@ -371,7 +371,8 @@ class Sume:
         return self.send(json.dumps(body, separators=(",", ":")).encode())
 
 
-def _print_delivery(delivery: Delivery, stream: Any = sys.stdout) -> None:
+def _print_delivery(delivery: Delivery, stream: Any = None) -> None:
+    stream = stream or sys.stdout
     for a in delivery.attempts:
         what = f"{a.status} {json.dumps(a.answer)}" if a.reached else f"no answer ({a.error})"
         print(f"attempt {a.number}: {what}{' (answer dropped)' if a.dropped else ''}", file=stream)

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from devtools.localstack import LocalSettings, LocalStack
+
+# Seconds, not minutes: the job whose webhook never arrives is polled after
+# one second, and a failed message is visible again after one.
+E2E_TIMINGS = {
+    "POLL_INITIAL_SECONDS": "1",
+    "POLL_MAX_INTERVAL_SECONDS": "2",
+    "REDELIVER_GRACE_SECONDS": "2",
+    "SWEEP_AFTER_SECONDS": "10",
+}
+
+
+def environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+
+
+@pytest.fixture(scope="package")
+def stack() -> Iterator[LocalStack]:
+    """The local stack on ephemeral loopback ports, as `make run` starts it."""
+    before = environment()
+    local = LocalStack(
+        LocalSettings(
+            port=0,
+            moto_port=0,
+            poll_every_seconds=0.3,
+            retry_delay_seconds=1,
+            lambda_env=E2E_TIMINGS,
+        )
+    )
+    local.start()
+    try:
+        yield local
+    finally:
+        local.stop()
+    # The handlers read os.environ; the stack must leave it as it found it.
+    assert environment() == before

@@ -1,0 +1,108 @@
+"""The stand-ins for Lambda's event sources, on the local stack's moto server."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from devtools.eventsources import Schedule, SqsEventSource
+from devtools.localstack import LocalStack
+from infra import spec
+
+
+@pytest.fixture
+def queues(stack: LocalStack) -> tuple[Any, str, str]:
+    """A queue with the stack's redrive policy, and its DLQ."""
+    sqs = stack.client("sqs")
+    name = f"es-{uuid.uuid4().hex[:8]}"
+    dlq = sqs.create_queue(QueueName=f"{name}-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    queue = sqs.create_queue(
+        QueueName=name,
+        Attributes={
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(spec.MAX_RECEIVES)}
+            )
+        },
+    )["QueueUrl"]
+    return sqs, queue, dlq
+
+
+def bodies(sqs: Any, url: str) -> list[str]:
+    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    return sorted(m["Body"] for m in messages.get("Messages", []))
+
+
+def source(sqs: Any, url: str, handler: Any) -> SqsEventSource:
+    return SqsEventSource(sqs, url, handler, "fn", 30, retry_delay_seconds=0, wait_seconds=0)
+
+
+def test_batch_item_failures_stay_queued_and_reach_the_dlq_once(
+    queues: tuple[Any, str, str],
+) -> None:
+    sqs, queue, dlq = queues
+    for body in ("good-1", "poison", "good-2"):
+        sqs.send_message(QueueUrl=queue, MessageBody=body)
+    seen: list[str] = []
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        assert context.get_remaining_time_in_millis() > 0
+        records = event["Records"]
+        assert all(r["eventSource"] == "aws:sqs" for r in records)
+        seen.extend(r["body"] for r in records)
+        return {
+            "batchItemFailures": [
+                {"itemIdentifier": r["messageId"]} for r in records if r["body"] == "poison"
+            ]
+        }
+
+    events = source(sqs, queue, handler)
+    while events.poll_once():
+        pass
+
+    assert sorted(seen) == sorted(["good-1", "good-2"] + ["poison"] * spec.MAX_RECEIVES)
+    assert bodies(sqs, queue) == []
+    assert bodies(sqs, dlq) == ["poison"]
+
+
+def test_an_exception_or_an_unknown_identifier_fails_the_whole_batch(
+    queues: tuple[Any, str, str],
+) -> None:
+    sqs, queue, _ = queues
+    sqs.send_message(QueueUrl=queue, MessageBody="a")
+    sqs.send_message(QueueUrl=queue, MessageBody="b")
+
+    def raising(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        raise RuntimeError("function crashed")
+
+    def unknown_id(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return {"batchItemFailures": [{"itemIdentifier": "not-in-this-batch"}]}
+
+    assert source(sqs, queue, raising).poll_once() == 2
+    assert bodies(sqs, queue) == ["a", "b"]
+    assert source(sqs, queue, unknown_id).poll_once() == 2
+    assert bodies(sqs, queue) == ["a", "b"]
+    assert source(sqs, queue, lambda e, c: {"batchItemFailures": []}).poll_once() == 2
+    assert bodies(sqs, queue) == []
+
+
+def test_the_schedule_hands_the_poller_a_scheduled_event_and_a_deadline() -> None:
+    calls: list[tuple[dict[str, Any], int]] = []
+    results: list[Any] = []
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
+        calls.append((event, context.get_remaining_time_in_millis()))
+        return {"polled": 0}
+
+    schedule = Schedule(handler, 60, "poller", 120, observer=results.append)
+    assert schedule.run_once() == {"polled": 0}
+    event, remaining = calls[0]
+    assert event["detail-type"] == "Scheduled Event"
+    assert event["source"] == "aws.events"
+    assert 0 < remaining <= 120_000
+    assert results == [{"polled": 0}]

@@ -1,0 +1,70 @@
+"""The local HTTP API answers like API Gateway in front of the receiver."""
+
+from __future__ import annotations
+
+import http.client
+import json
+from urllib.parse import urlsplit
+
+from devtools.localstack import LocalStack
+from sume.signature import sign
+from tests.builders import job_body, raw_of, signed_headers
+
+
+def request(
+    stack: LocalStack, method: str, path: str, body: bytes, headers: list[tuple[str, str]]
+) -> tuple[int, dict]:
+    connection = http.client.HTTPConnection(urlsplit(stack.url).netloc, timeout=10)
+    try:
+        connection.putrequest(method, path)
+        for name, value in [*headers, ("content-length", str(len(body)))]:
+            connection.putheader(name, value)
+        connection.endheaders(body)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read() or b"{}")
+    finally:
+        connection.close()
+
+
+def test_only_the_webhook_route_reaches_the_receiver(stack: LocalStack) -> None:
+    raw = raw_of(job_body())
+    headers = list(signed_headers(raw, [stack.signing_secret]).items())
+    assert request(stack, "GET", "/webhooks/sume", b"", []) == (404, {"message": "Not Found"})
+    assert request(stack, "POST", "/webhooks/other", raw, headers) == (
+        404,
+        {"message": "Not Found"},
+    )
+
+
+def test_a_body_that_is_not_utf8_arrives_byte_for_byte(stack: LocalStack) -> None:
+    # Passed base64-encoded, as API Gateway does: the signature still verifies
+    # over the exact bytes, and only then is the body found not to be JSON.
+    raw = b'{"event":"job.completed","job_id":"\xff\xfe"}'
+    headers = list(signed_headers(raw, [stack.signing_secret]).items())
+    assert request(stack, "POST", "/webhooks/sume", raw, headers) == (
+        400,
+        {"error": "body_not_json"},
+    )
+
+
+def test_repeated_signature_headers_are_joined_like_http_api(stack: LocalStack) -> None:
+    body = job_body(event="job.failed")
+    raw = raw_of(body)
+    timestamp = signed_headers(raw, [stack.signing_secret])["x-sume-webhook-timestamp"]
+    headers = [
+        ("content-type", "application/json"),
+        ("x-sume-webhook-timestamp", timestamp),
+        ("x-sume-webhook-signature", sign(b"retired-secret", timestamp, raw)),
+        ("x-sume-webhook-signature", sign(stack.signing_secret.encode(), timestamp, raw)),
+    ]
+    status, answer = request(stack, "POST", "/webhooks/sume?via=test", raw, headers)
+    assert (status, answer) == (200, {"result": "new", "job_id": body["job_id"]})
+
+
+def test_a_delivery_without_signature_is_refused(stack: LocalStack) -> None:
+    raw = raw_of(job_body())
+    status, answer = request(
+        stack, "POST", "/webhooks/sume", raw, [("content-type", "application/json")]
+    )
+    assert (status, answer) == (401, {"error": "missing_timestamp"})
+    assert stack.journal.entries("rejected")[-1].detail == "401 missing_timestamp"

@@ -1,0 +1,82 @@
+"""The simulator's CLI: one signed event to any URL, with Sume's retries."""
+
+from __future__ import annotations
+
+import pytest
+
+from devtools import simulator
+from devtools.localstack import LocalStack
+from sume.jobs import from_item
+
+
+def stored(stack: LocalStack, job_id: str) -> dict | None:
+    assert stack.names is not None
+    item = stack.client("dynamodb").get_item(
+        TableName=stack.names.table, Key={"job_id": {"S": job_id}}, ConsistentRead=True
+    )
+    return from_item(item["Item"]) if "Item" in item else None
+
+
+def test_send_signs_with_every_secret_given(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = simulator.main(
+        [
+            "send",
+            stack.url,
+            "--secret",
+            "whsec_next_not_yet_known",
+            "--secret",
+            stack.signing_secret,
+            "--event",
+            "job.canceled",
+            "--job-id",
+            "job_cli_rotation",
+            "--spacing",
+            "0",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert 'attempt 1: 200 {"result": "new", "job_id": "job_cli_rotation"}' in out
+    item = stored(stack, "job_cli_rotation")
+    assert item is not None
+    assert (item["event"], item["status"], item["deliveries"]) == ("job.canceled", "ERROR", 1)
+
+
+def test_send_retries_every_refusal_then_gives_up(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = simulator.main(
+        [
+            "send",
+            stack.url,
+            "--secret",
+            "wrong",
+            "--job-id",
+            "job_cli_forged",
+            "--attempts",
+            "3",
+            "--spacing",
+            "0",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 1
+    assert out.count('401 {"error": "signature_mismatch"}') == 3
+    assert "NOT delivered" in out
+    assert stored(stack, "job_cli_forged") is None
+
+
+def test_send_a_test_ping(stack: LocalStack, capsys: pytest.CaptureFixture[str]) -> None:
+    code = simulator.main(
+        ["send", stack.url, "--secret", stack.signing_secret, "--event", "webhook.test"]
+    )
+    assert code == 0
+    assert '200 {"result": "test"}' in capsys.readouterr().out
+
+
+def test_send_without_a_secret_refuses_to_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
+    with pytest.raises(SystemExit, match="secret"):
+        simulator.main(["send", "http://127.0.0.1:9/webhooks/sume"])
