@@ -12,13 +12,20 @@ import pytest
 
 import poller
 import receiver
+import worker
 from sume import aws as clients
 from sume.envelope import parse
 from sume.jobs import JobsTable, Source, State
 from sume.registry import Registry
 from sume.settings import PollerSettings
 from tests.awscalls import counting_aws_calls
-from tests.builders import LambdaContext, delivery_event, job_body, scheduled_event
+from tests.builders import (
+    LambdaContext,
+    delivery_event,
+    job_body,
+    scheduled_event,
+    sqs_event,
+)
 from tests.httpserver import LoopbackServer
 
 T0 = 1_900_000_000
@@ -104,7 +111,10 @@ def test_job_recovered_by_polling_is_recorded_once_and_enqueued_once(aws, sume):
     clock = Clock(T0)
     assert register(aws, clock, "job_r", sume.job_url("job_r"), {"order": "o-1", "weight": 1.5})
     assert register(aws, clock, "job_s", sume.job_url("job_s"))
-    served = sume.answer("job_r", job_body("job_r", artifacts=["https://cdn.example/r.mp4"]))
+    video = sume.route(
+        "/media/r.mp4", body=b"rendered video", headers={"content-type": "video/mp4"}
+    )
+    served = sume.answer("job_r", job_body("job_r", artifacts=[video]))
     sume.answer("job_s", {"id": "job_s", "state": "failed", "error": "codec"})
     run = make_poller(clock)
 
@@ -142,6 +152,17 @@ def test_job_recovered_by_polling_is_recorded_once_and_enqueued_once(aws, sume):
     assert (again.polled, again.recovered, again.swept) == (0, 0, 0)
     assert (sume.polls_of("job_r"), sume.polls_of("job_s")) == (1, 1)
     assert drain_queue(aws) == []
+
+    # The worker processes each recovered job once, even given a duplicate message.
+    result = worker.handler(sqs_event(["job_r", "job_s", "job_r"]), LambdaContext())
+    assert result == {"batchItemFailures": []}
+    done = {j: table(aws).get(j) or {} for j in ("job_r", "job_s")}
+    assert {j: (i["state"], i["outcome"], i["attempts"]) for j, i in done.items()} == {
+        "job_r": (State.PROCESSED, "completed", 1),
+        "job_s": (State.PROCESSED, "failed", 1),
+    }
+    assert sume.hits["/media/r.mp4"] == 1
+    assert indexed_job_ids(aws) == set()
 
 
 def test_webhook_and_poll_racing_produce_one_item_and_one_enqueue(aws, sume):
