@@ -1,8 +1,10 @@
+from typing import Any
+
 from sume.polling import PollPolicy
 
 
 def policy(**overrides):
-    values = {
+    values: dict[str, Any] = {
         "initial_seconds": 900,
         "max_interval_seconds": 6 * 3600,
         "max_age_seconds": 7 * 24 * 3600,
