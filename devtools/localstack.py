@@ -636,8 +636,11 @@ def main(argv: list[str] | None = None) -> int:
             pass
     except KeyboardInterrupt:
         pass
+    # A second Ctrl-C while the loops wind down would only leave a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     print("stopping...", flush=True)
     stack.stop()
+    print("stopped.", flush=True)
     return 0
 
 

@@ -417,10 +417,16 @@ def _scenario(args: argparse.Namespace) -> int:
 
     expect = None
     if args.table:
-        from sume import registry
+        from sume import aws
+        from sume.jobs import JobsTable
+        from sume.registry import Registry
+        from sume.schema import DUE_SHARDS
+
+        jobs = JobsTable(aws.client("dynamodb"), args.table, DUE_SHARDS)
 
         def expect(job_id: str, status_url: str) -> None:
-            registry.expect(job_id, status_url, table_name=args.table)
+            # First poll soon, as the local stack's short timings would have it.
+            Registry(jobs, first_poll_after=args.first_poll).expect(job_id, status_url)
 
     with Sume(
         args.url,
@@ -475,6 +481,9 @@ def main(argv: list[str] | None = None) -> int:
         "--table",
         help="jobs table, to register the job whose webhooks never arrive "
         "(uses AWS_ENDPOINT_URL; `make run` prints both). Without it that job is skipped.",
+    )
+    run.add_argument(
+        "--first-poll", type=int, default=2, help="seconds before the registered job's first poll"
     )
     run.add_argument(
         "--api-token", help="bearer token the status_url demands (`make run` prints it)"
