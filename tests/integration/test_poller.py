@@ -61,7 +61,6 @@ class Clock:
 def sume(aws, monkeypatch) -> Iterator[StatusServer]:
     monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
     monkeypatch.setenv("ALLOW_PRIVATE_HOSTS", "true")
-    monkeypatch.setenv("SUME_API_TOKEN", "sume-api-token")
     # Fewer shards than the default 16 keep each run's queries cheap on moto;
     # every component reads the same setting, as in a deployment.
     monkeypatch.setenv("DUE_SHARDS", str(SHARDS))
@@ -107,7 +106,11 @@ def indexed_job_ids(aws) -> set[str]:
     return found
 
 
-def test_job_recovered_by_polling_is_recorded_once_and_enqueued_once(aws, sume):
+def test_job_recovered_by_polling_is_recorded_once_and_enqueued_once(aws, sume, monkeypatch):
+    secret = clients.client("secretsmanager").create_secret(
+        Name="sume-api-token", SecretString="sume-api-token"
+    )
+    monkeypatch.setenv("SUME_API_TOKEN_ARN", secret["ARN"])
     clock = Clock(T0)
     assert register(aws, clock, "job_r", sume.job_url("job_r"), {"order": "o-1", "weight": 1.5})
     assert register(aws, clock, "job_s", sume.job_url("job_s"))
@@ -348,6 +351,8 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
     for i in range(2):
         register(aws, Clock(now - 1000), f"job_h{i}", sume.job_url(f"job_h{i}"))
     register(aws, Clock(now - 4000), "job_gone", sume.job_url("job_gone"))
+    # Refused by the URL policy whatever it allows: polled later, never fetched.
+    register(aws, Clock(now - 1000), "job_imds", "http://169.254.169.254/latest/meta-data/")
     sume.answer("job_h0", job_body("job_h0"))
 
     # 20 s left minus the 10 s margin is less than one poll's worst case.
@@ -367,16 +372,20 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
 
     roomy = poller.handler(scheduled_event(), LambdaContext(remaining_ms=60_000))
     assert (roomy["polled"], roomy["recovered"], roomy["rescheduled"], roomy["lost"]) == (
-        3,
+        4,
         1,
-        1,
+        2,
         1,
     )
     assert roomy["complete"]
+    assert all("authorization" not in r.headers for r in sume.requests)
+    imds = table(aws).get("job_imds")
+    assert imds is not None
+    assert (imds["state"], imds["poll_attempts"]) == (State.AWAITING, 1)
     emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
     # JobsLost is the metric the stack alarms on.
     assert (emitted[-1]["JobsRecoveredByPoll"], emitted[-1]["JobsLost"]) == ([1.0], [1.0])
-    assert emitted[-1]["JobsPolled"] == [3.0]
+    assert emitted[-1]["JobsPolled"] == [4.0]
 
 
 def test_the_due_index_is_sparse_and_never_scanned(aws, sume):
