@@ -26,8 +26,8 @@ from botocore.exceptions import (
 
 from devtools.ops import CHECK_FAILED, FAILED, OK, USAGE, OpsError, dlq, jobs, rotation
 from devtools.ops.context import Ops
-from devtools.ops.listing import STATES, list_jobs
-from devtools.ops.sendtest import send
+from devtools.ops.listing import SCANNED, STATES, list_jobs
+from devtools.ops.sendtest import MAX_SHOWN_BODY, send
 from devtools.ops.story import as_json, render
 from devtools.ops.times import iso, parse_since
 from devtools.stackinfo import LOCAL_PREFIX, DiscoveryError
@@ -85,8 +85,8 @@ def cmd_list(ops: Ops, args: argparse.Namespace) -> int:
         args.limit,
         args.scan_budget if args.scan else None,
     )
-    how = "by a bounded Scan" if args.scan and args.state not in ("awaiting", "owed") else ""
-    source = how or "from the due-work index"
+    scanned = args.state in SCANNED
+    source = "by a bounded Scan" if scanned else "from the due-work index"
     if args.json:
         dump(
             {
@@ -94,7 +94,7 @@ def cmd_list(ops: Ops, args: argparse.Namespace) -> int:
                 "jobs": [as_json(i) for i in listing.items],
                 "items_read": listing.read,
                 "complete": listing.complete,
-                "source": "scan" if how else "index",
+                "source": "scan" if scanned else "index",
             }
         )
     elif listing.items:
@@ -117,7 +117,7 @@ def cmd_list(ops: Ops, args: argparse.Namespace) -> int:
     summary = f"{len(listing.items)} {args.state} job(s); read {listing.read} item(s) {source}"
     if not listing.complete:
         summary += "; stopped early, more may exist (raise --limit"
-        summary += " or --scan-budget)" if how else ")"
+        summary += " or --scan-budget)" if scanned else ")"
     note(summary)
     return OK
 
@@ -220,7 +220,9 @@ def cmd_send_test(ops: Ops, args: argparse.Namespace) -> int:
             raise OpsError(f"{ops.stack.description} has no WebhookUrl output")
     answers = send(url, _signing_secrets(ops, args), args.job, args.event, args.artifact)
     for answer in answers:
-        body = answer.body if len(answer.body) <= 2000 else answer.body[:2000] + "..."
+        body = answer.body
+        if len(body) > MAX_SHOWN_BODY:
+            body = body[:MAX_SHOWN_BODY] + "..."
         out(f"{answer.label} -> {answer.status} {body}".rstrip())
     failed = [a.label for a in answers if not a.ok]
     if failed:

@@ -71,8 +71,17 @@ class Ops:
             raise OpsError("no AWS region: pass --region or set AWS_REGION")
         return session
 
+    def require_deployment(self) -> None:
+        if not (self.stage or self.endpoint_url):
+            raise OpsError(
+                "which deployment? pass --stage STAGE (deployed) "
+                "or --endpoint-url URL (local stack)",
+                USAGE,
+            )
+
     @functools.cache  # noqa: B019 - one Ops per CLI run; the cache dies with it
     def client(self, service: str) -> Any:
+        self.require_deployment()
         kw = {"endpoint_url": self.endpoint_url} if self.endpoint_url else {}
         return self.session.client(service, config=CLIENT_CONFIG, **kw)
 
@@ -81,12 +90,9 @@ class Ops:
         if self.endpoint_url:
             clients = {s: self.client(s) for s in ("dynamodb", "sqs", "secretsmanager")}
             return discover_local(clients, self.endpoint_url, self.prefix)
-        if self.stage:
-            return discover_stage(self.client("cloudformation"), self.stage)
-        raise OpsError(
-            "which deployment? pass --stage STAGE (deployed) or --endpoint-url URL (local stack)",
-            USAGE,
-        )
+        self.require_deployment()
+        assert self.stage is not None
+        return discover_stage(self.client("cloudformation"), self.stage)
 
     @functools.cached_property
     def jobs(self) -> JobsTable:

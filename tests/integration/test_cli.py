@@ -600,3 +600,11 @@ def test_stage_without_credentials_is_a_one_line_error(cli, monkeypatch):
     code, _, err = cli("--stage", "qa", "status", "job_x", local=False)
     assert code == 1
     assert "no AWS credentials" in one_line_error(err)
+
+
+def test_stage_without_a_region_is_a_one_line_error(cli, monkeypatch):
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(var)
+    code, _, err = cli("--stage", "qa", "list", "--state", "owed", local=False)
+    assert code == 1
+    assert "no AWS region: pass --region" in one_line_error(err)
