@@ -17,7 +17,7 @@ import botocore.session
 class AwsCalls:
     def __init__(self) -> None:
         self.calls: Counter[str] = Counter()
-        self.clients_created = 0
+        self.clients: Counter[str] = Counter()
 
     def hook(self, model: Any, **_: Any) -> None:
         self.calls[f"{model.service_model.service_name}.{model.name}"] += 1
@@ -37,12 +37,12 @@ def counting_aws_calls() -> Iterator[AwsCalls]:
 
     def create_client(self: Any, *args: Any, **kwargs: Any) -> Any:
         client = original(self, *args, **kwargs)
-        counter.clients_created += 1
+        counter.clients[client.meta.service_model.service_name] += 1
         client.meta.events.register("before-call", counter.hook)
         return client
 
-    botocore.session.Session.create_client = create_client  # type: ignore[method-assign]
+    botocore.session.Session.create_client = create_client
     try:
         yield counter
     finally:
-        botocore.session.Session.create_client = original  # type: ignore[method-assign]
+        botocore.session.Session.create_client = original

@@ -86,11 +86,13 @@ def test_importing_the_handlers_makes_no_aws_call():
         from tests.awscalls import counting_aws_calls
         with counting_aws_calls() as calls:
             import receiver
-        print(calls.clients_created, calls.total)
+        print(sorted(calls.clients), calls.total)
         """
     ).format(root=str(ROOT), functions=str(ROOT / "functions"))
     env = {**os.environ, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}  # a call would fail loudly
     out = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
     )
-    assert out.stdout.strip() == "0 0"
+    # The X-Ray SDK (behind Powertools' Tracer) builds its own sampling
+    # client when imported; it makes no call. Ours are built on first use.
+    assert out.stdout.strip() == "['xray'] 0"
