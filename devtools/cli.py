@@ -50,7 +50,7 @@ def note(text: str) -> None:
 
 
 def dump(value: Any) -> None:
-    out(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True))
+    out(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str))
 
 
 def table(rows: list[list[str]], header: list[str]) -> None:
