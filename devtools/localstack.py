@@ -169,6 +169,8 @@ class LocalStack:
         self._clients_lock = threading.Lock()
         self.endpoint_url = ""
         self.url = ""
+        self.port = 0
+        self.moto_port = 0
         self.names: ResourceNames | None = None
         self.announcements_queue_url = ""
 
