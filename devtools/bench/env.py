@@ -1,0 +1,70 @@
+"""The bench's process environment: fake AWS, and Lambda-like settings per scenario."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+
+# None of the developer's real AWS settings may leak in: the bench must never
+# reach AWS, and a stray profile would make it try.
+FAKE_AWS: Mapping[str, str] = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "POWERTOOLS_TRACE_DISABLED": "true",
+    "POWERTOOLS_DEV": "false",
+    "POWERTOOLS_LOG_LEVEL": "INFO",
+}
+UNSET = ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
+
+# Stand-in names for the stubbed runs (no resource is ever reached).
+STUB_NAMES: Mapping[str, str] = {
+    "JOBS_TABLE_NAME": "sume-bench-jobs",
+    "JOBS_QUEUE_URL": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/sume-bench-jobs",
+    "PAYLOADS_BUCKET_NAME": "sume-bench-payloads",
+    "SIGNING_SECRET_ARN": f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:sume-bench-AbCdEf",
+}
+
+
+def use_fake_aws() -> None:
+    """Call before anything creates a boto3 session."""
+    for name in UNSET:
+        os.environ.pop(name, None)
+    os.environ.update(FAKE_AWS)
+
+
+@contextmanager
+def environment(values: Mapping[str, str]) -> Iterator[None]:
+    """Set variables for the duration of a scenario, then restore the old ones."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, old in saved.items():
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old
+
+
+def reset_handler_caches() -> None:
+    """Forget per-container state, as a fresh Lambda container would."""
+    import sys
+
+    from sume import aws
+
+    aws.client.cache_clear()
+    for name in ("receiver", "worker", "poller"):
+        module = sys.modules.get(name)
+        for value in vars(module).values() if module else ():
+            if callable(getattr(value, "cache_clear", None)):
+                value.cache_clear()

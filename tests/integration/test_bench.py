@@ -1,0 +1,91 @@
+"""The bench's building blocks in a tiny configuration: they count and run what they claim.
+
+No timing is asserted here; speed lives in ``make bench``.
+"""
+
+import boto3
+from moto import mock_aws
+
+import receiver
+from devtools.bench import cpu, deliveries
+from devtools.bench.counting import CallCounter
+from devtools.bench.references import floor_handler, powertools_handler
+from devtools.bench.runtime import LambdaContext
+from devtools.resources import create_resources
+from sume.secrets import SigningSecrets
+from tests.builders import LambdaContext as Context
+from tests.builders import delivery_event, job_body
+
+
+def test_counter_sees_each_call_of_the_receiver(aws):
+    counter = CallCounter()
+    body = job_body()
+    with counter.installed():
+        receiver.handler(delivery_event(body), Context())
+        new = counter.take()
+        receiver.handler(delivery_event(body), Context())
+        duplicate = counter.take()
+        forged = delivery_event(body)
+        forged["headers"]["x-sume-webhook-signature"] = "sume-v1=" + "0" * 64
+        assert receiver.handler(forged, Context())["statusCode"] == 401
+        rejected = counter.take()
+    assert new == ["dynamodb.UpdateItem", "sqs.SendMessage"]
+    assert duplicate == ["dynamodb.UpdateItem", "dynamodb.UpdateItem"]
+    assert rejected == []
+    assert counter.clients >= 2
+
+
+def test_counter_leaves_botocore_as_it_found_it():
+    from botocore import handlers
+
+    before = list(handlers.BUILTIN_HANDLERS)
+    with CallCounter().installed():
+        assert len(handlers.BUILTIN_HANDLERS) == len(before) + 3
+    assert before == handlers.BUILTIN_HANDLERS
+
+
+def test_references_are_correct_receivers_on_moto():
+    counter = CallCounter()
+    with mock_aws(), counter.installed():
+        session = boto3.session.Session()
+        names = create_resources(session, prefix="bench-test")
+        ddb, sqs = session.client("dynamodb"), session.client("sqs")
+        ddb.create_table(
+            TableName="idem",
+            BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        )
+        secret = deliveries.SECRET
+        floor = floor_handler(ddb, sqs, names.table, names.queue_url, secret.encode())
+        powertools = powertools_handler(
+            ddb, sqs, "idem", names.queue_url, SigningSecrets(None, secret)
+        )
+        seen = {}
+        for name, handler in (("floor", floor), ("powertools", powertools)):
+            body = deliveries.job_body(deliveries.new_job_id())
+            counter.take()
+            results = []
+            for event in (deliveries.delivery(body), deliveries.delivery(body)):
+                results.append(handler(event, LambdaContext())["body"])
+            seen[name] = (results, counter.take())
+            forged = handler(deliveries.forged(body), LambdaContext())
+            assert forged["statusCode"] == 401
+            assert counter.take() == []
+    assert ['"result":"new"' in r for r in seen["floor"][0]] == [True, False]
+    assert seen["floor"][1] == ["dynamodb.PutItem", "sqs.SendMessage", "dynamodb.PutItem"]
+    assert ['"result":"new"' in r for r in seen["powertools"][0]] == [True, False]
+    assert seen["powertools"][1] == [
+        "dynamodb.PutItem",
+        "sqs.SendMessage",
+        "dynamodb.UpdateItem",
+        "dynamodb.PutItem",
+    ]
+
+
+def test_cpu_runs_every_design_with_exactly_its_stubbed_calls():
+    # _run fails when a design makes a call that was not queued, leaves one
+    # unused, or answers differently than expected.
+    report = cpu.measure(rounds=1, batch=3)
+    assert set(report.seconds) == {(d, k) for d in cpu.DESIGNS for k in cpu.KINDS}
+    assert all(len(v) == 1 and v[0] > 0 for v in report.seconds.values())

@@ -1,0 +1,62 @@
+"""The bench's price model and helpers: plain arithmetic, checked by hand."""
+
+import pytest
+
+from devtools.bench import cost
+from devtools.bench.counting import short
+from devtools.bench.report import paired_difference, paired_ratio
+
+
+def test_item_bytes_follow_dynamodb_sizing():
+    item = {
+        "job_id": {"S": "job_1"},  # 6 + 5
+        "deliveries": {"N": "12"},  # 10 + (2 // 2 + 1)
+        "ok": {"BOOL": True},  # 2 + 1
+    }
+    assert cost.item_bytes(item) == 11 + 12 + 3
+
+
+def test_write_units_round_up_per_started_kilobyte_and_never_below_one():
+    assert cost.wru(0) == 1
+    assert cost.wru(1024) == 1
+    assert cost.wru(1025) == 2
+
+
+def test_cost_per_million_of_a_new_delivery_at_a_full_vcpu():
+    usage = cost.Usage(
+        cpu_us=1000, calls=("dynamodb.UpdateItem", "sqs.SendMessage"), wru=1, sqs_requests=1
+    )
+    c = cost.per_million(usage, memory_mb=1769)
+    # 1 ms of CPU at a full vCPU, plus 5 ms DynamoDB and 8 ms SQS.
+    assert c.billed_ms == 14
+    gb_seconds = 0.014 * 1769 / 1024
+    assert c.lambda_duration == pytest.approx(gb_seconds * 0.0000133334 * 1e6)
+    assert c.total == pytest.approx(1.00 + 0.20 + c.lambda_duration + 0.625 + 0.40)
+
+
+def test_less_memory_means_a_smaller_cpu_share():
+    usage = cost.Usage(cpu_us=1000, calls=(), wru=0, sqs_requests=0)
+    assert cost.billed_ms(usage, 1769) == 1
+    assert cost.billed_ms(usage, 512) == 4  # 1 ms x 1769/512 = 3.46 ms, rounded up
+
+
+def test_rest_api_front_changes_only_the_api_line():
+    usage = cost.Usage(cpu_us=0, calls=(), wru=0, sqs_requests=0)
+    http = cost.per_million(usage, 512)
+    rest = cost.per_million(usage, 512, cost.REST_API_PER_M)
+    assert rest.total - http.total == pytest.approx(2.50)
+
+
+def test_receiver_memory_is_read_from_the_stack():
+    assert cost.receiver_memory_mb() >= 128
+
+
+def test_short_groups_repeated_calls():
+    calls = ["dynamodb.Query"] * 3 + ["sqs.SendMessage", "dynamodb.Query"]
+    assert short(calls) == "Query x3 + SendMessage + Query"
+    assert short([]) == "-"
+
+
+def test_paired_statistics_compare_within_rounds():
+    assert paired_ratio([2.0, 30.0, 4.0], [1.0, 10.0, 4.0]) == 2.0
+    assert paired_difference([5.0, 7.0, 9.0], [1.0, 1.0, 1.0]) == 6.0
