@@ -47,6 +47,7 @@ def reset_handler_caches() -> None:
     from sume import aws
 
     aws.client.cache_clear()
+    aws._session.cache_clear()
     for name in HANDLER_MODULES:
         module = sys.modules.get(name)
         for value in vars(module).values() if module else ():

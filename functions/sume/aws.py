@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any
 
 import boto3
@@ -22,7 +23,20 @@ PATIENT = Config(
 )
 
 
+_lock = threading.Lock()
+
+
+@functools.cache
+def _session() -> boto3.session.Session:
+    # One session per container: its second client reuses the endpoint and
+    # model data the first one loaded, which a fresh session would load again.
+    return boto3.session.Session()
+
+
 @functools.cache
 def client(service: str, patient: bool = False) -> Any:
     """One client per service per container; honours AWS_ENDPOINT_URL (moto, local)."""
-    return boto3.session.Session().client(service, config=PATIENT if patient else FAST)
+    # A botocore session is not safe for concurrent client creation (the
+    # poller and the local stack use threads); clients themselves are.
+    with _lock:
+        return _session().client(service, config=PATIENT if patient else FAST)
