@@ -322,6 +322,24 @@ class JobsTable:
         done, _ = self._conditional(job_id, "SET artifacts = :artifacts", HOLDS_CLAIM, values)
         return done
 
+    def release(self, job_id: str, claim_id: str, now: int, error: dict[str, Any]) -> bool:
+        """Give the claim back after a failure a retry may fix, noting why.
+
+        The lease ends at once, so the queue's retry can claim the job without
+        waiting for it; the due time stays, so the sweeper still finds the job
+        if that retry never comes.
+        """
+        values = {
+            "processing": State.PROCESSING.value,
+            "claim": claim_id,
+            "expired": now - 1,
+            "error": error,
+            "now": now,
+        }
+        update = "SET lease_until = :expired, last_error = :error, last_error_at = :now"
+        done, _ = self._conditional(job_id, update, HOLDS_CLAIM, values)
+        return done
+
     def due(
         self, shard: int, now: int, limit: int = 100, start: dict[str, Any] | None = None
     ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:

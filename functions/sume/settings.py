@@ -41,6 +41,19 @@ def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> i
     return value
 
 
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be a number of seconds, got {raw!r}") from None
+    if not value > 0:
+        raise ConfigurationError(f"{name} must be positive, got {raw!r}")
+    return value
+
+
 def _flag(env: Mapping[str, str], name: str) -> bool:
     return env.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
@@ -129,6 +142,8 @@ class WorkerSettings:
     lease_seconds: int
     connect_timeout_seconds: float
     read_timeout_seconds: float
+    max_attempts: int = 10
+    part_size_bytes: int = 8 * 1024**2
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> WorkerSettings:
@@ -141,8 +156,11 @@ class WorkerSettings:
             max_artifact_bytes=_int(env, "MAX_ARTIFACT_BYTES", 5 * 1024**3, minimum=1),
             retention_days=_int(env, "RETENTION_DAYS", 35, minimum=1),
             lease_seconds=_int(env, "LEASE_SECONDS", 900, minimum=1),
-            connect_timeout_seconds=_int(env, "HTTP_CONNECT_TIMEOUT_SECONDS", 5, minimum=1),
-            read_timeout_seconds=_int(env, "HTTP_READ_TIMEOUT_SECONDS", 30, minimum=1),
+            connect_timeout_seconds=_seconds(env, "HTTP_CONNECT_TIMEOUT_SECONDS", 5),
+            read_timeout_seconds=_seconds(env, "HTTP_READ_TIMEOUT_SECONDS", 30),
+            max_attempts=_int(env, "MAX_ATTEMPTS", 10, minimum=1),
+            # S3 refuses multipart parts under 5 MiB (except the last).
+            part_size_bytes=_int(env, "ARTIFACT_PART_BYTES", 8 * 1024**2, minimum=5 * 1024**2),
         )
 
 

@@ -1,0 +1,427 @@
+"""The worker on moto (DynamoDB, SQS, S3, EventBridge) with a loopback artifact server.
+
+Jobs enter through the real receiver, so the items are exactly what
+production writes. Announcements are captured the way a subscriber would get
+them: an EventBridge rule on the bus with an SQS queue as its target.
+"""
+
+import hashlib
+import json
+import threading
+import time
+
+import boto3
+import pytest
+
+import receiver
+import worker
+from devtools import moto_atomic
+from sume.fetch import TransientFetchError
+from sume.jobs import JobsTable
+from sume.processing import Action, JobBusy
+from sume.schema import DETAIL_TYPES, EVENT_SOURCE
+from sume.settings import WorkerSettings
+from tests.builders import LambdaContext, delivery_event, job_body, sqs_event
+from tests.httpserver import LoopbackServer
+
+MP4 = {"content-type": "video/mp4"}
+
+
+@pytest.fixture
+def server():
+    with LoopbackServer() as s:
+        yield s
+
+
+@pytest.fixture
+def local_urls(monkeypatch):
+    """The artifact server is http on 127.0.0.1: allowed only in local mode."""
+    monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
+    monkeypatch.setenv("ALLOW_PRIVATE_HOSTS", "true")
+
+
+class World:
+    """The test's view of the stack: one client per service (creating them is
+    the slow part on moto) and the announcements a subscriber would receive,
+    through an EventBridge rule on the bus with an SQS queue as its target."""
+
+    def __init__(self, names):
+        self.names = names
+        self.s3 = boto3.client("s3")
+        self.sqs = boto3.client("sqs")
+        self.table = JobsTable(boto3.client("dynamodb"), names.table, 16)
+        events = boto3.client("events")
+        self.capture_url = self.sqs.create_queue(QueueName="announcements")["QueueUrl"]
+        arn = self.sqs.get_queue_attributes(QueueUrl=self.capture_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        events.put_rule(
+            Name="all-jobs",
+            EventBusName=names.event_bus,
+            EventPattern=json.dumps({"source": [EVENT_SOURCE]}),
+        )
+        events.put_targets(
+            Rule="all-jobs", EventBusName=names.event_bus, Targets=[{"Id": "q", "Arn": arn}]
+        )
+        self.seen = []
+
+    def announcements(self):
+        """Every announcement so far (read from the subscriber's queue)."""
+        while True:
+            batch = self.sqs.receive_message(QueueUrl=self.capture_url, MaxNumberOfMessages=10).get(
+                "Messages", []
+            )
+            if not batch:
+                return self.seen
+            for message in batch:
+                self.seen.append(json.loads(message["Body"]))
+                self.sqs.delete_message(
+                    QueueUrl=self.capture_url, ReceiptHandle=message["ReceiptHandle"]
+                )
+
+    def item(self, job_id):
+        return self.table.get(job_id)
+
+    def objects(self, job_id):
+        listing = self.s3.list_objects_v2(
+            Bucket=self.names.artifacts_bucket, Prefix=f"jobs/{job_id}/"
+        )
+        return sorted(o["Key"] for o in listing.get("Contents", []))
+
+    def bytes_at(self, key):
+        return self.s3.get_object(Bucket=self.names.artifacts_bucket, Key=key)["Body"].read()
+
+
+@pytest.fixture
+def world(aws):
+    return World(aws)
+
+
+def deliver(body):
+    response = receiver.handler(delivery_event(body), LambdaContext())
+    assert response["statusCode"] == 200, response
+    return body["job_id"]
+
+
+def run(*job_ids):
+    event = sqs_event(job_ids)
+    response = worker.handler(event, LambdaContext())
+    ids = [r["messageId"] for r in event["Records"]]
+    failed = [f["itemIdentifier"] for f in response["batchItemFailures"]]
+    return ids, failed
+
+
+def test_completed_job_is_archived_recorded_and_announced(world, server, local_urls):
+    video = b"\x00video" * 50_000
+    u1 = server.route("/r/clip.mp4", body=video, headers=MP4)
+    u2 = server.route("/r/thumb.jpg", body=b"jpeg", headers={"content-type": "image/jpeg"})
+    job_id = deliver(job_body(artifacts=[u1, {"url": u2, "kind": "thumbnail"}]))
+    before = int(time.time())
+
+    assert run(job_id)[1] == []
+
+    stored = world.item(job_id)
+    assert stored["state"] == "processed"
+    assert stored["outcome"] == "completed"
+    assert stored["expires_at"] >= before + 30 * 24 * 3600
+    assert stored["processed_at"] >= before
+    for key in ("due_at", "due_shard", "lease_until"):
+        assert key not in stored
+    first, second = stored["artifacts"]
+    assert first["source_url"] == u1
+    assert first["key"] == f"jobs/{job_id}/000-clip.mp4"
+    assert first["size"] == len(video)
+    assert first["sha256"] == hashlib.sha256(video).hexdigest()
+    assert first["content_type"] == "video/mp4"
+    assert second["key"] == f"jobs/{job_id}/001-thumb.jpg"
+    assert second["content_type"] == "image/jpeg"
+    assert world.bytes_at(first["key"]) == video
+    assert world.bytes_at(second["key"]) == b"jpeg"
+
+    (event,) = world.announcements()
+    assert event["source"] == "sume.webhooks"
+    assert event["detail-type"] == "Sume Job Completed"
+    detail = event["detail"]
+    assert detail["job_id"] == job_id
+    assert (detail["outcome"], detail["event"], detail["status"]) == (
+        "completed",
+        "job.completed",
+        "OK",
+    )
+    assert detail["error"] is None and detail["processing_error"] is None
+    assert detail["artifacts"][0] == {
+        "bucket": world.names.artifacts_bucket,
+        "key": first["key"],
+        "uri": f"s3://{world.names.artifacts_bucket}/{first['key']}",
+        "size": len(video),
+        "sha256": first["sha256"],
+        "content_type": "video/mp4",
+        "source_url": u1,
+    }
+    assert detail["processed_at"].endswith("Z")
+
+
+@pytest.mark.parametrize("sume_event", ["job.failed", "job.canceled"])
+def test_failed_and_canceled_jobs_are_written_down_with_their_error(world, sume_event):
+    body = job_body(event=sume_event)
+    job_id = deliver(body)
+
+    assert run(job_id)[1] == []
+
+    outcome = sume_event.removeprefix("job.")
+    stored = world.item(job_id)
+    assert stored["state"] == "processed"
+    assert stored["outcome"] == outcome
+    assert stored["error"] == body["error"]
+    assert stored["artifacts"] == []
+    (event,) = world.announcements()
+    assert event["detail-type"] == DETAIL_TYPES[outcome]
+    assert event["detail"]["status"] == "ERROR"
+    assert event["detail"]["error"] == body["error"]
+
+
+def test_missing_artifact_is_a_processing_error_announced_once_not_retried(
+    world, server, local_urls
+):
+    ok = server.route("/ok.mp4", body=b"fine")
+    gone = server.route("/gone.mp4", status=404)
+    job_id = deliver(job_body(artifacts=[ok, gone]))
+
+    assert run(job_id)[1] == []  # acknowledged: no loop to the DLQ
+
+    stored = world.item(job_id)
+    assert stored["state"] == "processing_error"
+    assert stored["processing_error"] == {
+        "code": "http_404",
+        "message": f"HTTP 404 from {gone}",
+        "url": gone,
+    }
+    assert [a["source_url"] for a in stored["artifacts"]] == [ok]
+    assert "due_at" not in stored
+    (event,) = world.announcements()
+    assert event["detail-type"] == DETAIL_TYPES["processing_error"]
+    assert event["detail"]["processing_error"]["code"] == "http_404"
+    assert event["detail"]["outcome"] == "completed"
+    # A redelivery of the message changes nothing.
+    assert run(job_id)[1] == []
+    assert server.hits["/gone.mp4"] == 1
+    assert world.announcements() == [event]
+
+
+def test_slow_artifact_times_out_and_is_retried_by_sqs(world, server, local_urls, monkeypatch):
+    monkeypatch.setenv("HTTP_READ_TIMEOUT_SECONDS", "0.3")
+    url = server.route("/slow.mp4", body=b"late", delay=5.0)
+    job_id = deliver(job_body(artifacts=[url]))
+
+    ids, failed = run(job_id)
+
+    assert failed == ids
+    stored = world.item(job_id)
+    assert stored["state"] == "processing"
+    assert stored["last_error"]["code"] == "timeout"
+    assert stored["lease_until"] < time.time()  # released: the retry need not wait
+    assert "due_at" in stored  # still owed: the sweeper keeps watching it
+    assert world.announcements() == []
+
+    server.route("/slow.mp4", body=b"on time")
+    assert run(job_id)[1] == []
+    assert world.item(job_id)["state"] == "processed"
+    assert world.item(job_id)["attempts"] == 2
+
+
+def test_redirect_to_a_host_off_the_allow_list_is_refused(world, server, local_urls, monkeypatch):
+    monkeypatch.setenv("ARTIFACT_ALLOWED_HOSTS", "127.0.0.1")
+    server.route("/internal", body=b"secret")
+    hop = server.redirect("/hop.mp4", server.url("/internal", host="localhost"))
+    job_id = deliver(job_body(artifacts=[hop]))
+
+    assert run(job_id)[1] == []
+
+    stored = world.item(job_id)
+    assert stored["state"] == "processing_error"
+    assert stored["processing_error"]["code"] == "refused_host"
+    assert stored["processing_error"]["url"] == hop
+    assert server.hits["/internal"] == 0
+    assert world.announcements()[0]["detail"]["processing_error"]["code"] == "refused_host"
+
+
+@pytest.mark.parametrize(
+    ("env", "code"),
+    [({}, "refused_scheme"), ({"ALLOW_HTTP_URLS": "true"}, "refused_address")],
+)
+def test_without_local_mode_loopback_artifacts_are_refused(world, server, monkeypatch, env, code):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    url = server.route("/a.mp4", body=b"a")
+    job_id = deliver(job_body(artifacts=[url]))
+
+    assert run(job_id)[1] == []
+
+    assert world.item(job_id)["processing_error"]["code"] == code
+    assert server.hits["/a.mp4"] == 0
+
+
+def test_the_same_job_delivered_twice_is_processed_once(world, server, local_urls):
+    urls = [server.route(f"/d/{i}.mp4", body=b"x" * 1000) for i in range(3)]
+    job_id = deliver(job_body(artifacts=urls))
+
+    assert run(job_id)[1] == []
+    assert run(job_id)[1] == []
+
+    assert len(world.objects(job_id)) == 3
+    assert all(server.hits[f"/d/{i}.mp4"] == 1 for i in range(3))
+    assert len(world.announcements()) == 1
+    assert world.item(job_id)["attempts"] == 1
+
+
+def test_the_same_job_delivered_concurrently_is_processed_once(world, server, local_urls):
+    moto_atomic.install()  # DynamoDB's per-item atomicity, which moto lacks by default
+    # Slow enough that the second worker arrives while the first holds the lease.
+    urls = [server.route(f"/c/{i}.mp4", body=b"y" * 1000, delay=0.2) for i in range(2)]
+    job_id = deliver(job_body(artifacts=urls))
+    workers = [worker.build_processor(WorkerSettings.from_env()) for _ in range(2)]
+    start = threading.Barrier(2)
+    outcomes = []
+
+    def work(processor):
+        start.wait()
+        try:
+            outcomes.append(processor.process(job_id).action)
+        except JobBusy:
+            outcomes.append("busy")
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+
+    assert sorted(outcomes) == sorted([Action.PROCESSED, "busy"])
+    assert len(world.objects(job_id)) == 2
+    assert all(server.hits[f"/c/{i}.mp4"] == 1 for i in range(2))
+    assert len(world.announcements()) == 1
+    # The busy worker's message comes back later and finds the job done.
+    assert run(job_id)[1] == []
+    assert len(world.announcements()) == 1
+
+
+def test_a_poisoned_record_fails_alone(world, server, local_urls):
+    good = [deliver(job_body(artifacts=[server.route(f"/g{i}.mp4", body=b"g")])) for i in (1, 2)]
+    broken = deliver(job_body(artifacts=[server.route("/down.mp4", status=503)]))
+    failed_job = deliver(job_body(event="job.failed"))
+
+    ids, failed = run(good[0], broken, failed_job, good[1])
+
+    assert failed == [ids[1]]
+    assert [world.item(j)["state"] for j in (*good, failed_job)] == ["processed"] * 3
+    assert world.item(broken)["last_error"]["code"] == "http_503"
+    assert len(world.announcements()) == 3
+
+
+class Crash(BaseException):
+    """Stands for the process dying: nothing in the worker catches it."""
+
+
+class CrashingS3:
+    """S3 that dies on its n-th upload, like a Lambda killed mid-job."""
+
+    def __init__(self, client, crash_on):
+        self._client = client
+        self._left = crash_on
+
+    def put_object(self, **kwargs):
+        self._left -= 1
+        if self._left == 0:
+            raise Crash
+        return self._client.put_object(**kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+def test_a_retry_after_a_crash_does_not_download_stored_artifacts_again(world, server, local_urls):
+    urls = [server.route(f"/p/{i}.bin", body=bytes([i]) * 5000) for i in range(4)]
+    job_id = deliver(job_body(artifacts=urls))
+    settings = WorkerSettings.from_env()
+
+    def clients(service, patient=False):
+        real = boto3.client(service)
+        return CrashingS3(real, crash_on=3) if service == "s3" else real
+
+    with pytest.raises(Crash):
+        worker.build_processor(settings, clients).process(job_id)
+    stored = world.item(job_id)
+    assert stored["state"] == "processing"
+    assert [a["source_url"] for a in stored["artifacts"]] == urls[:2]
+
+    # The crashed worker's lease is still live: the queue's retry must wait.
+    ids, failed = run(job_id)
+    assert failed == ids
+
+    later = time.time() + settings.lease_seconds + 60
+    result = worker.build_processor(settings, clock=lambda: later).process(job_id)
+
+    assert result.action is Action.PROCESSED
+    assert (result.artifacts_copied, len(result.artifacts)) == (2, 4)
+    assert [server.hits[f"/p/{i}.bin"] for i in range(4)] == [1, 1, 2, 1]
+    assert len(world.objects(job_id)) == 4
+    for i, record in enumerate(world.item(job_id)["artifacts"]):
+        assert world.bytes_at(record["key"]) == bytes([i]) * 5000
+    assert len(world.announcements()) == 1
+
+
+def test_gives_up_after_max_attempts_with_an_announced_processing_error(
+    world, server, local_urls, monkeypatch
+):
+    """Released claims are claimable again a second later; the clock stands in for waiting."""
+    monkeypatch.setenv("MAX_ATTEMPTS", "2")
+    job_id = deliver(job_body(artifacts=[server.route("/flaky.mp4", status=500)]))
+    settings = WorkerSettings.from_env()
+    now = time.time()
+
+    def attempt(seconds_later):
+        processor = worker.build_processor(settings, clock=lambda: now + seconds_later)
+        return processor.process(job_id)
+
+    for seconds_later in (0, 2):
+        with pytest.raises(TransientFetchError):
+            attempt(seconds_later)
+    result = attempt(4)
+
+    assert result.action is Action.PROCESSING_ERROR
+    stored = world.item(job_id)
+    assert stored["state"] == "processing_error"
+    assert stored["processing_error"]["code"] == "too_many_attempts"
+    assert "http_500" in stored["processing_error"]["message"]
+    assert server.hits["/flaky.mp4"] == 2
+    (event,) = world.announcements()
+    assert event["detail-type"] == DETAIL_TYPES["processing_error"]
+
+
+def test_replay_copies_and_announces_again(world, server, local_urls):
+    job_id = deliver(job_body(artifacts=[server.route("/r.mp4", body=b"r")]))
+    assert run(job_id)[1] == []
+    assert world.table.request_replay(job_id, int(time.time()), int(time.time()) + 120)
+
+    assert run(job_id)[1] == []
+
+    assert server.hits["/r.mp4"] == 2
+    first, second = world.announcements()
+    assert (first["detail"]["replay"], second["detail"]["replay"]) == (False, True)
+    assert "replay" not in world.item(job_id)
+
+
+def test_an_event_stored_in_s3_is_read_from_there(world, server, local_urls):
+    body = job_body(artifacts=[server.route("/big-event.mp4", body=b"b")], notes="n" * 300_000)
+    job_id = deliver(body)
+    assert "body_ref" in world.item(job_id)
+
+    assert run(job_id)[1] == []
+
+    assert world.item(job_id)["state"] == "processed"
+    assert server.hits["/big-event.mp4"] == 1
+
+
+def test_unknown_and_empty_messages(aws):
+    ids, failed = run("job_that_was_never_received", " ")
+    assert failed == [ids[1]]
