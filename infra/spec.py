@@ -83,3 +83,8 @@ class ResourceNames:
     event_bus: str
     signing_secret_arn: str | None = None
     api_token_secret_arn: str | None = None
+
+
+# Outputs for people rather than the ops CLI: where alarms go, what to open.
+OUTPUT_ALARM_TOPIC: Final = "AlarmTopicArn"
+OUTPUT_DASHBOARD: Final = "DashboardName"

@@ -1,0 +1,257 @@
+"""Alarms (to one SNS topic) and the operations dashboard."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_apigatewayv2 as apigw
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from sume.schema import METRICS_NAMESPACE, SERVICE_NAME
+
+PERIOD = Duration.minutes(5)
+# Oldest job message waiting longer than this means the worker is stuck or
+# failing over and over (a poisoned message reaches the DLQ much later).
+BACKLOG_AGE_SECONDS = 3600
+
+
+def app_metric(name: str) -> cw.Metric:
+    """A Powertools metric of the three functions (namespace + ``service`` dimension)."""
+    return cw.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": SERVICE_NAME},
+        statistic=cw.Stats.SUM,
+        period=PERIOD,
+    )
+
+
+@dataclass(frozen=True)
+class Monitored:
+    api: apigw.HttpApi
+    receiver: lambda_.Function
+    worker: lambda_.Function
+    poller: lambda_.Function
+    queue: sqs.Queue
+    dlq: sqs.Queue
+
+
+class Monitoring(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        watched: Monitored,
+        dashboard_name: str,
+        alarm_email: str | None,
+        signature_rejection_threshold: int,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        # CloudWatch cannot publish to a topic encrypted with the AWS managed
+        # SNS key, so the topic gets its own key that CloudWatch may use.
+        key = kms.Key(
+            self,
+            "TopicKey",
+            description="Encrypts the Sume webhooks alarm topic",
+            enable_key_rotation=True,
+            removal_policy=removal_policy,
+        )
+        key.grant(
+            iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey*"
+        )
+        self.topic = sns.Topic(
+            self,
+            "AlarmTopic",
+            display_name="Sume webhooks alarms",
+            master_key=key,
+            enforce_ssl=True,
+        )
+        if alarm_email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
+
+        w = watched
+        errors = {
+            fn_id: fn.metric_errors(period=PERIOD, statistic=cw.Stats.SUM)
+            for fn_id, fn in (("Receiver", w.receiver), ("Worker", w.worker), ("Poller", w.poller))
+        }
+        self.alarms = [
+            self._alarm(
+                "DlqNotEmpty",
+                w.dlq.metric_approximate_number_of_messages_visible(
+                    period=Duration.minutes(1), statistic=cw.Stats.MAXIMUM
+                ),
+                1,
+                "Jobs gave up after repeated worker failures and wait in the DLQ. "
+                "Inspect them, fix the cause, then redrive the DLQ to the jobs queue.",
+            ),
+            self._alarm(
+                "ApiServerErrors",
+                w.api.metric_server_error(period=PERIOD, statistic=cw.Stats.SUM),
+                1,
+                "The webhook API answered Sume with 5xx (storage unavailable, receiver "
+                "crash or timeout). Sume retries; check the receiver logs.",
+            ),
+            self._alarm(
+                "ReceiverErrors",
+                errors["Receiver"],
+                1,
+                "The receiver raised (e.g. an empty or malformed signing secret). "
+                "Sume retries up to 10 times; fix it before they run out.",
+            ),
+            self._alarm(
+                "StorageErrors",
+                app_metric("StorageErrors"),
+                1,
+                "DynamoDB, SQS, S3 or Secrets Manager failed during a delivery (answered 503).",
+            ),
+            self._alarm(
+                "SignatureRejectionSpike",
+                app_metric("SignatureRejections"),
+                signature_rejection_threshold,
+                "Many deliveries failed signature checks: the signing secret in Secrets "
+                "Manager does not match Sume's (or someone is probing the endpoint).",
+            ),
+            self._alarm(
+                "JobsLost",
+                app_metric("JobsLost"),
+                1,
+                "A registered job never reached a terminal state before its maximum "
+                "polling age and was marked lost.",
+            ),
+            self._alarm(
+                "WorkerErrors",
+                errors["Worker"],
+                1,
+                "The worker function raised (whole batch failed).",
+            ),
+            self._alarm(
+                "ProcessingErrors",
+                app_metric("ProcessingErrors"),
+                1,
+                "Follow-up work of a job could not be done and retrying cannot fix it "
+                "(state processing_error, announced on the bus).",
+            ),
+            self._alarm(
+                "PollerErrors",
+                errors["Poller"],
+                1,
+                "The poller function raised; status polls and the sweep of owed work "
+                "are not running.",
+            ),
+            self._alarm(
+                "JobsQueueBacklog",
+                w.queue.metric_approximate_age_of_oldest_message(
+                    period=PERIOD, statistic=cw.Stats.MAXIMUM
+                ),
+                BACKLOG_AGE_SECONDS,
+                "A job message has waited over an hour: the worker is stuck or keeps failing.",
+            ),
+        ]
+        self.dashboard = self._dashboard(dashboard_name, w, errors)
+
+    def _alarm(self, construct_id: str, metric: cw.IMetric, threshold: int, text: str) -> cw.Alarm:
+        alarm = cw.Alarm(
+            self,
+            construct_id,
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=1,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            alarm_description=text,
+        )
+        action = cw_actions.SnsAction(self.topic)
+        alarm.add_alarm_action(action)
+        alarm.add_ok_action(action)
+        return alarm
+
+    def _dashboard(self, name: str, w: Monitored, errors: dict[str, cw.Metric]) -> cw.Dashboard:
+        def graph(
+            title: str, *metrics: cw.IMetric, right: list[cw.IMetric] | None = None
+        ) -> cw.GraphWidget:
+            return cw.GraphWidget(title=title, left=list(metrics), right=right or [], width=8)
+
+        def durations(fn: lambda_.Function) -> list[cw.IMetric]:
+            return [
+                fn.metric_duration(period=PERIOD, statistic="p50", label="p50"),
+                fn.metric_duration(period=PERIOD, statistic="p99", label="p99"),
+                fn.metric_duration(period=PERIOD, statistic=cw.Stats.MAXIMUM, label="max"),
+            ]
+
+        dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=name)
+        dashboard.add_widgets(
+            cw.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24, height=3)
+        )
+        dashboard.add_widgets(
+            graph(
+                "Webhook API",
+                w.api.metric_count(period=PERIOD, label="requests"),
+                w.api.metric_client_error(period=PERIOD, label="4xx"),
+                w.api.metric_server_error(period=PERIOD, label="5xx"),
+                right=[w.api.metric_latency(period=PERIOD, statistic="p99", label="latency p99")],
+            ),
+            graph(
+                "Deliveries",
+                *(
+                    app_metric(name)
+                    for name in ("Deliveries", "NewJobs", "Duplicates", "Conflicts", "TestPings")
+                ),
+            ),
+            graph(
+                "Rejections and storage errors",
+                *(
+                    app_metric(name)
+                    for name in ("SignatureRejections", "Rejections", "StorageErrors")
+                ),
+            ),
+        )
+        dashboard.add_widgets(
+            graph(
+                "Jobs queue",
+                w.queue.metric_approximate_number_of_messages_visible(
+                    period=PERIOD, label="waiting"
+                ),
+                w.queue.metric_approximate_number_of_messages_not_visible(
+                    period=PERIOD, label="in flight"
+                ),
+                w.dlq.metric_approximate_number_of_messages_visible(period=PERIOD, label="DLQ"),
+                right=[
+                    w.queue.metric_approximate_age_of_oldest_message(
+                        period=PERIOD, label="oldest (s)"
+                    )
+                ],
+            ),
+            graph(
+                "Outcomes",
+                *(app_metric(name) for name in ("ProcessingErrors", "JobsLost")),
+            ),
+            graph(
+                "Function errors and throttles",
+                *(m.with_(label=f"{fn_id} errors") for fn_id, m in errors.items()),
+                *(
+                    fn.metric_throttles(period=PERIOD, label=f"{fn_id} throttles")
+                    for fn_id, fn in (
+                        ("Receiver", w.receiver),
+                        ("Worker", w.worker),
+                        ("Poller", w.poller),
+                    )
+                ),
+            ),
+        )
+        dashboard.add_widgets(
+            graph("Receiver duration (ms)", *durations(w.receiver)),
+            graph("Worker duration (ms)", *durations(w.worker)),
+            graph("Poller duration (ms)", *durations(w.poller)),
+        )
+        return dashboard

@@ -1,0 +1,129 @@
+"""The jobs table and the S3 buckets (artifacts, large event payloads, access logs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from infra import spec
+
+_ATTRIBUTE_TYPES = {
+    "S": dynamodb.AttributeType.STRING,
+    "N": dynamodb.AttributeType.NUMBER,
+    "B": dynamodb.AttributeType.BINARY,
+}
+
+
+def _key_attributes(definition: dict[str, Any], key_schema: list[dict[str, str]]) -> dict[str, Any]:
+    types = {a["AttributeName"]: a["AttributeType"] for a in definition["AttributeDefinitions"]}
+    keys = {}
+    for key in key_schema:
+        role = "partition_key" if key["KeyType"] == "HASH" else "sort_key"
+        name = key["AttributeName"]
+        keys[role] = dynamodb.Attribute(name=name, type=_ATTRIBUTE_TYPES[types[name]])
+    return keys
+
+
+class JobsTable(Construct):
+    """One item per job; the sparse due-work index; TTL on ``expires_at``.
+
+    Built from ``spec.table_definition`` (what the local stack creates on
+    moto), so the deployed keys and index cannot drift from the tested ones.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, is_dev: bool) -> None:
+        super().__init__(scope, construct_id)
+        definition = spec.table_definition("jobs")
+        self.table = dynamodb.Table(
+            self,
+            "Table",
+            **_key_attributes(definition, definition["KeySchema"]),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            time_to_live_attribute=spec.TTL,
+            deletion_protection=not is_dev,
+            removal_policy=RemovalPolicy.DESTROY if is_dev else RemovalPolicy.RETAIN,
+        )
+        for index in definition["GlobalSecondaryIndexes"]:
+            self.table.add_global_secondary_index(
+                index_name=index["IndexName"],
+                **_key_attributes(definition, index["KeySchema"]),
+                projection_type=dynamodb.ProjectionType[index["Projection"]["ProjectionType"]],
+            )
+
+
+class Buckets(Construct):
+    """Artifacts (the worker's archive) and payloads (events over the item size)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        is_dev: bool,
+        payloads_expire_days: int,
+        artifacts_infrequent_access_days: int,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._is_dev = is_dev
+        self.access_logs = self._bucket(
+            "AccessLogs",
+            None,
+            [s3.LifecycleRule(id="expire-access-logs", expiration=Duration.days(365))],
+        )
+        abort_uploads = Duration.days(1)
+        self.artifacts = self._bucket(
+            "Artifacts",
+            self.access_logs,
+            [
+                s3.LifecycleRule(
+                    id="tier-and-clean-artifacts",
+                    abort_incomplete_multipart_upload_after=abort_uploads,
+                    transitions=[
+                        s3.Transition(
+                            storage_class=s3.StorageClass.INFREQUENT_ACCESS,
+                            transition_after=Duration.days(artifacts_infrequent_access_days),
+                        )
+                    ],
+                )
+            ],
+        )
+        self.payloads = self._bucket(
+            "Payloads",
+            self.access_logs,
+            [
+                s3.LifecycleRule(
+                    id="expire-payloads",
+                    abort_incomplete_multipart_upload_after=abort_uploads,
+                    expiration=Duration.days(payloads_expire_days),
+                )
+            ],
+        )
+
+    def _bucket(
+        self,
+        construct_id: str,
+        access_logs: s3.IBucket | None,
+        lifecycle_rules: list[s3.LifecycleRule],
+    ) -> s3.Bucket:
+        return s3.Bucket(
+            self,
+            construct_id,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            # SSE-S3: server access logs can only be delivered to SSE-S3 buckets,
+            # and it needs no key grants for the functions.
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            server_access_logs_bucket=access_logs,
+            server_access_logs_prefix=f"{construct_id.lower()}/" if access_logs else None,
+            lifecycle_rules=lifecycle_rules,
+            removal_policy=RemovalPolicy.DESTROY if self._is_dev else RemovalPolicy.RETAIN,
+            auto_delete_objects=self._is_dev,
+        )

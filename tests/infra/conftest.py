@@ -1,0 +1,145 @@
+"""One synth per test session (jsii is slow), with no AWS credentials at all.
+
+The cloud assembly is synthesized by a subprocess whose environment carries
+no AWS credentials, profile or config, which is itself the proof that synth
+works offline and account-free. cfn-lint then starts on the templates in
+the background while the template assertions run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra import spec
+
+ROOT = Path(__file__).resolve().parents[2]
+STAGES = ("dev", "prod")
+_HASH = re.compile(r"[0-9A-F]{8}$")
+
+
+def base_name(logical_id: str) -> str:
+    """``JobsTable10C8EDF6`` -> ``JobsTable``: logical ids without CDK's hash."""
+    return _HASH.sub("", logical_id)
+
+
+def credential_free_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(
+        {
+            "HOME": str(home),
+            "AWS_CONFIG_FILE": str(home / "no-config"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(home / "no-credentials"),
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        }
+    )
+    # jsii unpacks aws-cdk-lib (~200 MB) into this cache on first use; keep
+    # sharing the developer's cache instead of one per fake home.
+    env.setdefault(
+        "JSII_RUNTIME_PACKAGE_CACHE_ROOT",
+        str(Path(os.environ.get("HOME", home)) / ".cache" / "jsii"),
+    )
+    return env
+
+
+@dataclass
+class Stage:
+    name: str
+    template: dict[str, Any]
+    metadata: dict[str, Any]
+    assets: dict[str, Any]
+
+    @property
+    def resources(self) -> dict[str, dict[str, Any]]:
+        resources: dict[str, dict[str, Any]] = self.template["Resources"]
+        return resources
+
+    def of_type(self, cfn_type: str) -> dict[str, dict[str, Any]]:
+        return {k: r for k, r in self.resources.items() if r["Type"] == cfn_type}
+
+    def one(self, base: str, cfn_type: str) -> tuple[str, dict[str, Any]]:
+        found = [(k, r) for k, r in self.of_type(cfn_type).items() if base_name(k) == base]
+        assert len(found) == 1, f"{base} ({cfn_type}): {[k for k, _ in found]}"
+        return found[0]
+
+
+@dataclass
+class Cloud:
+    outdir: Path
+    env: dict[str, str]
+    stages: dict[str, Stage]
+    cfn_lint: subprocess.Popen[str]
+    _lint_result: list[dict[str, Any]] | None = field(default=None)
+
+    def lint_findings(self) -> list[dict[str, Any]]:
+        if self._lint_result is None:
+            out, err = self.cfn_lint.communicate(timeout=300)
+            # 0: clean; 2/4/8 flag errors/warnings/informational findings.
+            assert self.cfn_lint.returncode in {0, 2, 4, 6, 8, 10, 12, 14}, err
+            self._lint_result = json.loads(out or "[]")
+        return self._lint_result
+
+
+@pytest.fixture(scope="session")
+def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    env = credential_free_env(tmp_path_factory.mktemp("home"))
+    result = subprocess.run(
+        [sys.executable, "-m", "tests.infra.synth_stages", str(outdir)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-8000:]
+    stages = {}
+    for stage in STAGES:
+        name = spec.stack_name(stage)
+        stages[stage] = Stage(
+            name=name,
+            template=json.loads((outdir / f"{name}.template.json").read_text()),
+            metadata=json.loads((outdir / f"{name}.metadata.json").read_text()),
+            assets=json.loads((outdir / f"{name}.assets.json").read_text()),
+        )
+    lint = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "cfn-lint"),
+            "--format",
+            "json",
+            "--regions",
+            "us-east-1",
+            "--",
+            *(str(outdir / f"{spec.stack_name(s)}.template.json") for s in STAGES),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    cloud = Cloud(outdir=outdir, env=env, stages=stages, cfn_lint=lint)
+    yield cloud
+    if lint.poll() is None:
+        lint.kill()
+        lint.communicate()
+
+
+@pytest.fixture(scope="session")
+def dev(cloud: Cloud) -> Stage:
+    return cloud.stages["dev"]
+
+
+@pytest.fixture(scope="session")
+def prod(cloud: Cloud) -> Stage:
+    return cloud.stages["prod"]
