@@ -132,10 +132,7 @@ def printer(stream: TextIO = sys.stdout) -> Callable[[Entry], None]:
 
 def reset_containers() -> None:
     """Forget the per-container state (clients, settings) of every handler."""
-    from sume import aws
-
-    aws.client.cache_clear()
-    for name in HANDLER_MODULES:
+    for name in ("sume.aws", *HANDLER_MODULES):
         module = sys.modules.get(name)
         for value in vars(module).values() if module else ():
             if callable(getattr(value, "cache_clear", None)):
