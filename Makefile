@@ -8,6 +8,8 @@ UV := $(or $(shell command -v uv 2>/dev/null),$(CURDIR)/.tools/bin/uv)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAGE ?= dev
+# More CDK context for synth/deploy/destroy, e.g. CONTEXT="-c alarm_email=ops@example.com"
+CONTEXT ?=
 
 # jsii (behind aws-cdk-lib) and the CDK CLI: quiet, offline, caches in-tree.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
@@ -17,7 +19,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_HOME := $(CURDIR)/.cache/cdk
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 
-.PHONY: help install test test-fast lint format run demo bench synth deploy destroy clean
+.PHONY: help install test test-fast lint format run demo bench synth bootstrap deploy destroy clean
 
 help:
 	@echo "make run      local stack on moto: the webhook receiver on http://127.0.0.1:8080"
@@ -27,6 +29,7 @@ help:
 	@echo "make bench    AWS calls, CPU, import time, throughput and cost per delivery"
 	@echo "make synth    cdk synth (offline) into cdk.out/"
 	@echo "make deploy   cdk deploy STAGE=$(STAGE) (needs AWS credentials)"
+	@echo "make destroy  cdk destroy STAGE=$(STAGE) (dev stages delete their data)"
 
 $(CURDIR)/.tools/bin/uv:
 	python3 -m venv .tools
@@ -63,17 +66,20 @@ bench: install
 	$(PY) -m devtools.bench
 
 synth: install
-	CDK_OUTDIR=cdk.out $(PY) app.py -c stage=$(STAGE)
+	CDK_OUTDIR=cdk.out $(PY) app.py -c stage=$(STAGE) $(CONTEXT)
 
 node_modules/.bin/cdk: package.json package-lock.json
 	npm ci --no-audit --no-fund --silent
 	@touch $@
 
+bootstrap: install node_modules/.bin/cdk
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" node_modules/.bin/cdk bootstrap --no-notices -c stage=$(STAGE) $(CONTEXT)
+
 deploy: install node_modules/.bin/cdk
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" node_modules/.bin/cdk deploy --no-notices -c stage=$(STAGE)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" node_modules/.bin/cdk deploy --no-notices -c stage=$(STAGE) $(CONTEXT)
 
 destroy: install node_modules/.bin/cdk
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" node_modules/.bin/cdk destroy --no-notices -c stage=$(STAGE)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" node_modules/.bin/cdk destroy --no-notices -c stage=$(STAGE) $(CONTEXT)
 
 clean:
 	rm -rf $(VENV) .tools .cache cdk.out .pytest_cache .mypy_cache .ruff_cache
