@@ -61,3 +61,46 @@ def test_the_journal_tells_each_job_story(stack: LocalStack) -> None:
     kinds = [e.kind for e in stack.journal.entries() if e.job_id == job.job_id]
     assert sorted(kinds[:2]) == ["processed", "received"]
     assert kinds[2:] == ["duplicate"]
+
+
+def test_the_check_names_each_broken_invariant(stack: LocalStack) -> None:
+    assert stack.names is not None
+    with Sume(stack.url, [stack.signing_secret], spacing_seconds=0.05) as sume:
+        job = sume.new_job(artifacts=1)
+        run = scenario.Run([scenario.Case("one job", job, scenario.WEBHOOK, [sume.deliver(job)])])
+        assert scenario.settle(stack, run, SETTLE_BOUND)
+    assert scenario.check(stack, run).problems == []
+
+    s3, sqs, events = stack.client("s3"), stack.client("sqs"), stack.client("events")
+    key = next(
+        o["Key"]
+        for o in s3.list_objects_v2(Bucket=stack.names.artifacts_bucket)["Contents"]
+        if job.job_id in o["Key"]
+    )
+    s3.delete_object(Bucket=stack.names.artifacts_bucket, Key=key)
+    events.put_events(
+        Entries=[
+            {
+                "Source": "sume.webhooks",
+                "DetailType": "Sume Job Completed",
+                "Detail": f'{{"job_id": "{job.job_id}"}}',
+                "EventBusName": stack.names.event_bus,
+            }
+        ]
+    )
+    sqs.send_message(QueueUrl=stack.names.dlq_url, MessageBody=job.job_id)
+    try:
+        deadline = time.monotonic() + SETTLE_BOUND
+        while stack.announced()[job.job_id] < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        report = scenario.check(stack, run)
+    finally:
+        sqs.purge_queue(QueueUrl=stack.names.dlq_url)
+
+    assert not report.ok
+    assert report.problems == [
+        "one job: artifact render-0.mp4 is not in the artifacts bucket",
+        "one job: announced 2 times, not once",
+        f"1 message(s) in the DLQ: ['{job.job_id}']",
+    ]
+    assert report.summary()["processed once"] == 0
