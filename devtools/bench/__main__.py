@@ -10,9 +10,10 @@ import time
 import warnings
 from dataclasses import dataclass
 
-from devtools.bench.env import use_fake_aws
+from devtools.bench.env import forbid_network, use_fake_aws
 
 use_fake_aws()
+forbid_network()
 
 from devtools.bench import calls, coldstart, cost, cpu, throughput  # noqa: E402
 from devtools.bench.counting import short  # noqa: E402

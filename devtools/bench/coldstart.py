@@ -28,7 +28,6 @@ print((time.process_time() - cpu) * 1000, (time.perf_counter() - wall) * 1000)
 
 FLOOR = "boto3 + 2 clients (floor)"
 RECEIVER_FIRST_USE = "receiver + what its first delivery builds"
-WHAT_IF_SHARED_SESSION = "what-if: the same, clients sharing one boto3 Session"
 
 # What each measured variant runs in the fresh process.
 VARIANTS: dict[str, str] = {
@@ -52,17 +51,6 @@ VARIANTS: dict[str, str] = {
         "r = receiver.receiver()\n"
         "r._intake()\n"
         "aws.client('dynamodb'); aws.client('sqs')"
-    ),
-    # An experiment, not what the functions do: the same first use with one
-    # boto3 Session shared by every client instead of one Session per client.
-    WHAT_IF_SHARED_SESSION: (
-        "import functools, boto3, receiver\n"
-        "from sume import aws\n"
-        "shared = boto3.session.Session()\n"
-        "aws.client = functools.cache(lambda service, patient=False: shared.client(\n"
-        "    service, config=aws.PATIENT if patient else aws.FAST))\n"
-        "r = receiver.receiver()\n"
-        "r._intake()"
     ),
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -34,6 +35,37 @@ STUB_NAMES: Mapping[str, str] = {
 }
 
 
+LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+def forbid_network() -> None:
+    """Refuse any connection or name lookup beyond loopback in this process.
+
+    A guard, not a feature: a client that escaped moto or the Stubber would
+    otherwise try AWS with fake credentials.
+    """
+    import socket
+
+    real_connect = socket.socket.connect
+    real_getaddrinfo = socket.getaddrinfo
+
+    def _check(host: object) -> None:
+        if str(host) not in LOOPBACK:
+            raise ConnectionRefusedError(f"the bench stays on loopback; refused {host}")
+
+    def connect(self: socket.socket, address: Any) -> None:
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            _check(address[0])
+        real_connect(self, address)
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        _check(host.decode() if isinstance(host, bytes) else host)
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    socket.socket.connect = connect  # type: ignore[method-assign,assignment]
+    socket.getaddrinfo = getaddrinfo
+
+
 def use_fake_aws() -> None:
     """Call before anything creates a boto3 session."""
     for name in UNSET:
@@ -57,13 +89,16 @@ def environment(values: Mapping[str, str]) -> Iterator[None]:
 
 
 def reset_handler_caches() -> None:
-    """Forget per-container state, as a fresh Lambda container would."""
+    """Forget per-container state (session, clients, settings), as a fresh container would.
+
+    The shared boto3 session must go too: one created before moto was
+    imported would hand out clients that moto does not intercept.
+    """
     import sys
 
-    from sume import aws
+    import sume.aws  # noqa: F401 - imported so its caches are among those cleared
 
-    aws.client.cache_clear()
-    for name in ("receiver", "worker", "poller"):
+    for name in ("sume.aws", "receiver", "worker", "poller"):
         module = sys.modules.get(name)
         for value in vars(module).values() if module else ():
             if callable(getattr(value, "cache_clear", None)):
