@@ -122,6 +122,14 @@ def drive(
             once(sume),
         ),
         (
+            Case(
+                "artifact link fails once, worker retries",
+                sume.new_job(artifacts=1, flaky=1),
+                WEBHOOK,
+            ),
+            once(sume),
+        ),
+        (
             Case("forged signature", sume.new_job(), REJECTED),
             once(sume, signing_secrets=["forged"], attempts=1),
         ),

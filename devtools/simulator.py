@@ -9,8 +9,9 @@ timestamp and signature. ``webhook.test`` has no ``job_id``.
 
 Faults it can inject: the first answer lost on its way back (so a delivery
 that was processed is retried), concurrent twin deliveries, a job whose every
-delivery fails to connect (only its ``status_url`` tells), and slow answers
-from its own server (status and artifacts).
+delivery fails to connect (only its ``status_url`` tells), slow answers from
+its own server (status and artifacts), and artifact links that answer 503
+before they work.
 
 CLI::
 
@@ -65,6 +66,8 @@ class SumeJob:
     """Whether ``status_url`` reports the terminal state yet."""
     slow_seconds: float = 0.0
     """Delay before Sume's server answers this job's status and artifact requests."""
+    flaky: int = 0
+    """Each artifact link answers 503 this many times before it serves the file."""
 
     @property
     def outcome(self) -> str:
@@ -184,7 +187,10 @@ class _SumeHandler(BaseHTTPRequestHandler):
             else:
                 self._send(200, json.dumps({"job_id": job.job_id, "state": "running"}).encode())
         elif kind == "artifacts" and name in job.artifacts:
-            self._send(200, job.artifacts[name], "application/octet-stream")
+            if sume.hits[path] <= job.flaky:
+                self._send(503, b'{"error":"try_again"}')
+            else:
+                self._send(200, job.artifacts[name], "application/octet-stream")
         else:
             self._send(404, b'{"error":"not_found"}')
 
@@ -258,6 +264,7 @@ class Sume:
         job_id: str | None = None,
         artifact_bytes: int = 4096,
         slow_seconds: float = 0.0,
+        flaky: int = 0,
         finished: bool = True,
     ) -> SumeJob:
         """A job Sume ran, with its terminal event built once."""
@@ -290,7 +297,9 @@ class Sume:
         body["created_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         body["sume_region"] = "eu-west"
         raw = json.dumps(body, separators=(",", ":")).encode("utf-8")
-        job = SumeJob(job_id, event, dict(artifacts), status_url, raw, finished, slow_seconds)
+        job = SumeJob(
+            job_id, event, dict(artifacts), status_url, raw, finished, slow_seconds, flaky
+        )
         self.jobs[job_id] = job
         return job
 
