@@ -109,6 +109,8 @@ class HttpApiServer(ThreadingHTTPServer):
     """A threading HTTP server whose one route calls ``handler`` with HTTP API events."""
 
     daemon_threads = True
+    # Bursts of concurrent deliveries must not wait on a full accept queue.
+    request_queue_size = 128
 
     def __init__(
         self,

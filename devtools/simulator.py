@@ -150,6 +150,8 @@ def post(url: str, raw: bytes, headers: dict[str, str], timeout: float) -> tuple
 
 class _SumeServer(ThreadingHTTPServer):
     daemon_threads = True
+    # Bursts of concurrent deliveries must not wait on a full accept queue.
+    request_queue_size = 128
     sume: Sume
 
 
