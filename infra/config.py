@@ -121,6 +121,12 @@ class StageConfig:
         # outlive the job item that points to it.
         if payloads_days <= retention_days:
             raise ConfigError("context payloads_expire_days must exceed retention_days")
+        batch_size = number("worker_batch_size", 1, 10_000)
+        batching_window = number("worker_batching_window_seconds", 0, 300)
+        if batch_size > 10 and batching_window < 1:
+            raise ConfigError(
+                "context worker_batch_size over 10 needs worker_batching_window_seconds >= 1"
+            )
         email = str(values["alarm_email"] or "").strip()
         if email and "@" not in email:
             raise ConfigError(f"context alarm_email is not an e-mail address: {email!r}")
@@ -132,8 +138,8 @@ class StageConfig:
             alarm_email=email or None,
             log_retention=_RETENTION_DAYS[retention],
             log_level=log_level,
-            worker_batch_size=number("worker_batch_size", 1, 100),
-            worker_batching_window_seconds=number("worker_batching_window_seconds", 0, 300),
+            worker_batch_size=batch_size,
+            worker_batching_window_seconds=batching_window,
             # SQS event sources accept a maximum concurrency of 2..1000.
             worker_max_concurrency=number("worker_max_concurrency", 2, 1000),
             signature_rejection_threshold=number("signature_rejection_threshold", 1, 1_000_000),
