@@ -14,6 +14,8 @@ from typing import Any
 
 from aws_cdk import aws_logs as logs
 
+from infra.spec import POLLER_TIMEOUT
+
 STAGE_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
 DEFAULT_STAGE = "dev"
 
@@ -121,6 +123,13 @@ class StageConfig:
         # outlive the job item that points to it.
         if payloads_days <= retention_days:
             raise ConfigError("context payloads_expire_days must exceed retention_days")
+        poll_rate = number("poll_rate_minutes", 1, 1440)
+        # A run may last the poller's whole timeout; the next tick must not
+        # start while it is still going.
+        if poll_rate * 60 < POLLER_TIMEOUT:
+            raise ConfigError(
+                f"context poll_rate_minutes must cover the poller's {POLLER_TIMEOUT} s timeout"
+            )
         batch_size = number("worker_batch_size", 1, 10_000)
         batching_window = number("worker_batching_window_seconds", 0, 300)
         if batch_size > 10 and batching_window < 1:
@@ -134,7 +143,7 @@ class StageConfig:
             stage=stage,
             throttle_rate=number("throttle_rate", 1, 10_000),
             throttle_burst=number("throttle_burst", 1, 5_000),
-            poll_rate_minutes=number("poll_rate_minutes", 1, 1440),
+            poll_rate_minutes=poll_rate,
             alarm_email=email or None,
             log_retention=_RETENTION_DAYS[retention],
             log_level=log_level,

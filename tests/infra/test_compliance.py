@@ -198,6 +198,7 @@ def test_stage_config_reads_context_before_defaults() -> None:
         ("prod_eu", {}, "stage"),
         ("dev", {"throttle_rate": "fast"}, "throttle_rate must be an integer"),
         ("dev", {"poll_rate_minutes": "0"}, "poll_rate_minutes must be within"),
+        ("dev", {"poll_rate_minutes": "1"}, "poll_rate_minutes must cover"),
         ("dev", {"log_retention_days": "31"}, "log_retention_days must be one of"),
         ("dev", {"log_level": "LOUD"}, "log_level"),
         ("dev", {"payloads_expire_days": "30"}, "payloads_expire_days must exceed"),
