@@ -10,10 +10,9 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sume import aws
-from sume.intake import JobIntake
+from sume.intake import build_intake
 from sume.jobs import JobsTable
 from sume.observability import logger, metrics, tracer
-from sume.payloads import PayloadStore
 from sume.polling import Poller, PollPolicy
 from sume.queue import JobQueue
 from sume.secrets import SecretsUnavailable
@@ -30,13 +29,12 @@ def build_poller(config: PollerSettings, clock: Callable[[], float] = time.time)
     table = config.table
     jobs = JobsTable(aws.client("dynamodb"), table.jobs_table_name, table.due_shards)
     queue = JobQueue(aws.client("sqs"), table.jobs_queue_url)
-    bucket = config.payloads_bucket_name
-    intake = JobIntake(
-        jobs,
-        queue,
-        PayloadStore(aws.client("s3"), bucket) if bucket else None,
+    intake = build_intake(
+        table,
+        config.payloads_bucket_name,
         config.redeliver_grace_seconds,
         config.sweep_after_seconds,
+        aws.client,
     )
     token = api_token(
         config.api_token_arn,

@@ -10,11 +10,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sume import aws
 from sume.http import HttpResponse, request_from_event, to_event_response
-from sume.intake import JobIntake
-from sume.jobs import JobsTable
+from sume.intake import JobIntake, build_intake
 from sume.observability import logger, metrics, tracer
-from sume.payloads import PayloadStore
-from sume.queue import JobQueue
 from sume.secrets import SecretsUnavailable, from_settings
 from sume.settings import ReceiverSettings
 from sume.webhook import Receipt, Rejected, WebhookReceiver
@@ -26,14 +23,12 @@ def receiver() -> WebhookReceiver:
 
     @functools.cache
     def intake() -> JobIntake:
-        table = settings.table
-        bucket = settings.payloads_bucket_name
-        return JobIntake(
-            JobsTable(aws.client("dynamodb"), table.jobs_table_name, table.due_shards),
-            JobQueue(aws.client("sqs"), table.jobs_queue_url),
-            PayloadStore(aws.client("s3"), bucket) if bucket else None,
+        return build_intake(
+            settings.table,
+            settings.payloads_bucket_name,
             settings.redeliver_grace_seconds,
             settings.sweep_after_seconds,
+            aws.client,
         )
 
     secrets = from_settings(

@@ -6,13 +6,15 @@ webhook and a poll racing for the same job are decided by the same write.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sume.envelope import JobEvent
 from sume.jobs import JobsTable, Source, is_conflicting, work_owed
 from sume.payloads import PayloadStore, needs_offload
 from sume.queue import JobQueue
-from sume.settings import ConfigurationError
+from sume.settings import ConfigurationError, TableSettings
 
 
 class Outcome(enum.StrEnum):
@@ -76,3 +78,20 @@ class JobIntake:
             enqueued=owed,
             state=stored.get("state"),
         )
+
+
+def build_intake(
+    table: TableSettings,
+    payloads_bucket: str | None,
+    redeliver_grace_seconds: int,
+    sweep_after_seconds: int,
+    client: Callable[[str], Any],
+) -> JobIntake:
+    """The intake as the receiver and the poller wire it, from their settings."""
+    return JobIntake(
+        JobsTable(client("dynamodb"), table.jobs_table_name, table.due_shards),
+        JobQueue(client("sqs"), table.jobs_queue_url),
+        PayloadStore(client("s3"), payloads_bucket) if payloads_bucket else None,
+        redeliver_grace_seconds,
+        sweep_after_seconds,
+    )
