@@ -69,6 +69,12 @@ _deserializer = TypeDeserializer()
 
 
 def _av(value: Any) -> dict[str, Any]:
+    # Strings and whole numbers are nearly every value on the hot path; the
+    # general serializer costs about 10 us each (bench), these two lines ~1 us.
+    if type(value) is str:
+        return {"S": value}
+    if type(value) is int:
+        return {"N": str(value)}
     return _serializer.serialize(value)
 
 
@@ -84,9 +90,19 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _from_av(value: dict[str, Any]) -> Any:
+    # A duplicate delivery reads the stored item back on the hot path; its
+    # attributes are almost all strings and whole numbers (see _av).
+    if "S" in value:
+        return value["S"]
+    if "N" in value and value["N"].lstrip("-").isdigit():
+        return int(value["N"])
+    return _plain(_deserializer.deserialize(value))
+
+
 def from_item(item: dict[str, Any]) -> dict[str, Any]:
     """A DynamoDB item as plain Python (ints, not Decimals)."""
-    return {k: _plain(_deserializer.deserialize(v)) for k, v in item.items()}
+    return {k: _from_av(v) for k, v in item.items()}
 
 
 def _values(**values: Any) -> dict[str, dict[str, Any]]:

@@ -10,4 +10,6 @@ from sume.schema import METRICS_NAMESPACE, SERVICE_NAME
 # stack's alarms select these exact metrics by namespace and service.
 logger = Logger(service=SERVICE_NAME)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SERVICE_NAME)
-tracer = Tracer(service=SERVICE_NAME)
+# Only botocore is worth a subsegment here; patching every library the X-Ray
+# SDK knows imports them all and was most of the receiver's cold-start excess.
+tracer = Tracer(service=SERVICE_NAME, patch_modules=["botocore"])
