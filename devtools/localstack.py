@@ -20,6 +20,7 @@ import logging
 import os
 import secrets
 import signal
+import socket
 import sys
 import threading
 import time
@@ -139,6 +140,19 @@ def reset_containers() -> None:
                 value.cache_clear()
 
 
+def ensure_free(port: int) -> None:
+    """Raise OSError when ``port`` is taken on loopback.
+
+    ThreadedMotoServer binds inside its thread and, when that fails, its
+    start() waits forever for a ready signal that never comes.
+    """
+    if port == 0:
+        return
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((HOST, port))
+
+
 _running: LocalStack | None = None
 _running_lock = threading.Lock()
 
@@ -201,6 +215,7 @@ class LocalStack:
         moto_atomic.install()
         # moto's werkzeug logs every AWS call; the journal says what matters.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        ensure_free(self.settings.moto_port)
         self._moto = ThreadedMotoServer(
             ip_address=HOST, port=self.settings.moto_port, verbose=False
         )
@@ -621,12 +636,12 @@ def main(argv: list[str] | None = None) -> int:
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stopping.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
     try:
         stack.start()
     except OSError as exc:
         print(f"cannot start: {exc} (set PORT / MOTO_PORT to free ports)", file=sys.stderr)
         return 1
+    signal.signal(signal.SIGTERM, on_signal)
     for line in stack.describe():
         print(line)
     print("Ctrl-C stops. Job events as they flow:", flush=True)
