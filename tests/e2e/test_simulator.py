@@ -13,7 +13,6 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from devtools.localstack import LocalStack
 from devtools.simulator import Sume
 from sume.signature import verify
 
@@ -144,28 +143,3 @@ def test_status_url_and_artifacts_are_served_like_sume() -> None:
         assert get(f"{sume.base_url}/status/job_unknown", bearer)[0] == 404
     assert envelope["created_at"] and envelope["sume_region"] == "eu-west"
     assert sume.hits[urlsplit(plain).path] == 1
-
-
-def test_a_second_stack_in_one_process_is_refused(stack: LocalStack) -> None:
-    with pytest.raises(RuntimeError, match="already running"):
-        LocalStack().start()
-    assert stack.url.startswith("http://127.0.0.1:")
-
-
-def test_the_banner_names_everything_needed_to_look_inside(stack: LocalStack) -> None:
-    assert stack.names is not None
-    banner = "\n".join(stack.describe())
-    for value in (
-        stack.url,
-        stack.signing_secret,
-        stack.endpoint_url,
-        stack.names.table,
-        stack.names.queue_url,
-        stack.names.dlq_url,
-        stack.names.artifacts_bucket,
-        stack.names.payloads_bucket,
-        stack.names.event_bus,
-        str(stack.names.signing_secret_arn),
-        "ALLOW_HTTP_URLS=true ALLOW_PRIVATE_HOSTS=true",
-    ):
-        assert value in banner
