@@ -267,7 +267,6 @@ def profile(design: str, kind: str, batch: int, top: int = 25) -> str:
 BREAKDOWN = (
     "floor",
     "ours: domain only (no Powertools layers)",
-    "ours: domain only, what-if parameter_validation=False",
     "ours: + Metrics.log_metrics, metrics and log line",
     "ours: + Tracer.capture_lambda_handler (X-Ray off)",
     "ours: + Logger.inject_lambda_context (as deployed)",
@@ -286,49 +285,20 @@ def _domain_only(webhook: Any) -> Handler:
     return handler
 
 
-def _unvalidated() -> Design:
-    """Our domain on clients that skip botocore's request validation.
-
-    An experiment, not a setting the functions have: ``sume.aws.FAST`` is
-    swapped only while this receiver builds its clients.
-    """
-    from botocore.config import Config
-
-    import receiver
-    from sume import aws
-
-    saved = aws.FAST
-    reset_handler_caches()
-    aws.FAST = saved.merge(Config(parameter_validation=False))
-    try:
-        base = _ours()
-        webhook = receiver.receiver()
-        warm = _batch("new", 1)
-        base.stage("new", warm.jobs, warm.bodies)
-        webhook.receive(receiver.request_from_event(warm.events[0]))
-    finally:
-        aws.FAST = saved
-        reset_handler_caches()
-    return Design(BREAKDOWN[2], _domain_only(webhook), base.stubbers, base.stage)
-
-
 def breakdown(rounds: int, batch: int) -> dict[str, list[float]]:
     """Where the CPU of a new delivery goes: the floor, then ours layer by layer."""
     import receiver
 
     seconds: dict[str, list[float]] = {}
-    with environment({**STUB_NAMES, "SECRET_CACHE_SECONDS": "3600"}):
-        unvalidated = _unvalidated()
     with designs() as built:
         ours = built["ours"]
         full = receiver.handler
         layers = [
             built["floor"],
             Design(BREAKDOWN[1], _domain_only(receiver.receiver()), ours.stubbers, ours.stage),
-            unvalidated,
-            Design(BREAKDOWN[3], full.__wrapped__.__wrapped__, ours.stubbers, ours.stage),
-            Design(BREAKDOWN[4], full.__wrapped__, ours.stubbers, ours.stage),
-            Design(BREAKDOWN[5], full, ours.stubbers, ours.stage),
+            Design(BREAKDOWN[2], full.__wrapped__.__wrapped__, ours.stubbers, ours.stage),
+            Design(BREAKDOWN[3], full.__wrapped__, ours.stubbers, ours.stage),
+            Design(BREAKDOWN[4], full, ours.stubbers, ours.stage),
         ]
         for n in range(rounds):
             for i in range(len(layers)):
