@@ -62,7 +62,7 @@ def build_processor(
             settings.table.due_shards,
         ),
         # get() reads the bucket from the s3:// reference stored on the item.
-        payloads=PayloadStore(s3, settings.payloads_bucket_name or ""),
+        payloads=PayloadStore(lambda: s3, settings.payloads_bucket_name or ""),
         artifacts=ArtifactStore(
             s3,
             settings.artifacts_bucket_name,

@@ -6,6 +6,7 @@ webhook and a poll racing for the same job are decided by the same write.
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -91,7 +92,7 @@ def build_intake(
     return JobIntake(
         JobsTable(client("dynamodb"), table.jobs_table_name, table.due_shards),
         JobQueue(client("sqs"), table.jobs_queue_url),
-        PayloadStore(client("s3"), payloads_bucket) if payloads_bucket else None,
+        PayloadStore(functools.partial(client, "s3"), payloads_bucket) if payloads_bucket else None,
         redeliver_grace_seconds,
         sweep_after_seconds,
     )

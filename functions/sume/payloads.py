@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -12,8 +14,10 @@ INLINE_BODY_LIMIT = 256 * 1024
 
 
 class PayloadStore:
-    def __init__(self, client: Any, bucket: str) -> None:
-        self._client = client
+    def __init__(self, client: Callable[[], Any], bucket: str) -> None:
+        # A factory, called on first use: almost no event needs S3, and an S3
+        # client is the costliest to build in a receiver's cold start (bench).
+        self._client = functools.cache(client)
         self._bucket = bucket
 
     def put(self, job_id: str, raw: str) -> str:
@@ -25,14 +29,14 @@ class PayloadStore:
         data = raw.encode("utf-8")
         digest = hashlib.sha256(data).hexdigest()
         key = f"events/{quote(job_id, safe='')}/{digest}.json"
-        self._client.put_object(
+        self._client().put_object(
             Bucket=self._bucket, Key=key, Body=data, ContentType="application/json"
         )
         return f"s3://{self._bucket}/{key}"
 
     def get(self, ref: str) -> str:
         bucket, _, key = ref.removeprefix("s3://").partition("/")
-        body = self._client.get_object(Bucket=bucket, Key=key)["Body"]
+        body = self._client().get_object(Bucket=bucket, Key=key)["Body"]
         return body.read().decode("utf-8")
 
 

@@ -308,7 +308,7 @@ def test_payload_keys_granted_are_the_ones_the_payload_store_writes() -> None:
             self.key = kwargs["Key"]
 
     recorder = Recorder()
-    PayloadStore(recorder, "bucket").put("job/1", "{}")
+    PayloadStore(lambda: recorder, "bucket").put("job/1", "{}")
     assert recorder.key.startswith("events/")
 
 
