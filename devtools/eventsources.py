@@ -7,6 +7,7 @@ one invocation at a time (a handler module's globals are per container).
 
 from __future__ import annotations
 
+import abc
 import json
 import threading
 import traceback
@@ -21,7 +22,7 @@ Handler = Callable[[dict[str, Any], Any], Any]
 REGION = "us-east-1"
 
 
-class Loop:
+class Loop(abc.ABC):
     """A daemon thread repeating ``step`` until stopped."""
 
     name = "loop"
@@ -30,8 +31,9 @@ class Loop:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @abc.abstractmethod
     def step(self) -> None:
-        raise NotImplementedError
+        """One unit of the loop's work."""
 
     def pause(self) -> float:
         """Seconds to wait between steps (long polls wait inside ``step``)."""

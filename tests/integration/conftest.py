@@ -10,6 +10,7 @@ from devtools.resources import create_resources, environment
 from infra.spec import ResourceNames
 from tests.builders import SECRET
 from tests.conftest import reset_handler_caches
+from tests.httpserver import LoopbackServer
 
 
 @pytest.fixture
@@ -23,3 +24,17 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[ResourceNames]:
         reset_handler_caches()
         yield names
     reset_handler_caches()
+
+
+@pytest.fixture
+def server() -> Iterator[LoopbackServer]:
+    """A loopback HTTP server playing Sume's artifact and status links."""
+    with LoopbackServer() as s:
+        yield s
+
+
+@pytest.fixture
+def local_urls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loopback server is http on 127.0.0.1: allowed only in local mode."""
+    monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
+    monkeypatch.setenv("ALLOW_PRIVATE_HOSTS", "true")

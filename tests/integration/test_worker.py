@@ -23,22 +23,8 @@ from sume.schema import DETAIL_TYPES, EVENT_SOURCE
 from sume.settings import WorkerSettings
 from tests.builders import LambdaContext, delivery_event, job_body, sqs_event
 from tests.conftest import reset_handler_caches
-from tests.httpserver import LoopbackServer
 
 MP4 = {"content-type": "video/mp4"}
-
-
-@pytest.fixture
-def server():
-    with LoopbackServer() as s:
-        yield s
-
-
-@pytest.fixture
-def local_urls(monkeypatch):
-    """The artifact server is http on 127.0.0.1: allowed only in local mode."""
-    monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
-    monkeypatch.setenv("ALLOW_PRIVATE_HOSTS", "true")
 
 
 class World:

@@ -18,21 +18,13 @@ from sume import aws as sume_aws
 from sume.jobs import JobsTable
 from sume.settings import WorkerSettings
 from tests.builders import LambdaContext, delivery_event, job_body, sqs_event
-from tests.httpserver import LoopbackServer, MiB, repeat_chunks
+from tests.httpserver import MiB, repeat_chunks
 
 PART = 5 * MiB  # S3's smallest multipart part
 
 
 @pytest.fixture
-def server():
-    with LoopbackServer() as s:
-        yield s
-
-
-@pytest.fixture
-def local_urls(monkeypatch):
-    monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
-    monkeypatch.setenv("ALLOW_PRIVATE_HOSTS", "true")
+def local_urls(local_urls, monkeypatch):
     monkeypatch.setenv("ARTIFACT_PART_BYTES", str(PART))
 
 
