@@ -89,7 +89,12 @@ def http_api_event(
 class LambdaContext:
     """What the Lambda runtime hands a handler, with a real deadline."""
 
-    def __init__(self, function_name: str, timeout_seconds: float, memory_mb: int = 256) -> None:
+    def __init__(
+        self,
+        function_name: str = "sume-function",
+        timeout_seconds: float = 60,
+        memory_mb: int = 256,
+    ) -> None:
         self.function_name = function_name
         self.function_version = "$LATEST"
         self.memory_limit_in_mb = memory_mb

@@ -1,4 +1,7 @@
-"""Builders for signed Sume deliveries and the Lambda events that carry them."""
+"""Builders for signed Sume deliveries and the Lambda events that carry them.
+
+``LambdaContext`` is the local stack's: a context with a real deadline.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +10,9 @@ import json
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from devtools.apigw import LambdaContext
 from sume.schema import WEBHOOK_PATH
 from sume.signature import sign
 
@@ -137,13 +140,14 @@ def scheduled_event() -> dict[str, Any]:
     }
 
 
-@dataclass
-class LambdaContext:
-    function_name: str = "test-function"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:test-function"
-    aws_request_id: str = "req-0000"
-    remaining_ms: int = 60_000
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
+__all__ = [
+    "SECRET",
+    "LambdaContext",
+    "apigw_event",
+    "delivery_event",
+    "job_body",
+    "raw_of",
+    "scheduled_event",
+    "signed_headers",
+    "sqs_event",
+]

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from devtools.apigw import LambdaContext
 from devtools.bench import deliveries as d
 from devtools.bench.counting import CallCounter
 from devtools.bench.env import STUB_NAMES, environment, reset_handler_caches
 from devtools.bench.references import Handler, floor_handler, powertools_handler
-from devtools.bench.runtime import LambdaContext, silenced
+from devtools.bench.runtime import silenced
 
 FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 IDEMPOTENCY_TABLE = "sume-bench-idempotency"
@@ -204,7 +205,7 @@ def _sqs_event(job_id: str) -> dict[str, Any]:
     }
 
 
-POLLER_CONTEXT = LambdaContext("sume-bench-poller", remaining_ms=120_000)
+POLLER_CONTEXT = LambdaContext("sume-bench-poller", timeout_seconds=120)
 SCHEDULED = {
     "version": "0",
     "id": "bench",

@@ -27,10 +27,11 @@ from typing import Any
 
 from botocore.stub import Stubber
 
+from devtools.apigw import LambdaContext
 from devtools.bench import deliveries as d
 from devtools.bench.env import STUB_NAMES, environment, reset_handler_caches
 from devtools.bench.references import Handler, floor_handler, powertools_handler
-from devtools.bench.runtime import LambdaContext, silenced
+from devtools.bench.runtime import silenced
 
 KINDS = ("new", "duplicate", "rejected")
 DESIGNS = ("ours", "floor", "powertools")

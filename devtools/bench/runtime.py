@@ -6,19 +6,6 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-
-
-@dataclass
-class LambdaContext:
-    function_name: str = "sume-bench-receiver"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:sume-bench-receiver"
-    aws_request_id: str = "00000000-0000-0000-0000-000000000000"
-    remaining_ms: int = 8000
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
 
 
 @contextmanager

@@ -7,10 +7,10 @@ import boto3
 from moto import mock_aws
 
 import receiver
+from devtools.apigw import LambdaContext
 from devtools.bench import cpu, deliveries
 from devtools.bench.counting import CallCounter
 from devtools.bench.references import floor_handler, powertools_handler
-from devtools.bench.runtime import LambdaContext
 from devtools.resources import create_resources
 from sume.secrets import SigningSecrets
 from tests.builders import LambdaContext as Context

@@ -356,7 +356,7 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
     sume.answer("job_h0", job_body("job_h0"))
 
     # 20 s left minus the 10 s margin is less than one poll's worst case.
-    tight = poller.handler(scheduled_event(), LambdaContext(remaining_ms=20_000))
+    tight = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=20))
     assert set(tight) == {
         "polled",
         "recovered",
@@ -370,7 +370,7 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
     assert (tight["polled"], tight["rescheduled"], tight["complete"]) == (0, 0, False)
     assert tight["remaining"] >= 1
 
-    roomy = poller.handler(scheduled_event(), LambdaContext(remaining_ms=60_000))
+    roomy = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
     assert (roomy["polled"], roomy["recovered"], roomy["rescheduled"], roomy["lost"]) == (
         4,
         1,
