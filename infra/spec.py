@@ -23,8 +23,6 @@ QUEUE_VISIBILITY_TIMEOUT: Final = 6 * WORKER_TIMEOUT
 MAX_RECEIVES: Final = 5
 DLQ_RETENTION_SECONDS: Final = 14 * 24 * 3600
 
-TABLE_KEYS: Final = {"partition": JOB_ID}
-DUE_INDEX_KEYS: Final = {"name": DUE_INDEX, "partition": DUE_SHARD, "sort": DUE_AT}
 TTL: Final = TTL_ATTRIBUTE
 
 

@@ -27,7 +27,7 @@ from infra.nag import acknowledge
 from infra.scheduling import PollerSchedule
 from infra.secrets import SumeSecrets
 from infra.storage import Buckets, JobsTable
-from sume.schema import SERVICE_NAME
+from sume.schema import DUE_INDEX, SERVICE_NAME
 
 # sume.payloads.PayloadStore keys every large event under this prefix.
 PAYLOADS_PREFIX: Final = "events/*"
@@ -157,7 +157,7 @@ class SumeWebhooksStack(Stack):
         iam.Grant.add_to_principal(
             grantee=poller,
             actions=["dynamodb:Query"],
-            resource_arns=[f"{table.table_arn}/index/{spec.DUE_INDEX_KEYS['name']}"],
+            resource_arns=[f"{table.table_arn}/index/{DUE_INDEX}"],
         )
         queues.queue.grant_send_messages(poller)
         buckets.payloads.grants.actions_on_object_keys(poller, PAYLOADS_PREFIX, "s3:PutObject")
