@@ -210,9 +210,10 @@ class LocalStack:
     def _start(self) -> None:
         from moto.server import ThreadedMotoServer
 
-        from devtools import moto_atomic
+        from devtools import moto_atomic, moto_limits
 
         moto_atomic.install()
+        moto_limits.install()
         # moto's werkzeug logs every AWS call; the journal says what matters.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         ensure_free(self.settings.moto_port)

@@ -14,7 +14,8 @@ import functools
 import threading
 from typing import Any
 
-_LOCK = threading.RLock()
+# Shared with devtools.moto_limits, whose snapshot-and-restore must be atomic too.
+LOCK = threading.RLock()
 _OPERATIONS = (
     "put_item",
     "update_item",
@@ -41,7 +42,7 @@ def install() -> None:
 
         @functools.wraps(original)
         def locked(self: Any, *args: Any, __original: Any = original, **kwargs: Any) -> Any:
-            with _LOCK:
+            with LOCK:
                 return __original(self, *args, **kwargs)
 
         setattr(DynamoDBBackend, name, locked)

@@ -124,16 +124,19 @@ class SumeWebhooksStack(Stack):
         # A failed poller run is not retried: the next scheduled run redoes it.
         poller.configure_async_invoke(retry_attempts=0)
 
-        # Receiver: one conditional UpdateItem per delivery, SendMessage for new
-        # work, large bodies to the payloads bucket, the signing secret.
-        grant_items(table, receiver, "dynamodb:UpdateItem")
+        # Receiver: one conditional UpdateItem per delivery (GetItem when a
+        # store refuses it without handing back the stored item, see
+        # JobsTable._conditional), SendMessage for new work, large bodies to the
+        # payloads bucket, the signing secret.
+        grant_items(table, receiver, "dynamodb:GetItem", "dynamodb:UpdateItem")
         queues.queue.grant_send_messages(receiver)
         buckets.payloads.grants.actions_on_object_keys(receiver, PAYLOADS_PREFIX, "s3:PutObject")
         secrets.signing.grant_read(receiver)
 
-        # Worker: reads and claims/finishes items, consumes the queue, reads
-        # large bodies, uploads artifacts (multipart for big ones, aborted on
-        # failure), announces outcomes.
+        # Worker: claims/finishes items (GetItem as the receiver's, for a
+        # refused claim), consumes the queue, reads large bodies, uploads
+        # artifacts (multipart for big ones, aborted on failure), announces
+        # outcomes.
         grant_items(table, worker, "dynamodb:GetItem", "dynamodb:UpdateItem")
         worker.add_event_source(
             event_sources.SqsEventSource(
@@ -150,9 +153,10 @@ class SumeWebhooksStack(Stack):
         )
         bus.grant_put_events_to(worker)
 
-        # Poller: queries the due-work index, records polled events and
-        # reschedules items, re-enqueues owed work, offloads large status
-        # answers, authenticates its status_url reads with the API token.
+        # Poller: queries the due-work index, records polled events (GetItem as
+        # the receiver's) and reschedules items, re-enqueues owed work, offloads
+        # large status answers, authenticates its status_url reads with the
+        # API token.
         grant_items(table, poller, "dynamodb:GetItem", "dynamodb:UpdateItem")
         iam.Grant.add_to_principal(
             grantee=poller,

@@ -32,10 +32,12 @@ from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
 
-from devtools import moto_atomic  # noqa: E402
+from devtools import moto_atomic, moto_limits  # noqa: E402
 
 # DynamoDB applies each write atomically; moto does not under concurrency.
 moto_atomic.install()
+# AWS refuses over-size items, events and keys and odd message characters; moto does not.
+moto_limits.install()
 # moto's server logs every request through werkzeug.
 logging.getLogger("werkzeug").setLevel(logging.WARNING)
 

@@ -170,21 +170,36 @@ class JobsTable:
         return self._client.update_item(**request)
 
     def _conditional(
-        self, job_id: str, update: str, condition: str, values: dict[str, Any], **kw: Any
+        self,
+        job_id: str,
+        update: str,
+        condition: str,
+        values: dict[str, Any],
+        *,
+        read_stored: bool = False,
+        **kw: Any,
     ) -> tuple[bool, dict[str, Any] | None]:
-        """Run a conditional update; on a failed condition return the old item."""
+        """Run a conditional update; on a failed condition, the stored item if ``read_stored``.
+
+        DynamoDB hands the stored item back with the refusal (ALL_OLD), so a
+        duplicate costs no extra call. Stores that speak DynamoDB's API but
+        ignore ALL_OLD (dynalite, for one) hand back nothing: one strongly
+        consistent GetItem then reads it, because an eventually consistent
+        read may predate the write that made the condition fail (an absent
+        or awaiting item) and turn a duplicate into a conflict, a retry after
+        a crash into nothing owed, a busy job into an absent one. No item
+        comes back either when there is none (a claim of an unknown job);
+        that read then finds nothing, as ALL_OLD did.
+        """
+        if read_stored:
+            kw["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         try:
-            response = self._update(
-                job_id,
-                update,
-                condition,
-                values,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **kw,
-            )
+            response = self._update(job_id, update, condition, values, **kw)
         except self._client.exceptions.ConditionalCheckFailedException as exc:
+            if not read_stored:
+                return False, None
             old = exc.response.get("Item")
-            return False, from_item(old) if old else None
+            return False, from_item(old) if old else self.get(job_id)
         attributes = response.get("Attributes")
         return True, from_item(attributes) if attributes else None
 
@@ -233,7 +248,11 @@ class JobsTable:
             f"{DUE_SHARD} = :shard, {DUE_AT} = :due"
         )
         new, old = self._conditional(
-            event.job_id, update, f"{IS_NEW_JOB} OR {IS_WAITING_FOR_EVENT}", values
+            event.job_id,
+            update,
+            f"{IS_NEW_JOB} OR {IS_WAITING_FOR_EVENT}",
+            values,
+            read_stored=True,
         )
         if new:
             return Recorded(new=True)
@@ -298,7 +317,12 @@ class JobsTable:
             f"claimed_at = :now, {DUE_AT} = :lease ADD attempts :one"
         )
         ok, item = self._conditional(
-            job_id, update, f"{IS_OWED} OR {HAS_EXPIRED_LEASE}", values, ReturnValues="ALL_NEW"
+            job_id,
+            update,
+            f"{IS_OWED} OR {HAS_EXPIRED_LEASE}",
+            values,
+            read_stored=True,
+            ReturnValues="ALL_NEW",
         )
         return (item, None) if ok else (None, item)
 

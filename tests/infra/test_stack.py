@@ -254,7 +254,7 @@ SECRET = {"secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"}
             {
                 "FunctionsReceiverLogs": LOGS,
                 "*": XRAY,
-                "JobsTable": {"dynamodb:UpdateItem"},
+                "JobsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
                 "JobsQueue": SEND,
                 "BucketsPayloads/events/*": {"s3:PutObject"},
                 "SecretsSigningSecret": SECRET,
