@@ -45,8 +45,14 @@ HANDLER_MODULES = ("receiver", "worker", "poller")
 FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
 
 # Only here may artifact and status URLs be plain http on loopback: the
-# simulator serves them from 127.0.0.1. The deployed stack refuses both.
-LOCAL_ONLY = {"ALLOW_HTTP_URLS": "true", "ALLOW_PRIVATE_HOSTS": "true"}
+# simulator serves them from 127.0.0.1. The deployed stack refuses both. The
+# simulator's status server is this stack's Sume API (`status_allowed_hosts`
+# in a deployment), the one host the API token is sent to.
+LOCAL_ONLY = {
+    "ALLOW_HTTP_URLS": "true",
+    "ALLOW_PRIVATE_HOSTS": "true",
+    "STATUS_ALLOWED_HOSTS": HOST,
+}
 
 # Seconds instead of minutes, so a crash, a lost webhook or a retry recovers
 # while you watch. Any of them can be overridden from the environment.
@@ -591,7 +597,8 @@ class LocalStack:
         yield (
             "LOCAL ONLY: "
             + " ".join(f"{k}={v}" for k, v in LOCAL_ONLY.items())
-            + " (http and loopback artifact/status URLs; the deployed stack refuses them)"
+            + " (http and loopback artifact/status URLs, the API token to loopback only;"
+            + " the deployed stack refuses loopback)"
         )
         yield (
             "Short timings: "

@@ -45,7 +45,7 @@ def build_poller(config: PollerSettings, clock: Callable[[], float] = time.time)
     getter = status_getter(
         config.url_policy, config.connect_timeout_seconds, config.read_timeout_seconds
     )
-    status = StatusClient(getter, token)
+    status = StatusClient(getter, token, config.url_policy.allowed_hosts)
     policy = PollPolicy(
         initial_seconds=config.poll_initial_seconds,
         max_interval_seconds=config.poll_max_interval_seconds,
@@ -92,6 +92,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     metrics.add_metric(name="JobsLost", unit="Count", value=summary.lost)
     metrics.add_metric(name="SweptJobs", unit="Count", value=summary.swept)
     metrics.add_metric(name="PollerStepErrors", unit="Count", value=summary.errors)
+    metrics.add_metric(name="StatusUrlRefused", unit="Count", value=summary.refused)
     metrics.add_metric(name="PollerBacklog", unit="Count", value=summary.remaining)
     result = summary.as_dict()
     logger.info("poller run finished", **result)

@@ -13,7 +13,7 @@ from sume.http import HttpResponse, request_from_event, to_event_response
 from sume.intake import JobIntake, build_intake
 from sume.observability import logger, metrics, tracer
 from sume.secrets import SecretsUnavailable, from_settings
-from sume.settings import ReceiverSettings
+from sume.settings import ConfigurationError, ReceiverSettings
 from sume.webhook import Receipt, Rejected, WebhookReceiver
 
 
@@ -103,4 +103,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         metrics.add_metric(name="StorageErrors", unit="Count", value=1)
         logger.exception("storage unavailable")
         response = HttpResponse(503, {"error": "storage_unavailable"}, {"retry-after": "10"})
+    except ConfigurationError as error:
+        # Deployed wrong (e.g. a signing secret that is a JSON object): a 401
+        # would make Sume give up, a 5xx keeps it retrying while ops fix it.
+        # The message names the setting, never its value.
+        metrics.add_metric(name="ConfigurationErrors", unit="Count", value=1)
+        logger.error("receiver misconfigured", reason=str(error))
+        response = HttpResponse(500, {"error": "configuration_error"})
     return to_event_response(response)

@@ -7,6 +7,7 @@ so a typo fails the synth with the key's name instead of deploying nonsense.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,10 +34,53 @@ _RETENTION_DAYS = {
     365: logs.RetentionDays.ONE_YEAR,
 }
 
+# Capacity estimate behind the API's throttle (README, "Junk traffic").
+# Sume finishes at most `sume_peak_jobs_per_second` jobs a second for us. The
+# worst legitimate load follows an outage longer than Sume's retry window:
+# every job finished in that window is then being retried, one attempt per
+# job per spacing, so Sume sends up to SUME_MAX_ATTEMPTS (10) times the
+# finishing rate, and a delivery may arrive twice at once (concurrent
+# duplicates: CONCURRENT_COPIES). The throttle must admit that, or our own
+# 429s use up Sume's attempts. The default adds a quarter of headroom and
+# twice the rate as burst: 2 jobs/s -> 40 requests/s -> rate 50, burst 100. The
+# receiver's cost as `make bench` measures and models it (about 17 billed ms
+# for a new job, 1 ms for a rejection, at 512 MB) makes 50 requests/s one warm
+# instance, and junk held at that rate costs about 5 USD a day (1.21 USD per
+# million rejected requests, API Gateway included).
+SUME_MAX_ATTEMPTS = 10
+CONCURRENT_COPIES = 2
+THROTTLE_HEADROOM = 1.25
+DEFAULT_PEAK_JOBS_PER_SECOND = 2
+# API Gateway's default account quotas (requests/s, burst); raising them is a
+# quota request to AWS, not something a stack can do.
+MAX_THROTTLE_RATE = 10_000
+MAX_THROTTLE_BURST = 5_000
+
+
+def sume_worst_case_rate(peak_jobs_per_second: int) -> int:
+    """Requests/s Sume may legitimately send at ``peak_jobs_per_second`` (see above)."""
+    return peak_jobs_per_second * SUME_MAX_ATTEMPTS * CONCURRENT_COPIES
+
+
+def default_throttle(peak_jobs_per_second: int) -> tuple[int, int]:
+    """(rate, burst) sized from the capacity estimate: Sume's worst case plus headroom."""
+    rate = math.ceil(sume_worst_case_rate(peak_jobs_per_second) * THROTTLE_HEADROOM)
+    return rate, min(2 * rate, MAX_THROTTLE_BURST)
+
+
+# An allow-list entry: a host name as the functions compare it (lowercase
+# ASCII, IDNA for international names), or *.domain for its subdomains.
+_HOST_ENTRY = re.compile(
+    r"^(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$"
+)
+
 # Context key -> default. Documented in the README's infra section.
 DEFAULTS: Mapping[str, Any] = {
-    "throttle_rate": 50,
-    "throttle_burst": 100,
+    "sume_peak_jobs_per_second": DEFAULT_PEAK_JOBS_PER_SECOND,
+    # None: derived from sume_peak_jobs_per_second by default_throttle.
+    "throttle_rate": None,
+    "throttle_burst": None,
+    "api_client_error_threshold": 100,
     "poll_rate_minutes": 5,
     "alarm_email": "",
     "log_retention_days": 30,
@@ -67,6 +111,7 @@ class StageConfig:
     stage: str
     throttle_rate: int
     throttle_burst: int
+    api_client_error_threshold: int
     poll_rate_minutes: int
     alarm_email: str | None
     log_retention: logs.RetentionDays
@@ -136,13 +181,22 @@ class StageConfig:
             raise ConfigError(
                 "context worker_batch_size over 10 needs worker_batching_window_seconds >= 1"
             )
+        throttle_rate, throttle_burst = _throttle(values, number)
+        status_hosts = _host_list(values, "status_allowed_hosts")
+        if not status_hosts and not is_dev_stage(stage):
+            raise ConfigError(
+                f"context status_allowed_hosts must be set for stage {stage!r}: the poller "
+                "sends Sume's API token only to these hosts (e.g. "
+                "-c status_allowed_hosts=api.sume.example; *.example.com for subdomains)"
+            )
         email = str(values["alarm_email"] or "").strip()
         if email and "@" not in email:
             raise ConfigError(f"context alarm_email is not an e-mail address: {email!r}")
         return cls(
             stage=stage,
-            throttle_rate=number("throttle_rate", 1, 10_000),
-            throttle_burst=number("throttle_burst", 1, 5_000),
+            throttle_rate=throttle_rate,
+            throttle_burst=throttle_burst,
+            api_client_error_threshold=number("api_client_error_threshold", 1, 1_000_000),
             poll_rate_minutes=poll_rate,
             alarm_email=email or None,
             log_retention=_RETENTION_DAYS[retention],
@@ -155,9 +209,44 @@ class StageConfig:
             retention_days=retention_days,
             payloads_expire_days=payloads_days,
             artifacts_infrequent_access_days=number("artifacts_infrequent_access_days", 30, 3650),
-            artifact_allowed_hosts=str(values["artifact_allowed_hosts"] or "").strip(),
-            status_allowed_hosts=str(values["status_allowed_hosts"] or "").strip(),
+            artifact_allowed_hosts=_host_list(values, "artifact_allowed_hosts"),
+            status_allowed_hosts=status_hosts,
         )
+
+
+Number = Callable[[str, int, int], int]
+
+
+def _throttle(values: Mapping[str, Any], number: Number) -> tuple[int, int]:
+    """The stage's (rate, burst): derived from the capacity estimate unless set, never below it."""
+    # Past 200 jobs/s Sume's worst case no longer fits under the burst quota.
+    peak = number("sume_peak_jobs_per_second", 1, 200)
+    rate, burst = default_throttle(peak)
+    if values["throttle_rate"] is not None:
+        rate = number("throttle_rate", 1, MAX_THROTTLE_RATE)
+    if values["throttle_burst"] is not None:
+        burst = number("throttle_burst", 1, MAX_THROTTLE_BURST)
+    needed = sume_worst_case_rate(peak)
+    for key, value in (("throttle_rate", rate), ("throttle_burst", burst)):
+        if value < needed:
+            raise ConfigError(
+                f"context {key} ({value}) is below Sume's worst case of {needed} requests/s "
+                f"for sume_peak_jobs_per_second={peak} ({SUME_MAX_ATTEMPTS} attempts x "
+                f"{CONCURRENT_COPIES} concurrent copies): our 429s would use up Sume's retries"
+            )
+    return rate, burst
+
+
+def _host_list(values: Mapping[str, Any], key: str) -> str:
+    """A comma-separated allow-list, each entry a host name or ``*.domain``."""
+    entries = [e.strip().lower() for e in str(values[key] or "").split(",") if e.strip()]
+    for entry in entries:
+        if not _HOST_ENTRY.match(entry):
+            raise ConfigError(
+                f"context {key}: {entry!r} is not a host name or *.domain "
+                "(no scheme, port or path; international names in IDNA form)"
+            )
+    return ",".join(entries)
 
 
 def _pick(key: str, lookup: Callable[[str], Any], overrides: Mapping[str, Any]) -> Any:

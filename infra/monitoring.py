@@ -38,6 +38,7 @@ def app_metric(name: str) -> cw.Metric:
 @dataclass(frozen=True)
 class Monitored:
     api: apigw.HttpApi
+    api_stage: apigw.HttpStage
     receiver: lambda_.Function
     worker: lambda_.Function
     poller: lambda_.Function
@@ -55,6 +56,7 @@ class Monitoring(Construct):
         dashboard_name: str,
         alarm_email: str | None,
         signature_rejection_threshold: int,
+        api_client_error_threshold: int,
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -103,11 +105,28 @@ class Monitoring(Construct):
                 "crash or timeout). Sume retries; check the receiver logs.",
             ),
             self._alarm(
+                "ApiClientErrorSpike",
+                w.api_stage.metric_client_error(period=PERIOD, statistic=cw.Stats.SUM),
+                api_client_error_threshold,
+                "The webhook API answered many 4xx, throttling (429) included: junk "
+                "traffic, or Sume itself throttled (check throttle_rate against "
+                "sume_peak_jobs_per_second, and the access logs' source IPs).",
+            ),
+            self._alarm(
                 "ReceiverErrors",
                 errors["Receiver"],
                 1,
-                "The receiver raised (e.g. an empty or malformed signing secret). "
-                "Sume retries up to 10 times; fix it before they run out.",
+                "The receiver raised (a bug or a timeout). Sume retries up to 10 times; "
+                "fix it before they run out.",
+            ),
+            self._alarm(
+                "ReceiverConfigurationErrors",
+                app_metric("ConfigurationErrors"),
+                1,
+                "The receiver is deployed wrong and answers every delivery 500 "
+                "configuration_error (e.g. a signing secret that is empty, or JSON but "
+                "not a list of strings). Sume retries up to 10 times; fix the secret or "
+                "setting named in the receiver's error log before they run out.",
             ),
             self._alarm(
                 "StorageErrors",
@@ -128,6 +147,14 @@ class Monitoring(Construct):
                 1,
                 "A registered job never reached a terminal state before its maximum "
                 "polling age and was marked lost.",
+            ),
+            self._alarm(
+                "StatusUrlRefused",
+                app_metric("StatusUrlRefused"),
+                1,
+                "The poller refused a job's status_url: its host is not on "
+                "status_allowed_hosts (the item's last_poll_error says refused_host). "
+                "Add Sume's API host to the list, or the job is lost at its cut-off.",
             ),
             self._alarm(
                 "WorkerErrors",
@@ -209,10 +236,15 @@ class Monitoring(Construct):
                 ),
             ),
             graph(
-                "Rejections and storage errors",
+                "Rejections, storage and configuration errors",
                 *(
                     app_metric(name)
-                    for name in ("SignatureRejections", "Rejections", "StorageErrors")
+                    for name in (
+                        "SignatureRejections",
+                        "Rejections",
+                        "StorageErrors",
+                        "ConfigurationErrors",
+                    )
                 ),
             ),
         )
@@ -234,7 +266,10 @@ class Monitoring(Construct):
             ),
             graph(
                 "Outcomes",
-                *(app_metric(name) for name in ("ProcessingErrors", "JobsLost")),
+                *(
+                    app_metric(name)
+                    for name in ("ProcessingErrors", "JobsLost", "StatusUrlRefused")
+                ),
             ),
             graph(
                 "Function errors and throttles",

@@ -197,6 +197,7 @@ class SumeWebhooksStack(Stack):
             "Monitoring",
             watched=Monitored(
                 api=api.api,
+                api_stage=api.stage,
                 receiver=receiver,
                 worker=worker,
                 poller=poller,
@@ -206,6 +207,7 @@ class SumeWebhooksStack(Stack):
             dashboard_name=name,
             alarm_email=config.alarm_email,
             signature_rejection_threshold=config.signature_rejection_threshold,
+            api_client_error_threshold=config.api_client_error_threshold,
             removal_policy=removal,
         )
 

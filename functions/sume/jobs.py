@@ -140,6 +140,14 @@ def work_owed(stored: dict[str, Any], now: int, grace_seconds: int) -> bool:
     return False
 
 
+def _poll_error(values: dict[str, Any], error: str | None) -> tuple[str, list[str]]:
+    """The SET clause part recording the last poll's error, or what to REMOVE instead."""
+    if error is None:
+        return "", ["last_poll_error"]
+    values["poll_error"] = error
+    return ", last_poll_error = :poll_error", []
+
+
 class JobsTable:
     def __init__(self, client: Any, table_name: str, shards: int) -> None:
         self._client = client
@@ -396,17 +404,27 @@ class JobsTable:
         response = self._client.query(**request)
         return [from_item(i) for i in response.get("Items", [])], response.get("LastEvaluatedKey")
 
-    def reschedule_poll(self, job_id: str, now: int, next_poll_at: int) -> bool:
-        """Not terminal yet: poll again later (only while still awaiting)."""
+    def reschedule_poll(
+        self, job_id: str, now: int, next_poll_at: int, error: str | None = None
+    ) -> bool:
+        """Not terminal yet: poll again later (only while still awaiting).
+
+        ``error`` says why the status_url gave no answer (e.g. ``refused_host``);
+        it stays on the item as ``last_poll_error`` until a poll gets one.
+        """
         values = {"awaiting": State.AWAITING.value, "now": now, "due": next_poll_at, "one": 1}
-        update = f"SET last_polled_at = :now, {DUE_AT} = :due ADD poll_attempts :one"
+        set_error, remove = _poll_error(values, error)
+        update = f"SET last_polled_at = :now, {DUE_AT} = :due{set_error} ADD poll_attempts :one"
+        update += f" REMOVE {', '.join(remove)}" if remove else ""
         done, _ = self._conditional(job_id, update, IS_AWAITING, values)
         return done
 
-    def mark_lost(self, job_id: str, now: int) -> bool:
+    def mark_lost(self, job_id: str, now: int, error: str | None = None) -> bool:
         """Give up polling a job whose event never came; it stays visible as lost."""
         values = {"awaiting": State.AWAITING.value, "lost": State.LOST.value, "now": now}
-        update = f"SET #state = :lost, lost_at = :now REMOVE {DUE_SHARD}, {DUE_AT}"
+        set_error, remove = _poll_error(values, error)
+        update = f"SET #state = :lost, lost_at = :now{set_error}"
+        update += f" REMOVE {', '.join([DUE_SHARD, DUE_AT, *remove])}"
         done, _ = self._conditional(job_id, update, IS_AWAITING, values)
         return done
 

@@ -31,7 +31,7 @@ from sume.jobs import JobsTable, Source, State
 from sume.observability import logger
 from sume.queue import JobQueue
 from sume.settings import ConfigurationError
-from sume.status import StatusResult, Verdict
+from sume.status import REFUSED_HOST, StatusResult, Verdict
 
 # Items per index query: small enough that a run out of time leaves little
 # read-but-unhandled work, large enough to keep every poll thread busy.
@@ -70,6 +70,7 @@ class Tally(enum.StrEnum):
     SWEPT = "swept"
     REMAINING = "remaining"
     ERRORS = "errors"
+    REFUSED = "refused"
     SKIPPED_STATE = "skipped_state"
 
 
@@ -83,6 +84,8 @@ class RunSummary:
     remaining: int
     """Due items read but left for the next run because time ran out."""
     errors: int
+    refused: int
+    """Polls of a status_url whose host is not on STATUS_ALLOWED_HOSTS."""
     complete: bool
     """Every shard was read to the end within this run's time."""
 
@@ -137,6 +140,7 @@ class Poller:
             swept=tally[Tally.SWEPT],
             remaining=tally[Tally.REMAINING],
             errors=tally[Tally.ERRORS],
+            refused=tally[Tally.REFUSED],
             complete=complete,
         )
 
@@ -228,14 +232,17 @@ class Poller:
             )
             return (Tally.POLLED, Tally.RECOVERED if new else Tally.ALREADY_RECORDED)
 
+        error = None
         if result.verdict is Verdict.PENDING:
             logger.info("status poll: not finished yet", job_id=job_id, reason=result.reason)
         else:
             # A refused URL or a 4xx will not fix itself: ops should look.
             log = logger.error if result.permanent else logger.warning
             log("status poll failed", job_id=job_id, reason=result.reason)
+            error = result.reason
+        tallies = (Tally.POLLED, Tally.REFUSED) if error == REFUSED_HOST else (Tally.POLLED,)
         if now >= cut_off:
-            if self._jobs.mark_lost(job_id, now):
+            if self._jobs.mark_lost(job_id, now, error):
                 logger.error(
                     "job lost: no terminal event before the cut-off",
                     job_id=job_id,
@@ -243,15 +250,15 @@ class Poller:
                     polls=int(item.get("poll_attempts", 0)) + 1,
                     last_reason=result.reason,
                 )
-                return (Tally.POLLED, Tally.LOST)
-            return (Tally.POLLED,)
+                return (*tallies, Tally.LOST)
+            return tallies
         # The last poll lands on the cut-off itself, so "lost" is only ever
         # declared right after Sume was asked one final time.
         attempt = int(item.get("poll_attempts", 0)) + 1
         next_poll = min(now + policy.poll_delay(attempt), cut_off)
-        if self._jobs.reschedule_poll(job_id, now, next_poll):
-            return (Tally.POLLED, Tally.RESCHEDULED)
-        return (Tally.POLLED,)
+        if self._jobs.reschedule_poll(job_id, now, next_poll, error):
+            return (*tallies, Tally.RESCHEDULED)
+        return tallies
 
     def _sweep(self, item: dict[str, Any], now: int) -> Iterable[Tally]:
         job_id = str(item["job_id"])

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
 from sume.jobs import JobsTable
 from sume.settings import RegistrySettings
+from sume.status import host_listed
 
 # DynamoDB caps an item at 400 KB and an inline event body may take 256 KiB.
 MAX_METADATA_BYTES = 64 * 1024
@@ -32,13 +33,20 @@ def _checked_job_id(job_id: str) -> str:
     return job_id
 
 
-def _checked_url(status_url: str) -> str:
+def _checked_url(status_url: str, allowed_hosts: Sequence[str]) -> str:
     if not isinstance(status_url, str) or len(status_url) > MAX_URL_CHARS:
         raise ValueError(f"status_url must be a string of at most {MAX_URL_CHARS} characters")
-    parts = urlsplit(status_url.strip())
+    status_url = status_url.strip()
+    parts = urlsplit(status_url)
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise ValueError("status_url must be an absolute http(s) URL")
-    return status_url.strip()
+    # The poller would refuse it on every poll until the job is lost: say so now.
+    if allowed_hosts and not host_listed(status_url, allowed_hosts):
+        raise ValueError(
+            f"status_url host {parts.hostname!r} is not on STATUS_ALLOWED_HOSTS "
+            f"({', '.join(allowed_hosts)})"
+        )
+    return status_url
 
 
 def _checked_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -60,18 +68,23 @@ def _checked_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any] | No
 
 class Registry:
     def __init__(
-        self, jobs: JobsTable, first_poll_after: int, clock: Callable[[], float] = time.time
+        self,
+        jobs: JobsTable,
+        first_poll_after: int,
+        clock: Callable[[], float] = time.time,
+        allowed_hosts: Sequence[str] = (),
     ) -> None:
         self._jobs = jobs
         self._first_poll_after = first_poll_after
         self._clock = clock
+        self._allowed_hosts = tuple(allowed_hosts)
 
     def expect(
         self, job_id: str, status_url: str, metadata: Mapping[str, Any] | None = None
     ) -> bool:
         """See ``sume.registry.expect``."""
         job_id = _checked_job_id(job_id)
-        status_url = _checked_url(status_url)
+        status_url = _checked_url(status_url, self._allowed_hosts)
         checked = _checked_metadata(metadata)
         now = int(self._clock())
         return self._jobs.register(
@@ -92,8 +105,9 @@ def expect(
     Args:
         job_id: Sume's job id (the only idempotency key).
         status_url: the job's absolute ``https://`` status URL, as Sume returned it.
-            Whether it may be fetched (host allow-list, no private addresses) is
-            decided by the poller at poll time.
+            When ``STATUS_ALLOWED_HOSTS`` is set, its host must be on it (the
+            poller checks again at each poll, with the rest of its URL rules:
+            no private addresses, https only).
         metadata: optional JSON object kept on the job item as ``metadata``
             (e.g. which user or order the job belongs to); at most 64 KiB.
         table_name: the jobs table; defaults to ``JOBS_TABLE_NAME``.
@@ -107,7 +121,8 @@ def expect(
 
     Raises:
         ValueError: an empty or over-long job id, a URL that is not absolute
-            http(s), metadata that is not a JSON object.
+            http(s) or whose host is not on ``STATUS_ALLOWED_HOSTS``, metadata
+            that is not a JSON object.
         botocore.exceptions.ClientError / BotoCoreError: DynamoDB failed; calling
             again is safe.
     """
@@ -117,4 +132,7 @@ def expect(
 
         dynamodb = aws.client("dynamodb")
     jobs = JobsTable(dynamodb, settings.jobs_table_name, settings.due_shards)
-    return Registry(jobs, settings.poll_initial_seconds).expect(job_id, status_url, metadata)
+    registry = Registry(
+        jobs, settings.poll_initial_seconds, allowed_hosts=settings.status_allowed_hosts
+    )
+    return registry.expect(job_id, status_url, metadata)

@@ -211,6 +211,8 @@ class RegistrySettings:
     jobs_table_name: str
     due_shards: int
     poll_initial_seconds: int
+    status_allowed_hosts: tuple[str, ...] = ()
+    """The poller's ``STATUS_ALLOWED_HOSTS``: a status_url elsewhere is refused."""
 
     @classmethod
     def from_env(
@@ -220,4 +222,5 @@ class RegistrySettings:
             jobs_table_name=table_name or _required(env, "JOBS_TABLE_NAME"),
             due_shards=_int(env, "DUE_SHARDS", DUE_SHARDS, minimum=1),
             poll_initial_seconds=_int(env, "POLL_INITIAL_SECONDS", 900, minimum=1),
+            status_allowed_hosts=_list(env, "STATUS_ALLOWED_HOSTS"),
         )

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from sume.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, from_mapping
-from sume.fetch import FetchError, SafeHttp
-from sume.secrets import SecretsUnavailable
-from sume.settings import ConfigurationError, UrlPolicy
+from sume.fetch import FetchError, SafeHttp, host_allowed
+from sume.secrets import parse_api_token, secret_fetcher
+from sume.settings import UrlPolicy
 
 COMPLETED_WORDS = frozenset(
     {"completed", "complete", "succeeded", "success", "successful", "done", "finished"}
@@ -35,6 +36,8 @@ CANCELED_WORDS = frozenset({"canceled", "cancelled"})
 STATUS_FIELDS = ("status", "state")
 # A status answer is small; a huge one is refused rather than held in memory.
 MAX_STATUS_BYTES = 1024 * 1024
+# The reason a status_url off STATUS_ALLOWED_HOSTS is refused (as sume.fetch names it).
+REFUSED_HOST = "refused_host"
 
 _EVENT_FOR_WORDS = (
     (COMPLETED_WORDS, "job.completed", "OK"),
@@ -197,15 +200,45 @@ HttpGet = Callable[[str, Mapping[str, str]], tuple[int, str]]
 """GET a URL with headers; return (status code, body text) or raise StatusUnavailable."""
 
 
-class StatusClient:
-    """Asks a job's status_url, with Sume's API token when one is configured."""
+def _host(url: str) -> str | None:
+    """The host as ``sume.fetch`` compares it: lowercase IDNA, no trailing dot."""
+    try:
+        host = urlsplit(url).hostname
+    except ValueError:
+        return None
+    if not host:
+        return None
+    try:
+        return host.rstrip(".").encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        return None
 
-    def __init__(self, get: HttpGet, token: TokenSource) -> None:
+
+def host_listed(url: str, allowed: Sequence[str]) -> bool:
+    """Whether ``url``'s host is on ``allowed``; an empty list lists no host at all."""
+    host = _host(url) if allowed else None
+    return host is not None and host_allowed(host, allowed)
+
+
+class StatusClient:
+    """Asks a job's status_url, with Sume's API token only for a host on the allow-list.
+
+    A status_url comes from whoever registered the job, so the token goes only
+    to a host ops listed as Sume's (and ``sume.fetch`` drops it on a redirect
+    to another origin). Without a list, a status_url is still read (public
+    hosts only) but never with the token.
+    """
+
+    def __init__(self, get: HttpGet, token: TokenSource, allowed_hosts: Sequence[str]) -> None:
         self._get = get
         self._token = token
+        self._allowed = tuple(allowed_hosts)
 
     def check(self, job_id: str, status_url: str) -> StatusResult:
-        headers = bearer_headers(self._token())
+        if self._allowed and not host_listed(status_url, self._allowed):
+            # Before the token is even read; the fetch would refuse the host too.
+            return StatusResult(Verdict.UNREACHABLE, REFUSED_HOST, permanent=True)
+        headers = bearer_headers(self._token() if self._allowed else None)
         try:
             http_status, text = self._get(status_url, headers)
         except StatusUnavailable as exc:
@@ -229,23 +262,14 @@ def status_getter(policy: UrlPolicy, connect_timeout: float, read_timeout: float
 def api_token(
     secret_arn: str | None, value: str | None, max_age: int, client: object | None = None
 ) -> TokenSource:
-    """Sume's API token: from Secrets Manager (cached per container) or the environment."""
-    if not secret_arn:
-        return lambda: value
-    from aws_lambda_powertools.utilities.parameters import SecretsProvider
-    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+    """Sume's API token: from Secrets Manager (cached per container) or the environment.
 
-    provider = SecretsProvider(boto3_client=client)
-
-    def fetch() -> str | None:
-        try:
-            secret = provider.get(secret_arn, max_age=max_age)
-        except GetParameterError as exc:
-            raise SecretsUnavailable(str(exc)) from exc
-        if isinstance(secret, bytes):
-            secret = secret.decode("utf-8")
-        if not isinstance(secret, str) or not secret.strip():
-            raise ConfigurationError("the Sume API token secret must be a non-empty string")
-        return secret.strip()
-
-    return fetch
+    Checked at each use, so a malformed token is a ``ConfigurationError`` of
+    the poll that needs it, not of the whole function.
+    """
+    if secret_arn:
+        fetch = secret_fetcher(secret_arn, max_age, client)
+        return lambda: parse_api_token(fetch())
+    if value is None:
+        return lambda: None
+    return lambda: parse_api_token(value)

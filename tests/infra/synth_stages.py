@@ -15,8 +15,10 @@ from infra.app import add_stage, create_app
 
 PROD_OVERRIDES: Final = {
     "alarm_email": "ops@example.com",
+    "sume_peak_jobs_per_second": "1",
     "throttle_rate": "25",
     "throttle_burst": "40",
+    "api_client_error_threshold": "30",
     "poll_rate_minutes": "10",
     "log_retention_days": "90",
     "worker_batch_size": "5",

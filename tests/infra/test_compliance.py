@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from infra.config import DEFAULTS, ConfigError, StageConfig
+from infra.config import DEFAULTS, ConfigError, StageConfig, default_throttle
 from infra.functions import CODE_ROOT
 from tests.infra.conftest import ROOT, Cloud, Stage
 
@@ -172,23 +172,61 @@ def test_app_py_reads_context_pairs() -> None:
         app.cli_context(["-c", "stage"])
 
 
+SUME_API = {"status_allowed_hosts": "api.sume.example"}
+
+
 def _config(stage: str = "dev", **overrides: Any) -> StageConfig:
     return StageConfig.from_context(stage, lambda _key: None, overrides)
 
 
 def test_stage_config_defaults_and_dev_stages() -> None:
     config = _config()
-    assert config.throttle_rate == DEFAULTS["throttle_rate"]
+    assert (config.throttle_rate, config.throttle_burst) == (50, 100)
+    assert config.api_client_error_threshold == 100
     assert config.alarm_email is None
+    assert config.status_allowed_hosts == ""
     assert config.is_dev
     assert _config("dev-alice").is_dev
-    assert not _config("prod").is_dev
-    assert not _config("develop").is_dev
+    assert not _config("prod", **SUME_API).is_dev
+    assert not _config("develop", **SUME_API).is_dev
 
 
 def test_stage_config_reads_context_before_defaults() -> None:
-    config = StageConfig.from_context("prod", {"poll_rate_minutes": "15"}.get, {"throttle_rate": 7})
-    assert (config.poll_rate_minutes, config.throttle_rate) == (15, 7)
+    config = StageConfig.from_context(
+        "prod",
+        {"poll_rate_minutes": "15", **SUME_API}.get,
+        {"throttle_rate": 70, "sume_peak_jobs_per_second": 3},
+    )
+    assert (config.poll_rate_minutes, config.throttle_rate, config.throttle_burst) == (15, 70, 150)
+
+
+def test_the_default_throttle_is_sized_from_sumes_worst_case() -> None:
+    # 10 attempts per job, each possibly twice at once, plus a quarter of headroom.
+    assert default_throttle(DEFAULTS["sume_peak_jobs_per_second"]) == (50, 100)
+    config = _config(sume_peak_jobs_per_second="20")
+    assert (config.throttle_rate, config.throttle_burst) == (500, 1000)
+    # The burst stays within API Gateway's account quota.
+    config = _config(sume_peak_jobs_per_second="200")
+    assert (config.throttle_rate, config.throttle_burst) == (5000, 5000)
+    assert _config(sume_peak_jobs_per_second="1", throttle_rate="20").throttle_rate == 20
+
+
+def test_a_non_dev_stage_needs_status_allowed_hosts() -> None:
+    with pytest.raises(ConfigError, match=r"-c status_allowed_hosts=api\.sume\.example"):
+        _config("prod")
+    config = _config("prod", status_allowed_hosts=" API.sume.example, *.eu.sume.example ")
+    assert config.status_allowed_hosts == "api.sume.example,*.eu.sume.example"
+
+
+def test_synth_of_a_prod_stage_without_status_allowed_hosts_fails_naming_the_key(
+    tmp_path: Path,
+) -> None:
+    from infra.app import add_stage, create_app
+
+    # As `python app.py -c stage=prod` builds it.
+    app = create_app({"stage": "prod"}, outdir=str(tmp_path))
+    with pytest.raises(ConfigError, match="context status_allowed_hosts must be set"):
+        add_stage(app)
 
 
 @pytest.mark.parametrize(
@@ -204,6 +242,14 @@ def test_stage_config_reads_context_before_defaults() -> None:
         ("dev", {"payloads_expire_days": "30"}, "payloads_expire_days must exceed"),
         ("dev", {"alarm_email": "ops"}, "alarm_email"),
         ("dev", {"worker_max_concurrency": "1"}, "worker_max_concurrency"),
+        ("dev", {"throttle_rate": "39"}, r"throttle_rate \(39\) is below .* worst case of 40"),
+        ("dev", {"throttle_burst": "30"}, "throttle_burst \\(30\\) is below"),
+        ("dev", {"sume_peak_jobs_per_second": "0"}, "sume_peak_jobs_per_second must be within"),
+        ("dev", {"sume_peak_jobs_per_second": "201"}, "sume_peak_jobs_per_second must be within"),
+        ("dev", {"api_client_error_threshold": "0"}, "api_client_error_threshold"),
+        ("dev", {"status_allowed_hosts": "https://api.sume.example"}, "status_allowed_hosts"),
+        ("dev", {"artifact_allowed_hosts": "cdn.example/x"}, "artifact_allowed_hosts"),
+        ("dev", {"status_allowed_hosts": "bücher.example"}, "IDNA"),
         (
             "dev",
             {"worker_batch_size": "50", "worker_batching_window_seconds": "0"},

@@ -484,6 +484,8 @@ def test_alarms_cover_every_failure_and_notify_the_topic(dev: Stage, prod: Stage
         "SignatureRejectionSpike": "SignatureRejections",
         "JobsLost": "JobsLost",
         "ProcessingErrors": "ProcessingErrors",
+        "ReceiverConfigurationErrors": "ConfigurationErrors",
+        "StatusUrlRefused": "StatusUrlRefused",
     }
     for alarm_id, metric in custom.items():
         props = alarms[alarm_id]
@@ -509,10 +511,27 @@ def test_alarms_cover_every_failure_and_notify_the_topic(dev: Stage, prod: Stage
     assert alarms["JobsLost"]["Threshold"] == 1
     assert alarms["SignatureRejectionSpike"]["Threshold"] == 20
     assert _alarms(prod)["SignatureRejectionSpike"]["Threshold"] == 7
+    assert alarms["ReceiverConfigurationErrors"]["Threshold"] == 1
     for props in alarms.values():
         assert [ref_name(a) for a in props["AlarmActions"]] == ["MonitoringAlarmTopic"]
         assert props["TreatMissingData"] == "notBreaching"
         assert props["AlarmDescription"]
+
+
+def test_an_alarm_fires_on_a_spike_of_4xx_throttles_included(dev: Stage, prod: Stage) -> None:
+    for stage, threshold in ((dev, 100), (prod, 30)):
+        spike = _alarms(stage)["ApiClientErrorSpike"]
+        # HTTP APIs publish "4xx" (429 included), per API and per stage.
+        assert (spike["Namespace"], spike["MetricName"], spike["Statistic"]) == (
+            "AWS/ApiGateway",
+            "4xx",
+            "Sum",
+        )
+        dimensions = {d["Name"]: d["Value"] for d in spike["Dimensions"]}
+        assert set(dimensions) == {"ApiId", "Stage"}
+        assert ref_name(dimensions["ApiId"]) == "WebhookApi"
+        assert dimensions["Stage"] == "$default"
+        assert (spike["Threshold"], spike["Period"]) == (threshold, 300)
 
 
 def test_alarm_topic_is_encrypted_and_email_is_optional(dev: Stage, prod: Stage) -> None:
@@ -539,7 +558,9 @@ def test_dashboard_shows_the_key_metrics(dev: Stage) -> None:
         "Duplicates",
         "SignatureRejections",
         "StorageErrors",
+        "ConfigurationErrors",
         "ProcessingErrors",
+        "StatusUrlRefused",
         "JobsLost",
         "ApproximateNumberOfMessagesVisible",
         "ApproximateAgeOfOldestMessage",

@@ -249,6 +249,14 @@ def test_expect_registers_once_and_validates(cli, table):
     assert table.get("job_v") is None
 
 
+def test_expect_prints_why_a_status_url_is_off_the_allow_list(cli, table, monkeypatch):
+    monkeypatch.setenv("STATUS_ALLOWED_HOSTS", "api.sume.example")
+    code, _, err = cli("expect", "job_x", "https://elsewhere.example/jobs/job_x/status")
+    assert code == 2
+    assert "not on STATUS_ALLOWED_HOSTS (api.sume.example)" in one_line_error(err)
+    assert table.get("job_x") is None
+
+
 def test_list_awaiting_and_owed_from_the_due_index(cli, table):
     for job in ("job_a1", "job_a2"):
         assert cli("expect", job, f"https://api.sume.example/jobs/{job}")[0] == 0

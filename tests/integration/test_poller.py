@@ -106,11 +106,16 @@ def indexed_job_ids(aws) -> set[str]:
     return found
 
 
-def test_job_recovered_by_polling_is_recorded_once_and_enqueued_once(aws, sume, monkeypatch):
+def use_api_token(monkeypatch, value: str = "sume-api-token") -> None:
     secret = clients.client("secretsmanager").create_secret(
-        Name="sume-api-token", SecretString="sume-api-token"
+        Name="sume-api-token", SecretString=value
     )
     monkeypatch.setenv("SUME_API_TOKEN_ARN", secret["ARN"])
+
+
+def test_job_recovered_by_polling_is_recorded_once_and_enqueued_once(aws, sume, monkeypatch):
+    use_api_token(monkeypatch)
+    monkeypatch.setenv("STATUS_ALLOWED_HOSTS", "127.0.0.1")
     clock = Clock(T0)
     assert register(aws, clock, "job_r", sume.job_url("job_r"), {"order": "o-1", "weight": 1.5})
     assert register(aws, clock, "job_s", sume.job_url("job_s"))
@@ -166,6 +171,63 @@ def test_job_recovered_by_polling_is_recorded_once_and_enqueued_once(aws, sume, 
     }
     assert sume.hits["/media/r.mp4"] == 1
     assert indexed_job_ids(aws) == set()
+
+
+def test_the_api_token_goes_only_to_a_listed_host(aws, sume, monkeypatch):
+    use_api_token(monkeypatch)
+    clock = Clock(T0)
+    register(aws, clock, "job_t", sume.job_url("job_t"))
+    sume.answer("job_t", {"status": "running"})
+
+    # No list (a dev stage): the status_url is read, but without the token.
+    monkeypatch.delenv("STATUS_ALLOWED_HOSTS", raising=False)
+    clock.now = T0 + 900
+    assert make_poller(clock).run(lambda: FOREVER).rescheduled == 1
+    assert "authorization" not in sume.requests[-1].headers
+
+    monkeypatch.setenv("STATUS_ALLOWED_HOSTS", "127.0.0.1")
+    clock.now = table(aws).get("job_t")["due_at"]  # type: ignore[index]
+    assert make_poller(clock).run(lambda: FOREVER).rescheduled == 1
+    assert sume.requests[-1].headers["authorization"] == "Bearer sume-api-token"
+    assert sume.polls_of("job_t") == 2
+
+
+def test_a_status_url_off_the_list_is_refused_counted_visible_and_still_lost(
+    aws, sume, monkeypatch, capsys
+):
+    use_api_token(monkeypatch)
+    monkeypatch.setenv("STATUS_ALLOWED_HOSTS", "api.sume.example")
+    monkeypatch.setenv("MAX_POLL_AGE_SECONDS", "3600")
+    now = time.time()
+    # Registered before the list was set (registration now refuses it).
+    register(aws, Clock(now - 1000), "job_off", sume.job_url("job_off"))
+    register(aws, Clock(now - 4000), "job_off_old", sume.job_url("job_off_old"))
+
+    summary = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+    assert (summary["polled"], summary["refused"], summary["lost"]) == (2, 2, 1)
+    assert sume.requests == []
+    item = table(aws).get("job_off")
+    assert item is not None
+    assert (item["state"], item["poll_attempts"], item["last_poll_error"]) == (
+        State.AWAITING,
+        1,
+        "refused_host",
+    )
+    lost = table(aws).get("job_off_old")
+    assert lost is not None
+    assert (lost["state"], lost["last_poll_error"]) == (State.LOST, "refused_host")
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    assert emitted[-1]["StatusUrlRefused"] == [2.0]
+
+    # Once Sume's host is listed the next poll gets an answer, and the error goes.
+    monkeypatch.setenv("STATUS_ALLOWED_HOSTS", "127.0.0.1")
+    sume.answer("job_off", {"status": "running"})
+    clock = Clock(int(item["due_at"]))
+    assert make_poller(clock).run(lambda: FOREVER).refused == 0
+    again = table(aws).get("job_off")
+    assert again is not None
+    assert again["poll_attempts"] == 2
+    assert "last_poll_error" not in again
 
 
 def test_webhook_and_poll_racing_produce_one_item_and_one_enqueue(aws, sume):
@@ -365,6 +427,7 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
         "swept",
         "remaining",
         "errors",
+        "refused",
         "complete",
     }
     assert (tight["polled"], tight["rescheduled"], tight["complete"]) == (0, 0, False)

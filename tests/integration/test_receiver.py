@@ -2,6 +2,7 @@
 
 import base64
 import json
+import logging
 import time
 
 import boto3
@@ -275,13 +276,41 @@ def test_secret_from_secrets_manager_with_rotation_list(aws, monkeypatch):
     assert call(apigw_event(raw, signed_headers(raw)))[0] == 200
 
 
-def test_empty_secret_fails_loudly(aws, monkeypatch):
-    arn = boto3.client("secretsmanager").create_secret(Name="empty", SecretString=" ")["ARN"]
+def use_secrets_manager_value(monkeypatch, value: str) -> None:
+    arn = boto3.client("secretsmanager").create_secret(Name="sume-signing", SecretString=value)[
+        "ARN"
+    ]
     monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET")
     monkeypatch.setenv("SIGNING_SECRET_ARN", arn)
     reset_handler_caches()
-    with pytest.raises(Exception, match="empty signing secret"):
-        receiver.handler(delivery_event(job_body()), LambdaContext())
+
+
+@pytest.mark.parametrize(
+    "value", [" ", json.dumps({"key": SECRET}), "12345", json.dumps([SECRET, 7])]
+)
+def test_a_misconfigured_secret_is_a_500_logged_and_counted_never_a_401(
+    aws, monkeypatch, capsys, caplog, value
+):
+    # Sume retries a 5xx (a 401 ten times over would lose the job's webhook)
+    # while ops fix the secret; the signature itself is fine.
+    use_secrets_manager_value(monkeypatch, value)
+    raw = raw_of(job_body("job_cfg"))
+    headers = signed_headers(raw)
+    assert call(apigw_event(raw, headers)) == (500, {"error": "configuration_error"})
+    assert item(aws, "job_cfg") is None
+    assert queued(aws) == []
+
+    (error,) = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert error.getMessage() == "receiver misconfigured"
+    assert "signing secret" in error.reason
+    logged = json.dumps([vars(r) for r in caplog.records], default=str)
+    assert SECRET not in logged
+    assert headers["x-sume-webhook-signature"].split("=", 1)[1] not in logged
+    assert "job_cfg" not in logged
+    lines = capsys.readouterr().out.splitlines()
+    (emitted,) = [json.loads(line) for line in lines if "_aws" in line]
+    assert emitted["ConfigurationErrors"] == [1.0]
+    assert "SignatureRejections" not in emitted
 
 
 def test_unreadable_secret_is_503(aws, monkeypatch):

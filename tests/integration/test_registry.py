@@ -135,3 +135,29 @@ class NoTable:
 def test_invalid_registrations_are_refused_before_any_write(job_id, url, metadata, message):
     with pytest.raises(ValueError, match=message):
         Registry(NoTable(), 900).expect(job_id, url, metadata)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://evil.example/v1/jobs/x",
+        "https://api.sume.example.evil.example/v1/jobs/x",
+        "https://sume.example/v1/jobs/x",
+    ],
+)
+def test_a_status_url_off_the_allow_list_is_refused_before_any_write(url):
+    allowed = ("api.sume.example", "*.eu.sume.example")
+    refusing = Registry(NoTable(), 900, allowed_hosts=allowed)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="STATUS_ALLOWED_HOSTS"):
+        refusing.expect("job", url)
+
+
+def test_module_level_expect_refuses_hosts_off_status_allowed_hosts(aws, monkeypatch):
+    monkeypatch.setenv("STATUS_ALLOWED_HOSTS", "*.sume.example")
+    assert registry.expect("job_6", URL + "job_6")
+    with pytest.raises(ValueError, match="not on STATUS_ALLOWED_HOSTS"):
+        registry.expect("job_7", "https://status.elsewhere.example/job_7")
+    assert table(aws).get("job_7") is None
+    # An empty list refuses no host: the poller then never sends the token.
+    monkeypatch.setenv("STATUS_ALLOWED_HOSTS", "")
+    assert registry.expect("job_7", "https://status.elsewhere.example/job_7")

@@ -2,11 +2,14 @@ import json
 
 import pytest
 
+from sume.settings import ConfigurationError
 from sume.status import (
     StatusClient,
     StatusUnavailable,
     Verdict,
+    api_token,
     bearer_headers,
+    host_listed,
     interpret,
 )
 from tests.builders import job_body
@@ -152,7 +155,8 @@ def test_client_sends_the_token_and_maps_the_answer():
         seen.append((url, dict(headers)))
         return answer({"status": "completed"})
 
-    result = StatusClient(get, lambda: "tok").check("job_1", "https://sume.example/jobs/job_1")
+    client = StatusClient(get, lambda: "tok", ("sume.example",))
+    result = client.check("job_1", "https://sume.example/jobs/job_1")
     assert result.verdict is Verdict.TERMINAL
     assert seen == [
         (
@@ -171,9 +175,84 @@ def test_client_turns_fetch_failures_into_unreachable():
     def get(url, headers):
         raise StatusUnavailable("refused_host", permanent=True)
 
-    result = StatusClient(get, lambda: None).check("job_1", "https://x/y")
+    result = StatusClient(get, lambda: None, ()).check("job_1", "https://x/y")
     assert (result.verdict, result.reason, result.permanent) == (
         Verdict.UNREACHABLE,
         "refused_host",
         True,
     )
+
+
+def recording_get(seen):
+    def get(url, headers):
+        seen.append((url, dict(headers)))
+        return answer({"status": "running"})
+
+    return get
+
+
+def token_never_read():
+    raise AssertionError("the token was read for a host it may not go to")
+
+
+def test_without_an_allow_list_the_token_is_never_sent_or_read():
+    seen: list = []
+    client = StatusClient(recording_get(seen), token_never_read, ())
+    result = client.check("job_1", "https://anyone.example/jobs/job_1")
+    assert result.verdict is Verdict.PENDING
+    assert seen == [("https://anyone.example/jobs/job_1", {"accept": "application/json"})]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://evil.example/jobs/job_1",
+        "https://api.sume.example.evil.example/jobs/job_1",
+        "https://sume.example/jobs/job_1",
+        "not a url",
+        "https://[::1/x",
+    ],
+)
+def test_a_status_url_off_the_list_is_refused_unread_and_tokenless(url):
+    seen: list = []
+    client = StatusClient(recording_get(seen), token_never_read, ("api.sume.example",))
+    result = client.check("job_1", url)
+    assert (result.verdict, result.reason, result.permanent) == (
+        Verdict.UNREACHABLE,
+        "refused_host",
+        True,
+    )
+    assert seen == []
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed", "listed"),
+    [
+        ("https://api.sume.example/x", ("api.sume.example",), True),
+        ("https://API.Sume.Example./x?sig=1", ("api.sume.example",), True),
+        ("https://eu.api.sume.example/x", ("*.api.sume.example",), True),
+        ("https://api.sume.example/x", ("*.api.sume.example",), False),
+        ("https://xn--bcher-kva.example/x", ("xn--bcher-kva.example",), True),
+        ("https://bücher.example/x", ("xn--bcher-kva.example",), True),
+        ("http://127.0.0.1:8080/x", ("127.0.0.1",), True),
+        ("https://user@api.sume.example/x", ("api.sume.example",), True),
+        ("https://api.sume.example/x", (), False),
+        ("/relative/only", ("api.sume.example",), False),
+    ],
+)
+def test_host_listed_compares_hosts_as_the_fetch_does(url, allowed, listed):
+    assert host_listed(url, allowed) is listed
+
+
+def test_listed_host_gets_the_token_from_the_environment_checked_at_use():
+    seen: list = []
+    client = StatusClient(recording_get(seen), api_token(None, "tok", 300), ("api.sume.example",))
+    client.check("job_1", "https://api.sume.example/jobs/job_1")
+    assert seen[0][1]["authorization"] == "Bearer tok"
+
+    bad = StatusClient(
+        recording_get(seen), api_token(None, '{"token": "tok"}', 300), ("api.sume.example",)
+    )
+    with pytest.raises(ConfigurationError):
+        bad.check("job_1", "https://api.sume.example/jobs/job_1")
+    assert api_token(None, None, 300)() is None
