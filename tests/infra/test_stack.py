@@ -515,6 +515,18 @@ def test_alarms_cover_every_failure_and_notify_the_topic(dev: Stage, prod: Stage
         assert props["AlarmDescription"]
 
 
+def test_a_poll_configuration_error_is_alarmed(dev: Stage) -> None:
+    props = _alarms(dev)["PollerConfigurationErrors"]
+    assert (props["Namespace"], props["MetricName"]) == (
+        METRICS_NAMESPACE,
+        "PollerConfigurationErrors",
+    )
+    assert props["Dimensions"] == [{"Name": "service", "Value": SERVICE_NAME}]
+    assert (props["Statistic"], props["Threshold"]) == ("Sum", 1)
+    assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert [ref_name(a) for a in props["AlarmActions"]] == ["MonitoringAlarmTopic"]
+
+
 def test_alarm_topic_is_encrypted_and_email_is_optional(dev: Stage, prod: Stage) -> None:
     for stage in (dev, prod):
         _, topic = stage.one("MonitoringAlarmTopic", "AWS::SNS::Topic")
