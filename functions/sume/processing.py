@@ -257,8 +257,9 @@ class JobProcessor:
             if previous is not None and previous.get("source_url") == url:
                 progress.artifacts.append(previous)
                 continue
-            # Checked before each copy: the ones done so far are saved, so when
-            # time runs out the release below hands the rest to the retry.
+            # Checked before each copy: the copies so far are saved, so when
+            # time runs out, process() releases the claim and the retry
+            # carries on from here.
             deadline = self._work_deadline(time_left)
             try:
                 stored = self._artifacts.copy(url, key, deadline=deadline)
