@@ -3,6 +3,9 @@
 The message body is only the ``job_id``. A record that raises is reported in
 ``batchItemFailures`` and retried by SQS (then the DLQ); its batch-mates are
 unaffected. Permanent problems do not raise: they become processing errors.
+Each record gets the invocation's remaining time: work that could not end
+before the function's deadline is not started (or its fetch is cut), the
+claim is released and the record is retried.
 """
 
 from __future__ import annotations
@@ -27,7 +30,16 @@ from sume.fetch import SafeHttp, TransientFetchError
 from sume.jobs import JobsTable
 from sume.observability import logger, metrics, tracer
 from sume.payloads import PayloadStore
-from sume.processing import Action, JobBusy, JobProcessor, JobResult, LeaseRunningOut
+from sume.processing import (
+    Action,
+    JobBusy,
+    JobProcessor,
+    JobResult,
+    LeaseRunningOut,
+    OutOfTime,
+    TimeLeft,
+    failure_details,
+)
 from sume.settings import WorkerSettings
 
 OUTCOME_METRICS = {"completed": "JobsCompleted", "failed": "JobsFailed", "canceled": "JobsCanceled"}
@@ -35,6 +47,7 @@ OUTCOME_METRICS = {"completed": "JobsCompleted", "failed": "JobsFailed", "cancel
 RETRYABLE = (
     JobBusy,
     LeaseRunningOut,
+    OutOfTime,
     TransientFetchError,
     AnnounceFailed,
     ClientError,
@@ -53,7 +66,10 @@ def build_processor(
 ) -> JobProcessor:
     s3 = client("s3", patient=True)
     http = SafeHttp(
-        settings.url_policy, settings.connect_timeout_seconds, settings.read_timeout_seconds
+        settings.url_policy,
+        settings.connect_timeout_seconds,
+        settings.read_timeout_seconds,
+        total_timeout=settings.total_timeout_seconds,
     )
     return JobProcessor(
         jobs=JobsTable(
@@ -75,6 +91,7 @@ def build_processor(
         lease_seconds=settings.lease_seconds,
         retention_days=settings.retention_days,
         max_attempts=settings.max_attempts,
+        time_reserve_seconds=settings.time_reserve_seconds,
     )
 
 
@@ -113,14 +130,23 @@ def observe(result: JobResult) -> None:
         metrics.add_metric(name="ArtifactBytes", unit="Bytes", value=result.bytes_copied)
 
 
-def record_handler(record: SQSRecord) -> None:
+def remaining_time(context: Any) -> TimeLeft | None:
+    """Seconds left in the invocation, from the Lambda context (None without one)."""
+    if context is None:
+        return None
+    return lambda: context.get_remaining_time_in_millis() / 1000
+
+
+def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
     job_id = record.body.strip()
     logger.append_keys(job_id=job_id, message_id=record.message_id)
     try:
-        result = processor().process(job_id)
+        result = processor().process(job_id, remaining_time(lambda_context))
     except RETRYABLE as exc:
         metrics.add_metric(name="WorkerRetries", unit="Count", value=1)
-        logger.warning("job will be retried", error=repr(exc), kind=type(exc).__name__)
+        # Not repr(exc): a fetch error's redacted form keeps presigned
+        # query strings out of the logs.
+        logger.warning("job will be retried", error=failure_details(exc), kind=type(exc).__name__)
         raise
     except Exception:
         metrics.add_metric(name="WorkerFailures", unit="Count", value=1)

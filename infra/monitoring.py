@@ -177,6 +177,14 @@ class Monitoring(Construct):
                 "are not running.",
             ),
             self._alarm(
+                "PollerConfigurationErrors",
+                app_metric("PollerConfigurationErrors"),
+                1,
+                "A status poll met a configuration fault (e.g. an empty Sume API token "
+                "secret). The run went on without it, so affected jobs are not being "
+                "polled: fix the configuration.",
+            ),
+            self._alarm(
                 "JobsQueueBacklog",
                 w.queue.metric_approximate_age_of_oldest_message(
                     period=PERIOD, statistic=cw.Stats.MAXIMUM

@@ -7,18 +7,23 @@ Register a path with what it answers, then point URLs at ``server.url(path)``::
         server.route("/slow", body=b"x", delay=2.0)
         server.route("/gone", status=404)
         server.route("/big", body=lambda: repeat_chunks(50 * MiB), length=50 * MiB)
+        server.route("/trickle", body=lambda: endless(b"x"), interval=0.5)
 
 It binds 127.0.0.1 on an ephemeral port, serves from a daemon thread and stops
-when the ``with`` block ends (a sleeping ``delay`` is cut short). ``hits``
-counts requests per path, ``requests`` keeps each request's path and headers.
+when the ``with`` block ends (a sleeping ``delay`` or ``interval`` is cut
+short). ``hits`` counts requests per path, ``answered`` the requests whose
+handling has ended (the client hung up or the answer was sent), ``requests``
+keeps each request's path and headers.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import itertools
 import ssl
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +45,10 @@ class Route:
     """Seconds to wait before answering (to trip a client's read timeout)."""
     length: int | None = None
     """Content-Length to declare for a generated body (omitted: close-delimited)."""
+    interval: float = 0.0
+    """Seconds to wait before each chunk of a generated body (a trickling server)."""
+    raw: bool = False
+    """The generated body is the whole answer: status line and headers included."""
 
 
 @dataclass(frozen=True)
@@ -58,11 +67,17 @@ def repeat_chunks(total: int, chunk: bytes = b"sume" * (16 * 1024)) -> Iterable[
         yield bytes(piece) if len(piece) < len(chunk) else chunk
 
 
+def endless(chunk: bytes) -> Iterable[bytes]:
+    """The same chunk forever: a body that never ends (stopped by the server's exit)."""
+    return itertools.repeat(chunk)
+
+
 class LoopbackServer:
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.scheme = "https" if tls else "http"
         self.routes: dict[str, Route] = {}
         self.hits: Counter[str] = Counter()
+        self.answered: Counter[str] = Counter()
         self.requests: list[SeenRequest] = []
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -89,10 +104,22 @@ class LoopbackServer:
         body: Body = b"",
         delay: float = 0.0,
         length: int | None = None,
+        interval: float = 0.0,
+        raw: bool = False,
     ) -> str:
         """Serve ``path``; returns its URL."""
-        self.routes[path] = Route(status, dict(headers or {}), body, delay, length)
+        self.routes[path] = Route(status, dict(headers or {}), body, delay, length, interval, raw)
         return self.url(path)
+
+    def wait_answered(self, path: str, timeout: float = 10.0) -> bool:
+        """Whether handling a request for ``path`` ended within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self.answered[path]:
+                    return True
+            time.sleep(0.02)
+        return False
 
     def redirect(self, path: str, location: str, status: int = 302) -> str:
         return self.route(path, status=status, headers={"location": location})
@@ -123,13 +150,20 @@ class LoopbackServer:
                         SeenRequest(path, {k.lower(): v for k, v in self.headers.items()})
                     )
                 route = server.routes.get(path) or Route(status=404, body=b"not found")
-                if route.delay and server._stopping.wait(route.delay):
-                    return
-                # The client may give up first (a timeout test, a size cap).
-                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                    self._answer(route)
+                try:
+                    if route.delay and server._stopping.wait(route.delay):
+                        return
+                    # The client may give up first (a timeout test, a size cap).
+                    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                        self._answer(route)
+                finally:
+                    with server._lock:
+                        server.answered[path] += 1
 
             def _answer(self, route: Route) -> None:
+                if route.raw:
+                    self._chunks(route)
+                    return
                 self.send_response(route.status)
                 for name, value in route.headers.items():
                     self.send_header(name, value)
@@ -141,8 +175,13 @@ class LoopbackServer:
                 if route.length is not None:
                     self.send_header("content-length", str(route.length))
                 self.end_headers()
+                self._chunks(route)
+
+            def _chunks(self, route: Route) -> None:
+                assert callable(route.body)
                 for chunk in route.body():
-                    if server._stopping.is_set():
+                    # True at once when the server is stopping.
+                    if server._stopping.wait(route.interval):
                         return
                     self.wfile.write(chunk)
 

@@ -116,9 +116,13 @@ class ArtifactStore:
     def bucket(self) -> str:
         return self._bucket
 
-    def copy(self, url: str, key: str) -> StoredArtifact:
-        """Stream ``url`` into ``key``. Raises ``FetchError`` and botocore errors."""
-        with self._http.open(url, max_bytes=self._max_bytes) as response:
+    def copy(self, url: str, key: str, *, deadline: float | None = None) -> StoredArtifact:
+        """Stream ``url`` into ``key``. Raises ``FetchError`` and botocore errors.
+
+        The fetch ends by ``deadline`` (``time.monotonic()``), the upload of the
+        parts read by then included; only the last part's upload follows it.
+        """
+        with self._http.open(url, max_bytes=self._max_bytes, deadline=deadline) as response:
             content_type = response.content_type or DEFAULT_CONTENT_TYPE
             body = _Hashed(response.iter_bytes())
             self._upload(key, body, content_type)

@@ -19,18 +19,30 @@ lookup of the name, so a DNS answer that changes between check and connect
 check still use the hostname. Redirects are followed by hand, a bounded number
 of times, each target checked like the first URL.
 
+Every fetch has a wall-clock deadline besides its per-read timeout: a server
+that trickles one byte at a time never trips a read timeout, so a watchdog
+ends the exchange at the deadline (see ``_Watchdog``). A redirect's body is
+never read, and a compressed answer is decompressed here, never by urllib3,
+with our own bound on the decompressed size.
+
 Errors say whether retrying can help: ``PermanentFetchError`` (refused URL,
-4xx, over the size cap) or ``TransientFetchError`` (5xx, 429, timeouts,
-connection and DNS failures).
+4xx, over the size cap) or ``TransientFetchError`` (5xx, 429, timeouts, the
+deadline, connection and DNS failures). Their ``url`` and message never carry
+a URL's query string or user info (``sume.urls.redact_url``): presigned links
+are credentials.
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.client
 import ipaddress
 import json
 import socket
 import ssl
+import threading
+import time
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -38,18 +50,19 @@ from urllib.parse import urljoin, urlsplit
 
 import urllib3
 from botocore.httpsession import get_cert_path
+from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import (
     HTTPError,
     LocationParseError,
     LocationValueError,
     NewConnectionError,
-    ProtocolError,
 )
 from urllib3.exceptions import SSLError as Urllib3SSLError
 from urllib3.exceptions import TimeoutError as Urllib3TimeoutError
 from urllib3.util.ssl_match_hostname import CertificateError
 
 from sume.settings import UrlPolicy
+from sume.urls import redact_url
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Sequence[str]]
@@ -74,20 +87,45 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 RETRYABLE_CLIENT_STATUSES = frozenset({408, 425, 429})
 DEFAULT_MAX_REDIRECTS = 5
 DEFAULT_JSON_MAX_BYTES = 1024 * 1024
+DEFAULT_TOTAL_TIMEOUT_SECONDS = 60.0
 CHUNK_BYTES = 64 * 1024
 USER_AGENT = "sume-webhooks/1"
+# Content codings we undo ourselves (text answers only); zlib's "+32" window
+# reads both the gzip and the zlib header.
+DECODED_ENCODINGS = frozenset({"gzip", "x-gzip", "deflate"})
+_INFLATE_WBITS = zlib.MAX_WBITS | 32
+
+
+def _scrubbed(text: str, url: str) -> str:
+    """``text`` without ``url``'s query string or user info, wherever they appear."""
+    if url:
+        text = text.replace(url, redact_url(url))
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return text
+    userinfo = parts.netloc.rpartition("@")[0]
+    for secret in (parts.query, parts.fragment, userinfo):
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return text
 
 
 class FetchError(Exception):
-    """A fetch that did not produce a usable answer; ``code`` is machine-readable."""
+    """A fetch that did not produce a usable answer; ``code`` is machine-readable.
+
+    ``url`` is the redacted URL and ``message`` is scrubbed of the URL's query
+    string and user info, so both are safe to log, store and announce.
+    """
 
     permanent: ClassVar[bool] = False
 
     def __init__(self, code: str, message: str, url: str, status: int | None = None) -> None:
+        message = _scrubbed(message, url)
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
-        self.url = url
+        self.url = redact_url(url)
         self.status = status
 
     def as_dict(self) -> dict[str, str]:
@@ -285,7 +323,7 @@ _NO_SUCH_HOST = {
 
 
 def _status_error(status: int, url: str) -> FetchError:
-    message = f"HTTP {status} from {url}"
+    message = f"HTTP {status} from {redact_url(url)}"
     if status >= 500 or status in RETRYABLE_CLIENT_STATUSES:
         return TransientFetchError(f"http_{status}", message, url, status)
     return PermanentFetchError(f"http_{status}", message, url, status)
@@ -300,38 +338,186 @@ def _certificate_rejected(exc: BaseException) -> bool:
     return "CERTIFICATE_VERIFY_FAILED" in str(exc)
 
 
+def _deadline_error(url: str) -> TransientFetchError:
+    return TransientFetchError("deadline", "no complete answer before the fetch's deadline", url)
+
+
+class _Watchdog:
+    """Shuts a connection's socket down when the fetch's deadline comes.
+
+    Per-read timeouts cannot bound an exchange: a server sending one byte
+    every half second satisfies every read, and http.client reads a status
+    line, a header or a chunk-size line with as many reads as it takes.
+    Clamping each read to the time left would need to own every read, in
+    http.client, urllib3 and the TLS layer. Shutting the socket down instead
+    wakes whichever read is blocked, in whatever layer, at once, and works the
+    same for http and https: it acts on the TCP socket under TLS
+    (``socket.socket.shutdown``, no close_notify exchange that could itself
+    wait). The reader then sees an error or an early end of the stream, which
+    ``expired`` turns into the ``deadline`` error. Connecting and the TLS
+    handshake happen before it is armed and are bounded by a connect timeout
+    clamped to the time left (CPython bounds a whole handshake by the socket
+    timeout).
+    """
+
+    def __init__(self, deadline: float) -> None:
+        self._deadline = deadline
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._timer: threading.Timer | None = None
+        self.fired = False
+
+    def expired(self) -> bool:
+        return self.fired or time.monotonic() >= self._deadline
+
+    def arm(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sock = sock
+        self._timer = threading.Timer(max(0.0, self._deadline - time.monotonic()), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._sock is None:
+                return
+            self.fired = True
+            with contextlib.suppress(OSError):
+                socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
+
+    def disarm(self) -> None:
+        """Before the socket is closed, so a reused file descriptor is never shut down."""
+        with self._lock:
+            self._sock = None
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def _resolver_within(resolver: Resolver, deadline: float, url: str) -> Resolver:
+    """``resolver``, given up on at the deadline: getaddrinfo has no timeout of its own."""
+
+    def resolve(host: str, port: int) -> Sequence[str]:
+        answer: list[Sequence[str]] = []
+        failure: list[Exception] = []
+
+        def look_up() -> None:
+            try:
+                answer.append(resolver(host, port))
+            except Exception as exc:  # handed to the caller below
+                failure.append(exc)
+
+        lookup = threading.Thread(target=look_up, name="resolve", daemon=True)
+        lookup.start()
+        lookup.join(max(0.0, deadline - time.monotonic()))
+        if lookup.is_alive():
+            raise TransientFetchError(
+                "deadline", f"resolving {host!r} outlasted the fetch's deadline", url
+            )
+        if failure:
+            raise failure[0]
+        return answer[0]
+
+    return resolve
+
+
+def _transport_error(exc: Exception, url: str) -> FetchError:
+    if isinstance(exc, NewConnectionError):
+        # Checked before timeouts: urllib3 makes it a subclass of ConnectTimeoutError.
+        return TransientFetchError("connection_error", str(exc), url)
+    if isinstance(exc, Urllib3TimeoutError | TimeoutError):
+        return TransientFetchError("timeout", f"timed out: {exc}", url)
+    if isinstance(exc, Urllib3SSLError | ssl.SSLError | CertificateError):
+        # A certificate that does not match the host will not start matching.
+        if _certificate_rejected(exc):
+            return PermanentFetchError("tls_certificate", str(exc), url)
+        return TransientFetchError("tls_error", str(exc), url)
+    if isinstance(exc, LocationParseError | LocationValueError | http.client.InvalidURL):
+        return RefusedUrl("invalid_url", str(exc), url)
+    return TransientFetchError("connection_error", str(exc), url)
+
+
 @contextlib.contextmanager
-def _transport_errors(url: str) -> Iterator[None]:
-    """urllib3's exceptions, classified."""
+def _transport_errors(url: str, watch: _Watchdog) -> Iterator[None]:
+    """Transport failures, classified; any failure once the deadline has come is its doing."""
     try:
         yield
     except FetchError:
         raise
-    except NewConnectionError as exc:
-        # Checked before timeouts: urllib3 makes it a subclass of ConnectTimeoutError.
-        raise TransientFetchError("connection_error", str(exc), url) from None
-    except (Urllib3TimeoutError, TimeoutError) as exc:
-        raise TransientFetchError("timeout", f"timed out: {exc}", url) from None
-    except Urllib3SSLError as exc:
-        # A certificate that does not match the host will not start matching.
-        if _certificate_rejected(exc):
-            raise PermanentFetchError("tls_certificate", str(exc), url) from None
-        raise TransientFetchError("tls_error", str(exc), url) from None
-    except (LocationParseError, LocationValueError) as exc:
-        raise RefusedUrl("invalid_url", str(exc), url) from None
-    except (ProtocolError, HTTPError, OSError) as exc:
-        raise TransientFetchError("connection_error", str(exc), url) from None
+    except (
+        HTTPError,
+        OSError,
+        http.client.HTTPException,
+        http.client.InvalidURL,
+        CertificateError,
+    ) as exc:
+        if watch.expired():
+            raise _deadline_error(url) from None
+        raise _transport_error(exc, url) from None
+
+
+class _Inflater:
+    """gzip or deflate undone here, in bounded pieces.
+
+    Each piece is at most ``CHUNK_BYTES`` however small the input, so the
+    caller counts decompressed bytes as they come and refuses a compression
+    bomb as soon as it passes the cap, without ever holding it whole, whatever
+    urllib3 version the runtime bundles (older ones inflate a whole read at
+    once).
+    """
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._z = zlib.decompressobj(_INFLATE_WBITS)
+
+    def inflate(self, data: bytes) -> Iterator[bytes]:
+        try:
+            while data:
+                if self._z.eof:
+                    # A gzip body may be several members back to back.
+                    self._z = zlib.decompressobj(_INFLATE_WBITS)
+                piece = self._z.decompress(data, CHUNK_BYTES)
+                data = self._z.unconsumed_tail or self._z.unused_data
+                if piece:
+                    yield piece
+        except zlib.error as exc:
+            raise PermanentFetchError(
+                "invalid_encoding", f"answer is not valid gzip or deflate: {exc}", self._url
+            ) from None
+
+
+def _inflater(headers: Mapping[str, str], url: str) -> _Inflater | None:
+    encoding = headers.get("content-encoding", "").strip().lower()
+    if encoding in ("", "identity"):
+        return None
+    if encoding in DECODED_ENCODINGS:
+        return _Inflater(url)
+    raise PermanentFetchError(
+        "unsupported_encoding", f"content-encoding {encoding[:40]!r} was not asked for", url
+    )
 
 
 class Response:
-    """A 2xx answer being streamed; the byte cap is enforced while reading."""
+    """A 2xx answer being streamed; the byte cap and the deadline hold while reading.
 
-    def __init__(self, target: Target, raw: urllib3.BaseHTTPResponse, max_bytes: int | None):
+    With ``decode`` a gzip or deflate body is decompressed here and the cap
+    applies to the compressed and to the decompressed bytes alike.
+    """
+
+    def __init__(
+        self,
+        target: Target,
+        raw: urllib3.BaseHTTPResponse,
+        max_bytes: int | None,
+        watch: _Watchdog,
+        decode: bool = False,
+    ) -> None:
         self.url = target.url
         self.status = raw.status
         self.headers: Mapping[str, str] = raw.headers
         self._raw = raw
         self._max = max_bytes
+        self._watch = watch
+        self._inflater = _inflater(self.headers, target.url) if decode else None
 
     @property
     def content_type(self) -> str | None:
@@ -343,17 +529,30 @@ class Response:
         value = self.headers.get("content-length", "").strip()
         return int(value) if value.isdigit() else None
 
+    def _capped(self, seen: int) -> None:
+        if self._max is not None and seen > self._max:
+            raise PermanentFetchError(
+                "too_large", f"answer is over the {self._max}-byte cap", self.url
+            )
+
+    def _decoded(self, chunk: bytes) -> Iterator[bytes]:
+        return self._inflater.inflate(chunk) if self._inflater else iter((chunk,))
+
     def iter_bytes(self, chunk_bytes: int = CHUNK_BYTES) -> Iterator[bytes]:
         """The body in chunks; raises ``PermanentFetchError('too_large')`` past the cap."""
-        seen = 0
-        with _transport_errors(self.url):
-            for chunk in self._raw.stream(chunk_bytes):
-                seen += len(chunk)
-                if self._max is not None and seen > self._max:
-                    raise PermanentFetchError(
-                        "too_large", f"answer is over the {self._max}-byte cap", self.url
-                    )
-                yield chunk
+        received = produced = 0
+        with _transport_errors(self.url, self._watch):
+            for chunk in self._raw.stream(chunk_bytes, decode_content=False):
+                received += len(chunk)
+                self._capped(received)
+                for piece in self._decoded(chunk):
+                    produced += len(piece)
+                    self._capped(produced)
+                    yield piece
+            if self._watch.fired:
+                # A body without a length ends where the socket was shut down:
+                # that end is the deadline's, not the server's.
+                raise _deadline_error(self.url)
 
     def read(self) -> bytes:
         return b"".join(self.iter_bytes())
@@ -368,44 +567,77 @@ class SafeHttp:
         connect_timeout: float,
         read_timeout: float,
         *,
+        total_timeout: float = DEFAULT_TOTAL_TIMEOUT_SECONDS,
         max_redirects: int = DEFAULT_MAX_REDIRECTS,
         resolver: Resolver = system_resolver,
         ca_certs: str | None = None,
     ) -> None:
         self._policy = policy
-        self._timeout = urllib3.Timeout(connect=connect_timeout, read=read_timeout)
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+        self._total_timeout = total_timeout
         self._max_redirects = max_redirects
         self._resolver = resolver
         # The CA bundle botocore itself uses, so TLS trust in Lambda does not
         # depend on the runtime image's system store.
         self._ca_certs = ca_certs or get_cert_path(True)
 
-    def _pool(self, target: Target, address: str) -> urllib3.HTTPConnectionPool:
+    def _deadline(self, deadline: float | None) -> float:
+        latest = time.monotonic() + self._total_timeout
+        return latest if deadline is None else min(deadline, latest)
+
+    def _connection(self, target: Target, address: str, timeout: float) -> HTTPConnection:
         if target.scheme == "https":
-            return urllib3.HTTPSConnectionPool(
+            return HTTPSConnection(
                 address,
                 target.port,
-                maxsize=1,
-                retries=False,
-                timeout=self._timeout,
+                timeout=timeout,
                 cert_reqs="CERT_REQUIRED",
                 ca_certs=self._ca_certs,
                 assert_hostname=target.host,
                 server_hostname=target.host,
             )
-        return urllib3.HTTPConnectionPool(
-            address, target.port, maxsize=1, retries=False, timeout=self._timeout
-        )
+        return HTTPConnection(address, target.port, timeout=timeout)
+
+    @contextlib.contextmanager
+    def _request(
+        self, target: Target, address: str, headers: Mapping[str, str], deadline: float
+    ) -> Iterator[tuple[urllib3.BaseHTTPResponse, _Watchdog]]:
+        """One GET to ``target``; the answer's body is not read, and closed on exit."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _deadline_error(target.url)
+        conn = self._connection(target, address, min(self._connect_timeout, left))
+        watch = _Watchdog(deadline)
+        raw: urllib3.BaseHTTPResponse | None = None
+        try:
+            with _transport_errors(target.url, watch):
+                conn.connect()
+                watch.arm(conn.sock)
+                conn.timeout = self._read_timeout
+                conn.request(
+                    "GET", target.path, headers=headers, preload_content=False, decode_content=False
+                )
+                raw = conn.getresponse()
+            yield raw, watch
+        finally:
+            watch.disarm()
+            if raw is not None:
+                raw.close()
+            conn.close()
 
     @contextlib.contextmanager
     def _exchange(
-        self, url: str, headers: Mapping[str, str] | None, decode_content: bool
-    ) -> Iterator[tuple[Target, urllib3.BaseHTTPResponse]]:
+        self,
+        url: str,
+        headers: Mapping[str, str] | None,
+        accept_encoding: str,
+        deadline: float,
+    ) -> Iterator[tuple[Target, urllib3.BaseHTTPResponse, _Watchdog]]:
         """The final (non-redirect) answer, its body not yet read."""
         sent = {k.lower(): v for k, v in (headers or {}).items() if k.lower() != "host"}
         sent.setdefault("user-agent", USER_AGENT)
-        if not decode_content:
-            sent.setdefault("accept-encoding", "identity")
+        sent["accept-encoding"] = accept_encoding
         current = url
         first_origin: tuple[str, str, int] | None = None
         for hop in range(self._max_redirects + 1):
@@ -416,24 +648,15 @@ class SafeHttp:
                 # Credentials meant for one origin never travel to another.
                 sent.pop("authorization", None)
                 sent.pop("cookie", None)
-            address = resolve_checked(target, self._policy, self._resolver)
-            pool = self._pool(target, address)
-            try:
-                with _transport_errors(target.url):
-                    raw = pool.urlopen(
-                        "GET",
-                        target.path,
-                        headers={**sent, "host": target.host_header},
-                        redirect=False,
-                        retries=False,
-                        preload_content=False,
-                        decode_content=decode_content,
-                        assert_same_host=False,
-                    )
+            resolver = _resolver_within(self._resolver, deadline, target.url)
+            address = resolve_checked(target, self._policy, resolver)
+            hop_headers = {**sent, "host": target.host_header}
+            with self._request(target, address, hop_headers, deadline) as (raw, watch):
                 location = raw.headers.get("location")
                 if raw.status in REDIRECT_STATUSES and location:
-                    raw.drain_conn()
-                    raw.release_conn()
+                    # The redirect's body is never read: leaving this block
+                    # closes the connection, where draining it could take any
+                    # amount of time a hostile server chooses.
                     if hop == self._max_redirects:
                         raise PermanentFetchError(
                             "too_many_redirects",
@@ -442,13 +665,8 @@ class SafeHttp:
                         )
                     current = urljoin(target.url, location.strip())
                     continue
-                try:
-                    yield target, raw
-                finally:
-                    raw.release_conn()
+                yield target, raw, watch
                 return
-            finally:
-                pool.close()
 
     @contextlib.contextmanager
     def open(
@@ -457,16 +675,26 @@ class SafeHttp:
         headers: Mapping[str, str] | None = None,
         max_bytes: int | None = None,
         decode_content: bool = False,
+        *,
+        deadline: float | None = None,
     ) -> Iterator[Response]:
         """Stream a 2xx answer; any other final status raises a ``FetchError``.
 
         A declared ``Content-Length`` over ``max_bytes`` is refused before the
         body is read; an undeclared one is refused as soon as the cap is passed.
+        ``deadline`` (a ``time.monotonic()`` value) ends the whole fetch,
+        redirects and body included, with ``TransientFetchError('deadline')``;
+        it is never later than the client's total timeout from now.
         """
-        with self._exchange(url, headers, decode_content) as (target, raw):
+        encoding = "gzip" if decode_content else "identity"
+        with self._exchange(url, headers, encoding, self._deadline(deadline)) as (
+            target,
+            raw,
+            watch,
+        ):
             if not 200 <= raw.status < 300:
                 raise _status_error(raw.status, target.url)
-            response = Response(target, raw, max_bytes)
+            response = Response(target, raw, max_bytes, watch, decode=decode_content)
             declared = response.content_length
             if max_bytes is not None and declared is not None and declared > max_bytes:
                 raise PermanentFetchError(
@@ -481,15 +709,21 @@ class SafeHttp:
         url: str,
         headers: Mapping[str, str] | None = None,
         max_bytes: int = DEFAULT_JSON_MAX_BYTES,
+        *,
+        deadline: float | None = None,
     ) -> tuple[int, str]:
         """The final status code and body text, whatever the status.
 
         For callers that give status codes their own meaning (the poller reads
-        a 404 as "not known yet"); refused URLs and transport failures still
-        raise ``FetchError``.
+        a 404 as "not known yet"); refused URLs, transport failures and the
+        deadline still raise ``FetchError``.
         """
-        with self._exchange(url, headers, decode_content=True) as (target, raw):
-            body = Response(target, raw, max_bytes).read()
+        with self._exchange(url, headers, "gzip", self._deadline(deadline)) as (
+            target,
+            raw,
+            watch,
+        ):
+            body = Response(target, raw, max_bytes, watch, decode=True).read()
             return raw.status, body.decode("utf-8", errors="replace")
 
     def get_json(
@@ -497,10 +731,12 @@ class SafeHttp:
         url: str,
         headers: Mapping[str, str] | None = None,
         max_bytes: int = DEFAULT_JSON_MAX_BYTES,
+        *,
+        deadline: float | None = None,
     ) -> Any:
         """A 2xx JSON answer, parsed; non-JSON answers raise ``PermanentFetchError``."""
         sent = {"accept": "application/json", **(headers or {})}
-        with self.open(url, sent, max_bytes, decode_content=True) as response:
+        with self.open(url, sent, max_bytes, decode_content=True, deadline=deadline) as response:
             body = response.read()
         try:
             return json.loads(body)

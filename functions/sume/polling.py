@@ -20,9 +20,11 @@ a concurrent webhook or worker can only make a step a no-op, never undo one.
 from __future__ import annotations
 
 import enum
+import functools
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -36,6 +38,10 @@ from sume.status import REFUSED_HOST, StatusResult, Verdict
 # Items per index query: small enough that a run out of time leaves little
 # read-but-unhandled work, large enough to keep every poll thread busy.
 PAGE_SIZE = 50
+# What follows a status fetch (recording the answer or the next poll time)
+# must fit in the run's time too: a poll starts only with this much to spare
+# beyond its fetch's timeout.
+POLL_FINISH_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -44,9 +50,14 @@ class PollPolicy:
     max_interval_seconds: int
     max_age_seconds: int
     sweep_after_seconds: int
-    poll_reserve_seconds: float
-    """Worst-case duration of one status poll; none is started with less time left."""
+    poll_timeout_seconds: float
+    """Longest one status fetch may take, redirects included."""
     page_size: int = PAGE_SIZE
+
+    @property
+    def poll_reserve_seconds(self) -> float:
+        """Worst-case duration of one status poll; none is started with less time left."""
+        return self.poll_timeout_seconds + POLL_FINISH_SECONDS
 
     def _doubling(self, base: int, attempt: int) -> int:
         # The exponent is capped so a long-lived item cannot build a huge int.
@@ -71,6 +82,7 @@ class Tally(enum.StrEnum):
     REMAINING = "remaining"
     ERRORS = "errors"
     REFUSED = "refused"
+    CONFIGURATION_ERRORS = "configuration_errors"
     SKIPPED_STATE = "skipped_state"
 
 
@@ -86,6 +98,8 @@ class RunSummary:
     errors: int
     refused: int
     """Polls of a status_url whose host is not on STATUS_ALLOWED_HOSTS."""
+    configuration_errors: int
+    """Steps that met a configuration fault (e.g. an empty token secret); alarmed."""
     complete: bool
     """Every shard was read to the end within this run's time."""
 
@@ -93,8 +107,9 @@ class RunSummary:
         return asdict(self)
 
 
-StatusCheck = Callable[[str, str], StatusResult]
-"""(job_id, status_url) -> what the status endpoint says."""
+StatusCheck = Callable[[str, str, float], StatusResult]
+"""(job_id, status_url, deadline) -> what the status endpoint says by the
+deadline (a ``time.monotonic()`` value)."""
 TimeLeft = Callable[[], float]
 """Seconds this run may still start work in (the handler's deadline minus its margin)."""
 
@@ -127,11 +142,16 @@ class Poller:
         # Starting shard rotates between runs, so when the backlog outlasts
         # a run's time no shard is always served last.
         first = now % self._shards
-        with ThreadPoolExecutor(self._parallel, thread_name_prefix="poll") as pool:
+        # No ``with`` block: leaving it would join every poll thread, and a
+        # run never waits on a poll past its own deadline (see _handle_page).
+        pool = ThreadPoolExecutor(self._parallel, thread_name_prefix="poll")
+        try:
             for offset in range(self._shards):
                 if not self._drain((first + offset) % self._shards, now, time_left, pool, tally):
                     complete = False
                     break
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
         return RunSummary(
             polled=tally[Tally.POLLED],
             recovered=tally[Tally.RECOVERED],
@@ -141,6 +161,7 @@ class Poller:
             remaining=tally[Tally.REMAINING],
             errors=tally[Tally.ERRORS],
             refused=tally[Tally.REFUSED],
+            configuration_errors=tally[Tally.CONFIGURATION_ERRORS],
             complete=complete,
         )
 
@@ -177,7 +198,13 @@ class Poller:
     ) -> None:
         reserve = self._policy.poll_reserve_seconds
         polls: list[Future[Iterable[Tally]]] = [
-            pool.submit(self._guarded, self._poll, item, now, time_left, reserve)
+            pool.submit(
+                self._guarded,
+                functools.partial(self._poll, item, now, time_left),
+                item,
+                time_left,
+                reserve,
+            )
             for item in items
             if item.get("state") == State.AWAITING
         ]
@@ -186,39 +213,55 @@ class Poller:
         for item in items:
             state = item.get("state")
             if state in (State.RECEIVED, State.PROCESSING):
-                tally.update(self._guarded(self._sweep, item, now, time_left, 0.0))
+                sweep = functools.partial(self._sweep, item, now)
+                tally.update(self._guarded(sweep, item, time_left, 0.0))
             elif state != State.AWAITING:
                 # A stale index entry for a job that has moved on.
                 tally[Tally.SKIPPED_STATE] += 1
-        for future in polls:
+        # A poll starts only with its whole reserve left and its fetch ends by
+        # its deadline, so all are normally done by now; one that is not (a
+        # stuck write) is left behind rather than waited on.
+        done, late = wait(polls, timeout=max(0.0, time_left()))
+        for future in done:
             tally.update(future.result())
+        for future in late:
+            future.cancel()
+            tally[Tally.REMAINING] += 1
+        if late:
+            logger.warning("status polls still running at the run's deadline", polls=len(late))
 
     def _guarded(
         self,
-        step: Callable[[dict[str, Any], int], Iterable[Tally]],
+        step: Callable[[], Iterable[Tally]],
         item: dict[str, Any],
-        now: int,
         time_left: TimeLeft,
         reserve: float,
     ) -> Iterable[Tally]:
         if time_left() <= reserve:
             return (Tally.REMAINING,)
         try:
-            return step(item, now)
+            return step()
         except ConfigurationError:
-            raise
+            # Deployed wrong (an empty token secret, say): ops must fix it, and
+            # meanwhile the rest of the run, sweeps of owed work included, goes
+            # on. The item keeps its due time.
+            logger.exception("poller step hit a configuration error", job_id=item.get("job_id"))
+            return (Tally.CONFIGURATION_ERRORS,)
         except Exception:
             # One job's failure must not stop the run; the item keeps its due
             # time, so the next run tries again.
             logger.exception("poller step failed", job_id=item.get("job_id"))
             return (Tally.ERRORS,)
 
-    def _poll(self, item: dict[str, Any], now: int) -> Iterable[Tally]:
+    def _poll(self, item: dict[str, Any], now: int, time_left: TimeLeft) -> Iterable[Tally]:
         job_id = str(item["job_id"])
         policy = self._policy
         registered_at = int(item.get("registered_at", now))
         cut_off = registered_at + policy.max_age_seconds
-        result = self._check(job_id, str(item.get("status_url", "")))
+        # A host that never answers gets its fetch cut here and counts as
+        # unreachable, so it reaches the cut-off (and "lost") like any other.
+        budget = min(policy.poll_timeout_seconds, time_left() - POLL_FINISH_SECONDS)
+        result = self._check(job_id, str(item.get("status_url", "")), time.monotonic() + budget)
         if result.verdict is Verdict.TERMINAL and result.event is not None:
             intake = self._intake.accept(result.event, Source.POLL, now)
             new = intake.outcome is Outcome.NEW

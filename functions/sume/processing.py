@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,8 +60,21 @@ class _Progress:
     bytes: int = 0
 
 
+TimeLeft = Callable[[], float]
+"""Seconds left in the Lambda invocation."""
+
+
 class JobBusy(Exception):
     """Another worker holds a live lease on the job: retry later."""
+
+
+class OutOfTime(Exception):
+    """Too little of the invocation is left for the next step: retry later.
+
+    Raised before claiming (the job is untouched) or before an artifact copy
+    (the claim is released first, with the copies made so far saved, so the
+    retry carries on from there).
+    """
 
 
 class LeaseRunningOut(Exception):
@@ -99,6 +113,7 @@ class JobProcessor:
         lease_seconds: int,
         retention_days: int,
         max_attempts: int,
+        time_reserve_seconds: float = 0.0,
     ) -> None:
         self._jobs = jobs
         self._payloads = payloads
@@ -108,25 +123,31 @@ class JobProcessor:
         self._lease = lease_seconds
         self._retention = retention_days * DAY
         self._max_attempts = max_attempts
+        self._reserve = time_reserve_seconds
 
     def _now(self) -> int:
         return int(self._clock())
 
-    def process(self, job_id: str) -> JobResult:
+    def process(self, job_id: str, time_left: TimeLeft | None = None) -> JobResult:
         """Do the job's follow-up work if it is owed and ours to do.
 
-        Returns what happened; raises ``JobBusy``, ``LeaseRunningOut``,
+        ``time_left`` gives the seconds left in the invocation: no step starts
+        that could not end ``time_reserve_seconds`` before it, and every
+        artifact fetch ends by then. Returns what happened; raises
+        ``JobBusy``, ``LeaseRunningOut``, ``OutOfTime``,
         ``TransientFetchError``, ``AnnounceFailed`` or botocore errors when a
         retry later should be made (the claim is released first).
         """
         if not job_id.strip():
             raise ValueError("message body is not a job id")
+        # Claiming costs an attempt; with no time to finish it would be wasted.
+        self._work_deadline(time_left)
         claimed, stored = self._jobs.claim(job_id, self._now(), self._lease)
         if claimed is None:
             return self._not_claimed(job_id, stored)
         claim_id = str(claimed["claim_id"])
         try:
-            return self._work(claimed, claim_id)
+            return self._work(claimed, claim_id, time_left)
         except _ClaimLost:
             return JobResult(job_id, Action.SKIPPED, "claim_lost")
         except Exception as exc:
@@ -149,7 +170,22 @@ class JobProcessor:
             raise JobBusy(f"job {job_id} is leased until {stored.get('lease_until')}")
         return JobResult(job_id, Action.SKIPPED, "not_received")
 
-    def _work(self, item: dict[str, Any], claim_id: str) -> JobResult:
+    def _work_deadline(self, time_left: TimeLeft | None) -> float | None:
+        """When work started now must end (``time.monotonic()``); None: no limit.
+
+        Raises ``OutOfTime`` when less than the reserve is left.
+        """
+        if time_left is None:
+            return None
+        usable = time_left() - self._reserve
+        if usable <= 0:
+            raise OutOfTime(
+                f"{usable + self._reserve:.1f} s left in the invocation, "
+                f"{self._reserve:.1f} s are kept to finish or release the job"
+            )
+        return time.monotonic() + usable
+
+    def _work(self, item: dict[str, Any], claim_id: str, time_left: TimeLeft | None) -> JobResult:
         event: JobEvent | None = None
         progress = _Progress()
         try:
@@ -162,7 +198,7 @@ class JobProcessor:
                 )
             event = self._event(item)
             if event.outcome == "completed":
-                self._copy_artifacts(item, claim_id, event, progress)
+                self._copy_artifacts(item, claim_id, event, progress, time_left)
         except _Problem as problem:
             return self._close(item, claim_id, event, progress, problem.details)
         return self._close(item, claim_id, event, progress, None)
@@ -207,6 +243,7 @@ class JobProcessor:
         claim_id: str,
         event: JobEvent,
         progress: _Progress,
+        time_left: TimeLeft | None,
     ) -> None:
         job_id = event.job_id
         try:
@@ -220,8 +257,12 @@ class JobProcessor:
             if previous is not None and previous.get("source_url") == url:
                 progress.artifacts.append(previous)
                 continue
+            # Checked before each copy: the copies so far are saved, so when
+            # time runs out, process() releases the claim and the retry
+            # carries on from here.
+            deadline = self._work_deadline(time_left)
             try:
-                stored = self._artifacts.copy(url, key)
+                stored = self._artifacts.copy(url, key, deadline=deadline)
             except PermanentFetchError as exc:
                 raise _Problem(exc.code, exc.message, url) from None
             progress.artifacts.append({**stored.as_record(), "stored_at": self._now()})

@@ -144,6 +144,8 @@ class WorkerSettings:
     read_timeout_seconds: float
     max_attempts: int = 10
     part_size_bytes: int = 8 * 1024**2
+    total_timeout_seconds: float = 270.0
+    time_reserve_seconds: float = 20.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> WorkerSettings:
@@ -158,6 +160,12 @@ class WorkerSettings:
             lease_seconds=_int(env, "LEASE_SECONDS", 900, minimum=1),
             connect_timeout_seconds=_seconds(env, "HTTP_CONNECT_TIMEOUT_SECONDS", 5),
             read_timeout_seconds=_seconds(env, "HTTP_READ_TIMEOUT_SECONDS", 30),
+            # One artifact download at most; within an invocation every copy
+            # also ends time_reserve_seconds before the function's deadline.
+            total_timeout_seconds=_seconds(env, "HTTP_TOTAL_TIMEOUT_SECONDS", 270),
+            # Covers what follows the last copy: its final part's upload, the
+            # announcement and the finish, or releasing the claim.
+            time_reserve_seconds=_seconds(env, "TIME_BUDGET_MARGIN_SECONDS", 20),
             max_attempts=_int(env, "MAX_ATTEMPTS", 10, minimum=1),
             # S3 refuses multipart parts under 5 MiB (except the last).
             part_size_bytes=_int(env, "ARTIFACT_PART_BYTES", 8 * 1024**2, minimum=5 * 1024**2),
@@ -178,6 +186,7 @@ class PollerSettings:
     time_budget_margin_seconds: int
     connect_timeout_seconds: float
     read_timeout_seconds: float
+    total_timeout_seconds: float = 15.0
     payloads_bucket_name: str | None = None
     secret_cache_seconds: int = 300
     redeliver_grace_seconds: int = 15
@@ -201,6 +210,8 @@ class PollerSettings:
             time_budget_margin_seconds=_int(env, "TIME_BUDGET_MARGIN_SECONDS", 10),
             connect_timeout_seconds=_int(env, "HTTP_CONNECT_TIMEOUT_SECONDS", 5, minimum=1),
             read_timeout_seconds=_int(env, "HTTP_READ_TIMEOUT_SECONDS", 10, minimum=1),
+            # One status poll, redirects included: a slow host gets no more.
+            total_timeout_seconds=_seconds(env, "HTTP_TOTAL_TIMEOUT_SECONDS", 15),
         )
 
 

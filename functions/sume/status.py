@@ -196,8 +196,10 @@ class StatusUnavailable(Exception):
         self.permanent = permanent
 
 
-HttpGet = Callable[[str, Mapping[str, str]], tuple[int, str]]
-"""GET a URL with headers; return (status code, body text) or raise StatusUnavailable."""
+HttpGet = Callable[[str, Mapping[str, str], float | None], tuple[int, str]]
+"""GET a URL with headers before a deadline (``time.monotonic()``, None: the
+client's own total timeout); return (status code, body text) or raise
+StatusUnavailable."""
 
 
 def _host(url: str) -> str | None:
@@ -234,25 +236,27 @@ class StatusClient:
         self._token = token
         self._allowed = tuple(allowed_hosts)
 
-    def check(self, job_id: str, status_url: str) -> StatusResult:
+    def check(self, job_id: str, status_url: str, deadline: float | None = None) -> StatusResult:
         if self._allowed and not host_listed(status_url, self._allowed):
             # Before the token is even read; the fetch would refuse the host too.
             return StatusResult(Verdict.UNREACHABLE, REFUSED_HOST, permanent=True)
         headers = bearer_headers(self._token() if self._allowed else None)
         try:
-            http_status, text = self._get(status_url, headers)
+            http_status, text = self._get(status_url, headers, deadline)
         except StatusUnavailable as exc:
             return StatusResult(Verdict.UNREACHABLE, exc.reason, permanent=exc.permanent)
         return interpret(job_id, http_status, text)
 
 
-def status_getter(policy: UrlPolicy, connect_timeout: float, read_timeout: float) -> HttpGet:
+def status_getter(
+    policy: UrlPolicy, connect_timeout: float, read_timeout: float, total_timeout: float
+) -> HttpGet:
     """GET through ``sume.fetch`` (SSRF-safe: same URL rules as artifact downloads)."""
-    http = SafeHttp(policy, connect_timeout, read_timeout)
+    http = SafeHttp(policy, connect_timeout, read_timeout, total_timeout=total_timeout)
 
-    def get(url: str, headers: Mapping[str, str]) -> tuple[int, str]:
+    def get(url: str, headers: Mapping[str, str], deadline: float | None) -> tuple[int, str]:
         try:
-            return http.get_text(url, headers, max_bytes=MAX_STATUS_BYTES)
+            return http.get_text(url, headers, max_bytes=MAX_STATUS_BYTES, deadline=deadline)
         except FetchError as exc:
             raise StatusUnavailable(exc.code, permanent=exc.permanent) from exc
 

@@ -534,6 +534,18 @@ def test_an_alarm_fires_on_a_spike_of_4xx_throttles_included(dev: Stage, prod: S
         assert (spike["Threshold"], spike["Period"]) == (threshold, 300)
 
 
+def test_a_poll_configuration_error_is_alarmed(dev: Stage) -> None:
+    props = _alarms(dev)["PollerConfigurationErrors"]
+    assert (props["Namespace"], props["MetricName"]) == (
+        METRICS_NAMESPACE,
+        "PollerConfigurationErrors",
+    )
+    assert props["Dimensions"] == [{"Name": "service", "Value": SERVICE_NAME}]
+    assert (props["Statistic"], props["Threshold"]) == ("Sum", 1)
+    assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert [ref_name(a) for a in props["AlarmActions"]] == ["MonitoringAlarmTopic"]
+
+
 def test_alarm_topic_is_encrypted_and_email_is_optional(dev: Stage, prod: Stage) -> None:
     for stage in (dev, prod):
         _, topic = stage.one("MonitoringAlarmTopic", "AWS::SNS::Topic")

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import io
+import json
+import logging
 from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -38,3 +42,30 @@ def local_urls(monkeypatch: pytest.MonkeyPatch) -> None:
     """The loopback server is http on 127.0.0.1: allowed only in local mode."""
     monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
     monkeypatch.setenv("ALLOW_PRIVATE_HOSTS", "true")
+
+
+class Logs:
+    """What the functions log, exactly as Lambda would print it (Powertools JSON)."""
+
+    def __init__(self, stream: io.StringIO) -> None:
+        self._stream = stream
+
+    @property
+    def text(self) -> str:
+        return self._stream.getvalue()
+
+    def lines(self, level: str | None = None) -> list[dict[str, Any]]:
+        parsed = [json.loads(line) for line in self.text.splitlines()]
+        return [p for p in parsed if level is None or p["level"] == level]
+
+
+@pytest.fixture
+def logs() -> Iterator[Logs]:
+    from sume.observability import logger
+
+    handler = logger.registered_handler
+    assert isinstance(handler, logging.StreamHandler)
+    stream = io.StringIO()
+    previous = handler.setStream(stream)
+    yield Logs(stream)
+    handler.setStream(previous)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -17,6 +18,7 @@ from sume import aws as clients
 from sume.envelope import parse
 from sume.jobs import JobsTable, Source, State
 from sume.registry import Registry
+from sume.schema import due_shard
 from sume.settings import PollerSettings
 from tests.awscalls import counting_aws_calls
 from tests.builders import (
@@ -371,7 +373,9 @@ def test_expired_lease_is_owed_work_again(aws, sume):
 
 
 class Budget:
-    """A run's time left: plenty for the first ``calls`` checks, then none."""
+    """A run's time left: plenty for the first ``calls`` checks, then too little
+    to start a poll (less than one poll's reserve), though enough to finish the
+    polls already started: time runs down, it does not jump to the deadline."""
 
     def __init__(self, calls: int) -> None:
         self.calls = calls
@@ -380,7 +384,7 @@ class Budget:
     def __call__(self) -> float:
         with self._lock:
             self.calls -= 1
-            return FOREVER if self.calls >= 0 else 0.0
+            return FOREVER if self.calls >= 0 else 10.0
 
 
 def test_run_out_of_time_leaves_the_rest_for_the_next_run(aws, sume):
@@ -428,6 +432,7 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
         "remaining",
         "errors",
         "refused",
+        "configuration_errors",
         "complete",
     }
     assert (tight["polled"], tight["rescheduled"], tight["complete"]) == (0, 0, False)
@@ -473,3 +478,120 @@ def test_the_due_index_is_sparse_and_never_scanned(aws, sume):
     assert (summary.polled, summary.swept) == (1, 1)
     assert calls.calls["dynamodb.Query"] == SHARDS
     assert calls.calls["dynamodb.Scan"] == 0
+
+
+# -- deadlines and faults that must not stop a run ------------------------------------
+# Short function timeouts (set per test) stand in for the stack's 120 s; the
+# bounds checked are "before the function's deadline", never a speed claim.
+
+
+@pytest.fixture
+def short_polls(monkeypatch):
+    monkeypatch.setenv("HTTP_TOTAL_TIMEOUT_SECONDS", "1.5")
+    monkeypatch.setenv("TIME_BUDGET_MARGIN_SECONDS", "1")
+
+
+def test_a_slow_status_host_stalls_neither_the_run_nor_the_other_polls(aws, sume, short_polls):
+    now = time.time()
+    quick = [f"job_quick_{i}" for i in range(4)]
+    for job_id in quick:
+        register(aws, Clock(now - 1000), job_id, sume.job_url(job_id))
+        sume.answer(job_id, {"status": "running"})
+    register(aws, Clock(now - 1000), "job_trickle", sume.job_url("job_trickle"))
+    # Headers at once, then a byte every half second: no single read ever
+    # times out, and the answer would take 30 s.
+    sume.route("/v1/jobs/job_trickle", body=lambda: itertools.repeat(b" ", 60), interval=0.5)
+    context = LambdaContext(timeout_seconds=20)
+
+    summary = poller.handler(scheduled_event(), context)
+
+    assert context.get_remaining_time_in_millis() > 0
+    assert (summary["polled"], summary["rescheduled"], summary["complete"]) == (5, 5, True)
+    assert [sume.polls_of(j) for j in quick] == [1] * 4
+    slow = table(aws).get("job_trickle")
+    assert slow is not None
+    assert (slow["state"], slow["poll_attempts"]) == (State.AWAITING, 1)
+
+
+def test_a_host_that_never_answers_is_lost_at_the_cut_off(aws, sume, short_polls, monkeypatch):
+    monkeypatch.setenv("MAX_POLL_AGE_SECONDS", "900")
+    register(aws, Clock(time.time() - 900), "job_mute", sume.job_url("job_mute"))
+    # It sends its head a byte every half second: no read ever times out, and
+    # the answer would never be complete within the function's time.
+    head = [b"HTTP/1.0 200 OK\r\n", b"x-wait: "]
+    sume.route(
+        "/v1/jobs/job_mute",
+        body=lambda: itertools.chain(head, itertools.repeat(b"z", 60)),
+        interval=0.5,
+        raw=True,
+    )
+    context = LambdaContext(timeout_seconds=20)
+
+    summary = poller.handler(scheduled_event(), context)
+
+    assert context.get_remaining_time_in_millis() > 0
+    assert (summary["polled"], summary["lost"]) == (1, 1)
+    item = table(aws).get("job_mute")
+    assert item is not None
+    assert item["state"] == State.LOST
+
+
+def one_job_per_shard(prefix: str) -> list[str]:
+    by_shard: dict[int, str] = {}
+    for i in itertools.count():
+        job_id = f"{prefix}_{i}"
+        by_shard.setdefault(due_shard(job_id, SHARDS), job_id)
+        if len(by_shard) == SHARDS:
+            return [by_shard[s] for s in range(SHARDS)]
+    raise AssertionError("unreachable")
+
+
+def test_a_poll_configuration_error_does_not_stop_the_sweeps(aws, sume, monkeypatch, capsys, logs):
+    # An empty token secret is the operator's fault, met inside one poll.
+    secret = clients.client("secretsmanager").create_secret(Name="sume-api-token", SecretString=" ")
+    monkeypatch.setenv("SUME_API_TOKEN_ARN", secret["ARN"])
+    # The token is only read for a listed host.
+    monkeypatch.setenv("STATUS_ALLOWED_HOSTS", "127.0.0.1")
+    # The run starts at the polled job's shard, so every sweep comes after it.
+    shard = due_shard("job_cfg", SHARDS)
+    now = int(time.time())
+    now -= (now - shard) % SHARDS
+    register(aws, Clock(now - 1000), "job_cfg", sume.job_url("job_cfg"))
+    due_at = (table(aws).get("job_cfg") or {})["due_at"]
+    owed = one_job_per_shard("job_owed")
+    for job_id in owed:
+        event = parse(json.dumps(job_body(job_id)).encode())
+        table(aws).record(event, Source.WEBHOOK, now - 200, sweep_at=now - 100)  # type: ignore[arg-type]
+
+    summary = make_poller(Clock(now)).run(lambda: FOREVER)
+
+    assert (summary.configuration_errors, summary.errors, summary.polled) == (1, 0, 0)
+    assert (summary.swept, summary.complete) == (SHARDS, True)
+    assert sorted(drain_queue(aws)) == sorted(owed)
+    assert sume.polls_of("job_cfg") == 0
+    assert (table(aws).get("job_cfg") or {})["due_at"] == due_at  # asked again next run
+
+    result = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+    assert (result["configuration_errors"], result["swept"]) == (1, 0)
+    errors = logs.lines("ERROR")
+    assert [e["job_id"] for e in errors] == ["job_cfg", "job_cfg"]
+    assert all("configuration error" in e["message"] for e in errors)
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    # PollerConfigurationErrors is the metric the stack alarms on.
+    assert emitted[-1]["PollerConfigurationErrors"] == [1.0]
+
+
+def test_status_url_secrets_stay_out_of_the_logs(aws, sume, short_polls, logs):
+    now = time.time()
+    secret = "?token=s3cr3t"
+    sume.route("/v1/jobs/job_busy" + secret, status=503)
+    sume.route("/v1/jobs/job_denied" + secret, status=403)
+    sume.redirect("/v1/jobs/job_hop" + secret, "http://169.254.169.254/latest" + secret)
+    for job_id in ("job_busy", "job_denied", "job_hop"):
+        register(aws, Clock(now - 1000), job_id, sume.job_url(job_id) + secret)
+
+    summary = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=30))
+
+    assert summary["polled"] == 3
+    assert [line["message"] for line in logs.lines()].count("status poll failed") == 3
+    assert "s3cr3t" not in logs.text

@@ -6,6 +6,7 @@ them: an EventBridge rule on the bus with an SQS queue as its target.
 """
 
 import hashlib
+import itertools
 import json
 import threading
 import time
@@ -18,7 +19,7 @@ import worker
 from devtools import moto_atomic
 from sume.fetch import TransientFetchError
 from sume.jobs import JobsTable
-from sume.processing import Action, JobBusy
+from sume.processing import Action, JobBusy, OutOfTime
 from sume.schema import DETAIL_TYPES, EVENT_SOURCE
 from sume.settings import WorkerSettings
 from tests.builders import LambdaContext, delivery_event, job_body, sqs_event
@@ -410,3 +411,90 @@ def test_an_event_stored_in_s3_is_read_from_there(world, server, local_urls):
 def test_unknown_and_empty_messages(aws):
     ids, failed = run("job_that_was_never_received", " ")
     assert failed == [ids[1]]
+
+
+# -- the invocation's deadline -------------------------------------------------------
+# A short function timeout (set per test) stands in for the stack's 300 s; the
+# bound checked is "before the function's deadline", never a speed claim.
+
+
+def test_a_trickling_artifact_is_cut_before_the_deadline_and_the_retry_resumes(
+    world, server, local_urls, monkeypatch
+):
+    monkeypatch.setenv("TIME_BUDGET_MARGIN_SECONDS", "2")
+    done = server.route("/v/0.mp4", body=b"first", headers=MP4)
+    # A byte every 0.2 s: no read ever times out, and the whole takes 20 s.
+    slow = server.route(
+        "/v/1.mp4", body=lambda: itertools.repeat(b"x", 100), interval=0.2, headers=MP4
+    )
+    job_id = deliver(job_body(artifacts=[done, slow]))
+    next_in_batch = deliver(job_body(event="job.failed"))
+    event = sqs_event([job_id, next_in_batch])
+    context = LambdaContext(timeout_seconds=6)
+
+    response = worker.handler(event, context)
+
+    assert context.get_remaining_time_in_millis() > 0
+    assert [f["itemIdentifier"] for f in response["batchItemFailures"]] == [
+        r["messageId"] for r in event["Records"]
+    ]
+    stored = world.item(job_id)
+    assert stored["state"] == "processing"
+    assert stored["lease_until"] < time.time()  # released: the retry need not wait
+    assert stored["last_error"]["code"] == "deadline"
+    assert [a["key"] for a in stored["artifacts"]] == [f"jobs/{job_id}/000-0.mp4"]
+    # No time was left to finish it: it was not even claimed.
+    untouched = world.item(next_in_batch)
+    assert untouched["state"] == "received"
+    assert "attempts" not in untouched
+    assert world.announcements() == []
+
+    server.route("/v/1.mp4", body=b"second", headers=MP4)
+    assert run(job_id, next_in_batch)[1] == []
+    assert world.item(job_id)["state"] == "processed"
+    assert world.item(job_id)["attempts"] == 2
+    assert (server.hits["/v/0.mp4"], server.hits["/v/1.mp4"]) == (1, 2)
+    assert world.item(next_in_batch)["state"] == "processed"
+    assert len(world.announcements()) == 2
+
+
+def test_no_copy_starts_without_the_time_to_finish_it(world, server, local_urls):
+    urls = [server.route(f"/o/{i}.mp4", body=b"o") for i in range(2)]
+    job_id = deliver(job_body(artifacts=urls))
+    settings = WorkerSettings.from_env()
+    # Seconds left when claiming, before the first copy, before the second.
+    left = iter([100.0, 100.0, settings.time_reserve_seconds])
+
+    with pytest.raises(OutOfTime):
+        worker.build_processor(settings).process(job_id, lambda: next(left))
+
+    stored = world.item(job_id)
+    assert stored["state"] == "processing"
+    assert stored["lease_until"] < time.time()
+    assert stored["last_error"]["code"] == "OutOfTime"
+    assert len(stored["artifacts"]) == 1
+    assert server.hits["/o/1.mp4"] == 0
+
+    later = time.time() + 2
+    result = worker.build_processor(settings, clock=lambda: later).process(job_id, lambda: 100.0)
+    assert result.action is Action.PROCESSED
+    assert (result.artifacts_copied, len(result.artifacts)) == (1, 2)
+    assert server.hits["/o/0.mp4"] == 1
+
+
+def test_presigned_query_strings_stay_out_of_the_logs_and_the_item(world, server, local_urls, logs):
+    url = server.route(
+        "/signed.mp4?X-Amz-Signature=s3cr3t&X-Amz-Credential=AKIDEXAMPLE", status=503
+    )
+    job_id = deliver(job_body(artifacts=[url]))
+
+    ids, failed = run(job_id)
+
+    assert failed == ids
+    last_error = world.item(job_id)["last_error"]
+    assert (last_error["code"], last_error["url"]) == ("http_503", server.url("/signed.mp4"))
+    (retried,) = [line for line in logs.lines() if line["message"] == "job will be retried"]
+    assert retried["error"]["code"] == "http_503"
+    for text in (logs.text, json.dumps(last_error)):
+        assert "s3cr3t" not in text
+        assert "AKIDEXAMPLE" not in text

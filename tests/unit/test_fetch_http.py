@@ -1,10 +1,24 @@
-"""sume.fetch.SafeHttp against a loopback server: status classes, redirects, caps, TLS."""
+"""sume.fetch.SafeHttp against a loopback server: status classes, redirects, caps, TLS,
+deadlines, compressed answers and what errors may say about a URL."""
+
+import gzip
+import itertools
+import json
+import threading
+import time
+import tracemalloc
 
 import pytest
 
-from sume.fetch import PermanentFetchError, RefusedUrl, SafeHttp, TransientFetchError
+from sume.fetch import (
+    FetchError,
+    PermanentFetchError,
+    RefusedUrl,
+    SafeHttp,
+    TransientFetchError,
+)
 from sume.settings import UrlPolicy
-from tests.httpserver import LoopbackServer, repeat_chunks, tls_context
+from tests.httpserver import LoopbackServer, MiB, endless, repeat_chunks, tls_context
 
 LOCAL = UrlPolicy(allow_http=True, allow_private_hosts=True, allowed_hosts=())
 STRICT = UrlPolicy(allow_http=False, allow_private_hosts=False, allowed_hosts=())
@@ -186,3 +200,175 @@ def test_https_verifies_the_certificate_for_the_host_name(tls_server):
     ):
         pass
     assert info.value.code == "tls_certificate"
+
+
+# -- deadlines ---------------------------------------------------------------------
+# Every fetch below would run for minutes (or forever) on per-read timeouts
+# alone; the bounds asserted are many times the deadline, never a speed claim.
+
+GENEROUS = 15.0
+
+
+def within(seconds):
+    return time.monotonic() + seconds
+
+
+def ends_at_the_deadline(fetch):
+    started = time.monotonic()
+    with pytest.raises(TransientFetchError) as info:
+        fetch()
+    assert info.value.code == "deadline"
+    assert time.monotonic() - started < GENEROUS
+    return info.value
+
+
+def drain(client, url, **kw):
+    with client.open(url, **kw) as response:
+        return response.read()
+
+
+def test_a_trickling_body_ends_at_the_deadline_not_as_a_short_body(server):
+    # No content-length: were the cut taken for the end, a truncated
+    # artifact would be stored as complete.
+    url = server.route("/trickle", body=lambda: endless(b"x"), interval=0.1)
+    ends_at_the_deadline(lambda: drain(http(read_timeout=2.0), url, deadline=within(1.0)))
+
+
+def test_a_trickling_https_body_ends_at_the_deadline(tls_server):
+    server, ca = tls_server
+    url = server.route("/t", body=lambda: endless(b"x"), interval=0.1)
+    url = url.replace("127.0.0.1", "artifacts.test")
+    client = SafeHttp(
+        LOCAL, 1.0, 2.0, resolver=names({"artifacts.test": ["127.0.0.1"]}), ca_certs=ca
+    )
+    ends_at_the_deadline(lambda: drain(client, url, deadline=within(1.0)))
+
+
+def test_a_trickling_header_ends_at_the_deadline(server):
+    head = [b"HTTP/1.0 200 OK\r\n", b"x-slow: "]
+    url = server.route(
+        "/h", body=lambda: itertools.chain(head, endless(b"x")), interval=0.1, raw=True
+    )
+    ends_at_the_deadline(lambda: http(read_timeout=2.0).get_text(url, deadline=within(1.0)))
+
+
+def test_without_a_deadline_the_total_timeout_applies(server):
+    url = server.route("/trickle", body=lambda: endless(b"x"), interval=0.1)
+    ends_at_the_deadline(lambda: http(read_timeout=2.0, total_timeout=1.0).get_text(url))
+
+
+def test_a_slow_name_lookup_ends_at_the_deadline(server):
+    url = server.route("/a", body=b"a").replace("127.0.0.1", "slow-dns.test")
+    released = threading.Event()
+
+    def resolver(host, port):
+        released.wait(60)
+        return ["127.0.0.1"]
+
+    try:
+        ends_at_the_deadline(lambda: drain(http(resolver=resolver), url, deadline=within(0.5)))
+    finally:
+        released.set()
+    assert server.hits["/a"] == 0
+
+
+def test_a_deadline_already_past_sends_nothing(server):
+    url = server.route("/a", body=b"a")
+    ends_at_the_deadline(lambda: drain(http(), url, deadline=time.monotonic()))
+    assert server.hits["/a"] == 0
+
+
+def test_a_redirect_body_is_never_read(server):
+    sent = []
+
+    def huge():
+        for chunk in repeat_chunks(256 * MiB):
+            sent.append(len(chunk))
+            yield chunk
+
+    server.route("/final", body=b"done")
+    server.route("/hop", status=302, headers={"location": "/final"}, body=huge, length=256 * MiB)
+    assert drain(http(), server.url("/hop")) == b"done"
+    assert server.wait_answered("/hop")
+    # What the server got into socket buffers before the connection closed.
+    assert sum(sent) < 32 * MiB
+
+
+# -- compressed answers --------------------------------------------------------------
+
+
+def gzipped(data):
+    return gzip.compress(data, compresslevel=9)
+
+
+def test_a_gzip_status_answer_is_decoded_here(server):
+    body = json.dumps({"status": "running", "pad": "p" * 5000}).encode()
+    url = server.route("/s", body=gzipped(body), headers={"content-encoding": "gzip"})
+    assert http().get_text(url) == (200, body.decode())
+    assert server.requests[-1].headers["accept-encoding"] == "gzip"
+    assert http().get_json(url)["status"] == "running"
+
+
+def test_a_gzip_bomb_is_refused_without_being_held(server):
+    # 128 gzip members of 1 MiB of zeros each: 128 MiB for about 130 KB sent.
+    bomb = gzipped(bytes(MiB)) * 128
+    url = server.route("/bomb", body=bomb, headers={"content-encoding": "gzip"})
+    tracemalloc.start()
+    try:
+        with pytest.raises(PermanentFetchError) as info:
+            http().get_text(url, max_bytes=1 * MiB)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert info.value.code == "too_large"
+    assert peak < 16 * MiB
+
+
+def test_an_encoding_not_asked_for_is_refused(server):
+    url = server.route("/br", body=b"\x1b\x00", headers={"content-encoding": "br"})
+    with pytest.raises(PermanentFetchError) as info:
+        http().get_text(url)
+    assert info.value.code == "unsupported_encoding"
+
+
+def test_artifacts_are_asked_for_and_kept_unencoded(server):
+    packed = gzipped(b"video")
+    url = server.route("/a.gz", body=packed, headers={"content-encoding": "gzip"})
+    assert drain(http(), url) == packed
+    assert server.requests[-1].headers["accept-encoding"] == "identity"
+
+
+# -- no secrets from URLs ---------------------------------------------------------------
+
+SIGNED = "?X-Amz-Signature=s3cr3t&X-Amz-Credential=AKIDEXAMPLE"
+
+
+def assert_no_secret(error, url):
+    redacted = url.split("?")[0]
+    assert error.url == redacted
+    for text in (str(error), repr(error), error.message, json.dumps(error.as_dict())):
+        assert "s3cr3t" not in text
+        assert "AKIDEXAMPLE" not in text
+
+
+@pytest.mark.parametrize("status", [404, 503])
+def test_fetch_errors_carry_the_redacted_url_only(server, status):
+    url = server.route("/gone.mp4" + SIGNED, status=status)
+    with pytest.raises(FetchError) as info:
+        drain(http(), url)
+    assert info.value.status == status
+    assert_no_secret(info.value, url)
+    assert info.value.message == f"HTTP {status} from {server.url('/gone.mp4')}"
+
+
+def test_refused_urls_and_redirect_targets_are_redacted_too(server):
+    refused = "ftp://cdn.example/a.mp4" + SIGNED
+    with pytest.raises(RefusedUrl) as info:
+        drain(http(), refused)
+    assert_no_secret(info.value, refused)
+    target = server.url("/secret", host="internal.test") + SIGNED
+    hop = server.redirect("/hop", target)
+    policy = UrlPolicy(allow_http=True, allow_private_hosts=True, allowed_hosts=("127.0.0.1",))
+    with pytest.raises(RefusedUrl) as info:
+        drain(http(policy), hop)
+    assert_no_secret(info.value, target)

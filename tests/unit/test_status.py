@@ -151,17 +151,18 @@ def test_error_answers_are_unreachable(status, permanent):
 def test_client_sends_the_token_and_maps_the_answer():
     seen = []
 
-    def get(url, headers):
-        seen.append((url, dict(headers)))
+    def get(url, headers, deadline):
+        seen.append((url, dict(headers), deadline))
         return answer({"status": "completed"})
 
     client = StatusClient(get, lambda: "tok", ("sume.example",))
-    result = client.check("job_1", "https://sume.example/jobs/job_1")
+    result = client.check("job_1", "https://sume.example/jobs/job_1", 1234.5)
     assert result.verdict is Verdict.TERMINAL
     assert seen == [
         (
             "https://sume.example/jobs/job_1",
             {"accept": "application/json", "authorization": "Bearer tok"},
+            1234.5,
         )
     ]
 
@@ -172,7 +173,7 @@ def test_client_without_token_sends_no_authorization():
 
 
 def test_client_turns_fetch_failures_into_unreachable():
-    def get(url, headers):
+    def get(url, headers, deadline):
         raise StatusUnavailable("refused_host", permanent=True)
 
     result = StatusClient(get, lambda: None, ()).check("job_1", "https://x/y")
@@ -184,7 +185,7 @@ def test_client_turns_fetch_failures_into_unreachable():
 
 
 def recording_get(seen):
-    def get(url, headers):
+    def get(url, headers, deadline=None):
         seen.append((url, dict(headers)))
         return answer({"status": "running"})
 

@@ -9,7 +9,7 @@ def policy(**overrides):
         "max_interval_seconds": 6 * 3600,
         "max_age_seconds": 7 * 24 * 3600,
         "sweep_after_seconds": 120,
-        "poll_reserve_seconds": 15.0,
+        "poll_timeout_seconds": 15.0,
     }
     values.update(overrides)
     return PollPolicy(**values)
