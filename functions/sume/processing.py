@@ -216,9 +216,20 @@ class JobProcessor:
 
     def _release(self, job_id: str, claim_id: str, exc: Exception) -> None:
         try:
-            self._jobs.release(job_id, claim_id, self._now(), failure_details(exc))
+            self._give_back(job_id, claim_id, failure_details(exc))
         except Exception as release_error:  # the original failure is what must surface
             exc.add_note(f"releasing the claim failed too: {release_error!r}")
+
+    def _give_back(self, job_id: str, claim_id: str, details: dict[str, str]) -> None:
+        """Release the claim; should DynamoDB refuse the details, with their code alone.
+
+        Sending the refused write again would fail again, and an unreleased
+        claim makes the retry wait out the whole lease.
+        """
+        try:
+            self._jobs.release(job_id, claim_id, self._now(), details)
+        except InvalidWrite:
+            self._jobs.release(job_id, claim_id, self._now(), {"code": details["code"]})
 
     def _not_claimed(self, job_id: str, stored: dict[str, Any] | None) -> JobResult:
         if stored is None:

@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 from moto.dynamodb.models.dynamo_type import LimitedSizeDict
 
 import worker
+from sume.fetch import TransientFetchError
 from sume.schema import DETAIL_TYPES
 from sume.settings import WorkerSettings
 from tests.builders import job_body
@@ -321,3 +322,16 @@ def test_a_refused_progress_write_is_a_processing_error(
     assert stored["processing_error"]["code"] == "write_refused"
     assert server.hits["/p.mp4"] == 1
     assert len(put_events) == 1
+
+
+def test_a_refused_release_gives_the_claim_back_with_the_code_alone(world, server, local_urls):
+    job_id = deliver(job_body(artifacts=[server.route("/down.mp4", status=503)]))
+    processor, dynamodb = processor_with(lambda update: "last_error" in update)
+
+    with pytest.raises(TransientFetchError):
+        processor.process(job_id)
+
+    assert dynamodb.refused == 1
+    stored = world.item(job_id)
+    assert stored["last_error"] == {"code": "http_503"}
+    assert stored["lease_until"] < time.time()  # the retry need not wait out the lease
