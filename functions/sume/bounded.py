@@ -27,7 +27,6 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from sume.urls import redact_url
 
@@ -62,7 +61,8 @@ def scrub_urls(text: str, urls: Iterable[str] = ()) -> str:
     """
     for url in urls:
         text = text.replace(url, redact_url(url))
-        query = urlsplit(url).query
+        # Not urlsplit: it raises on the malformed URLs error messages often name.
+        query = url.partition("?")[2].partition("#")[0]
         if query:
             text = text.replace(f"?{query}", "")
     return _ABSOLUTE_URL.sub(lambda match: redact_url(match.group()), text)

@@ -119,3 +119,11 @@ def test_urls_in_messages_lose_their_query_and_user_info():
         "redirected to http://other.example:8080/b"
     )
     assert scrub_urls("no url here: just text") == "no url here: just text"
+
+
+def test_a_malformed_url_in_a_message_is_scrubbed_too():
+    url = "https://[::1/a.mp4?sig=5ecre7"
+
+    scrubbed = scrub_urls(f"cannot parse URL {url}; url: /a.mp4?sig=5ecre7", [url])
+
+    assert scrubbed == "cannot parse URL <unparseable url>; url: /a.mp4"
