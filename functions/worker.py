@@ -126,6 +126,11 @@ def observe(result: JobResult) -> None:
             artifacts_copied=result.artifacts_copied,
             attempts=result.attempts,
         )
+    if result.details_dropped:
+        logger.error(
+            "DynamoDB refused the full finish write: the item holds only the state and codes",
+            outcome=result.outcome,
+        )
     if result.bytes_copied:
         metrics.add_metric(name="ArtifactBytes", unit="Bytes", value=result.bytes_copied)
 

@@ -44,11 +44,15 @@ SHOWN = frozenset(
         "received_at",
         "outcome",
         "error",
+        "error_truncated",
+        "details_dropped",
         "processing_error",
         "last_error",
         "last_error_at",
         "processed_at",
         "artifacts",
+        "artifact_count",
+        "artifacts_truncated",
         "due_at",
         "due_shard",
         "claim_id",
@@ -105,6 +109,29 @@ def _artifact(value: Any) -> str:
     return _compact(value)
 
 
+DROPPED = "not recorded: DynamoDB refused the finish (the announcement has them)"
+
+
+def _listed(item: dict[str, Any]) -> str | None:
+    """How many artifacts the item lists, when it could not list them all."""
+    if not item.get("artifacts_truncated"):
+        return None
+    listed = len(item.get("artifacts") or [])
+    return f"{item.get('artifact_count')} stored; the item lists the first {listed}"
+
+
+def _sume_error(item: dict[str, Any]) -> Any:
+    """Sume's error as the worker keeps it: JSON text, cut when ``error_truncated``.
+
+    Shown as stored (ASCII, with escapes), so even a lone surrogate prints;
+    items finished before the text form hold a map.
+    """
+    error = item.get("error")
+    if isinstance(error, str) and item.get("error_truncated"):
+        return f"{error}... (cut at {len(error)} characters)"
+    return error
+
+
 def render(item: dict[str, Any]) -> str:
     """The item as labelled lines, most telling first; absent attributes are skipped.
 
@@ -135,11 +162,13 @@ def render(item: dict[str, Any]) -> str:
     add("last delivery", when("last_delivery_at"))
     add("received", when("received_at"))
     add("outcome", item.get("outcome"))
-    add("error", item.get("error"))
+    add("error", _sume_error(item))
+    add("details", DROPPED if item.get("details_dropped") else None)
     add("processing error", item.get("processing_error"))
     if "last_error" in item:
         add("last error", f"{when('last_error_at') or '-'}  {_compact(item['last_error'])}")
     add("processed", when("processed_at"))
+    add("artifacts", _listed(item))
     for artifact in item.get("artifacts") or []:
         add("artifact", _artifact(artifact))
     if "due_at" in item:

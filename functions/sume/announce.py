@@ -4,6 +4,13 @@ Source ``sume.webhooks``, one detail-type per result (``sume.schema.DETAIL_TYPES
 and a detail whose shape is documented in the README. Other services subscribe
 with a rule; nothing here changes when they do. Fields are only ever added;
 ``version`` changes if one ever has to change meaning.
+
+EventBridge refuses an entry over 256 KB, and a refused announcement would be
+retried forever, so the detail is bounded by construction: Sume's ``error``
+goes through ``sume.bounded.announced_error``, ``event`` and ``status`` are
+cut, and the artifact list keeps its first records while the whole detail
+stays within ``MAX_DETAIL_BYTES``; ``artifact_count`` always says how many
+there were, ``artifacts_truncated`` whether some were left out.
 """
 
 from __future__ import annotations
@@ -13,10 +20,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from sume.bounded import announced_error, bounded_text
 from sume.schema import DETAIL_TYPES, EVENT_SOURCE
 
 DETAIL_VERSION = 1
 ARTIFACT_FIELDS = ("bucket", "key", "uri", "size", "sha256", "content_type", "source_url")
+# EventBridge's entry limit is 256 KiB for Source, DetailType, Detail and Time
+# together; the rest of the entry is far under the 16 KiB this leaves.
+MAX_DETAIL_BYTES = 240 * 1024
+MAX_NAME_BYTES = 256
 
 
 class AnnounceFailed(Exception):
@@ -47,18 +59,41 @@ class Announcement:
         return DETAIL_TYPES[self.result]
 
     def detail(self) -> dict[str, Any]:
-        return {
+        error, error_truncated = announced_error(self.error)
+        detail = {
             "version": DETAIL_VERSION,
             "job_id": self.job_id,
             "outcome": self.outcome,
-            "event": self.event,
-            "status": self.status,
-            "error": self.error,
+            "event": _name(self.event),
+            "status": _name(self.status),
+            "error": error,
+            "error_truncated": error_truncated,
             "processing_error": self.processing_error,
-            "artifacts": [{k: a.get(k) for k in ARTIFACT_FIELDS} for a in self.artifacts],
+            "artifacts": [],
+            "artifact_count": len(self.artifacts),
+            "artifacts_truncated": False,
             "processed_at": iso_time(self.processed_at),
             "replay": self.replay,
         }
+        room = MAX_DETAIL_BYTES - len(to_json(detail))
+        kept = detail["artifacts"]
+        for artifact in self.artifacts:
+            record = {k: artifact.get(k) for k in ARTIFACT_FIELDS}
+            room -= len(to_json(record)) + (1 if kept else 0)
+            if room < 0:
+                detail["artifacts_truncated"] = True
+                break
+            kept.append(record)
+        return detail
+
+
+def _name(value: str | None) -> str | None:
+    return None if value is None else bounded_text(value, MAX_NAME_BYTES)
+
+
+def to_json(detail: dict[str, Any]) -> str:
+    """The detail as sent: compact and ASCII-only, so its length is its size in bytes."""
+    return json.dumps(detail, separators=(",", ":"))
 
 
 class Announcer:
@@ -73,7 +108,7 @@ class Announcer:
                 {
                     "Source": EVENT_SOURCE,
                     "DetailType": announcement.detail_type,
-                    "Detail": json.dumps(announcement.detail(), separators=(",", ":")),
+                    "Detail": to_json(announcement.detail()),
                     "EventBusName": self._bus,
                     "Time": datetime.datetime.fromtimestamp(
                         announcement.processed_at, datetime.UTC

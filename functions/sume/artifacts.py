@@ -21,9 +21,13 @@ from urllib.parse import quote, unquote, urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from sume.bounded import clean_text
 from sume.fetch import SafeHttp
+from sume.urls import redact_url
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
+# A media type is printable ASCII; the remote server's header is kept only if it is one.
+_CONTENT_TYPE = re.compile(r"[\x21-\x7e][\x20-\x7e]{0,254}")
 MAX_PARTS = 10_000  # S3's limit per multipart upload
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -61,9 +65,26 @@ def object_key(job_id: str, position: int, url: str) -> str:
     return f"jobs/{quote(job_id, safe='')}/{position:03d}-{name}"
 
 
+def source_digest(url: str) -> str:
+    """What a record remembers of the URL it was copied from, to be reused on a retry.
+
+    Not the URL itself: a presigned URL's query string is a credential, and a
+    record keeps only ``redact_url(url)`` besides this digest.
+    """
+    return hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def content_type(header: str | None) -> str:
+    """The remote server's ``Content-Type``, if it is a plausible one (at most 255 characters)."""
+    value = (header or "").strip()
+    return value if _CONTENT_TYPE.fullmatch(value) else DEFAULT_CONTENT_TYPE
+
+
 @dataclass(frozen=True)
 class StoredArtifact:
     source_url: str
+    """``redact_url`` of the URL: scheme, host, port and path."""
+    source_digest: str
     bucket: str
     key: str
     size: int
@@ -77,6 +98,7 @@ class StoredArtifact:
     def as_record(self) -> dict[str, Any]:
         return {
             "source_url": self.source_url,
+            "source_digest": self.source_digest,
             "bucket": self.bucket,
             "key": self.key,
             "uri": self.uri,
@@ -123,16 +145,17 @@ class ArtifactStore:
         parts read by then included; only the last part's upload follows it.
         """
         with self._http.open(url, max_bytes=self._max_bytes, deadline=deadline) as response:
-            content_type = response.content_type or DEFAULT_CONTENT_TYPE
+            media_type = content_type(response.content_type)
             body = _Hashed(response.iter_bytes())
-            self._upload(key, body, content_type)
+            self._upload(key, body, media_type)
         return StoredArtifact(
-            source_url=url,
+            source_url=clean_text(redact_url(url)),
+            source_digest=source_digest(url),
             bucket=self._bucket,
             key=key,
             size=body.size,
             sha256=body.digest.hexdigest(),
-            content_type=content_type,
+            content_type=media_type,
         )
 
     def _upload(self, key: str, chunks: Iterable[bytes], content_type: str) -> None:

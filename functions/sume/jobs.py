@@ -19,13 +19,16 @@ items carry them for their next status poll. Finishing removes them.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
 
 from sume.envelope import JobEvent
 from sume.schema import DUE_AT, DUE_INDEX, DUE_SHARD, JOB_ID, TTL_ATTRIBUTE, due_shard
@@ -63,6 +66,9 @@ _NAMES = {
     "#status": "status",
     "#error": "error",
 }
+
+# DynamoDB's cap on one item: names and values, every attribute counted.
+MAX_ITEM_BYTES = 400 * 1024
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -103,6 +109,41 @@ def _from_av(value: dict[str, Any]) -> Any:
 def from_item(item: dict[str, Any]) -> dict[str, Any]:
     """A DynamoDB item as plain Python (ints, not Decimals)."""
     return {k: _from_av(v) for k, v in item.items()}
+
+
+def attribute_size(value: Any) -> int:
+    """Bytes DynamoDB counts for a value, by its documented rules (numbers rounded up)."""
+    if isinstance(value, str):
+        return len(value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, bool) or value is None:
+        return 1
+    if isinstance(value, int | float | Decimal):
+        return (len(str(value)) + 1) // 2 + 1
+    if isinstance(value, dict):
+        return 3 + sum(1 + attribute_size(k) + attribute_size(v) for k, v in value.items())
+    if isinstance(value, list):
+        return 3 + sum(1 + attribute_size(v) for v in value)
+    return len(str(value).encode("utf-8", "surrogatepass"))
+
+
+def item_size(item: dict[str, Any]) -> int:
+    """Bytes DynamoDB counts for an item (as ``from_item`` returns it)."""
+    return sum(attribute_size(name) + attribute_size(value) for name, value in item.items())
+
+
+class InvalidWrite(Exception):
+    """DynamoDB refused a write as invalid (``ValidationException``): sent again, it fails again."""
+
+
+@contextlib.contextmanager
+def _refused_as_invalid() -> Iterator[None]:
+    try:
+        yield
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        if error.get("Code") != "ValidationException":
+            raise
+        raise InvalidWrite(str(error.get("Message", ""))) from exc
 
 
 def _values(**values: Any) -> dict[str, dict[str, Any]]:
@@ -347,6 +388,7 @@ class JobsTable:
 
         Removing the due-work keys takes the item out of the sparse index.
         ``details`` holds outcome, artifacts, error and/or processing_error.
+        Raises ``InvalidWrite`` when DynamoDB refuses the details.
         """
         values: dict[str, Any] = {
             "processing": State.PROCESSING.value,
@@ -361,13 +403,18 @@ class JobsTable:
             sets.append(f"{alias} = :d_{key}")
             values[f"d_{key}"] = value
         update = "SET " + ", ".join(sets) + f" REMOVE {DUE_SHARD}, {DUE_AT}, lease_until, replay"
-        done, _ = self._conditional(job_id, update, HOLDS_CLAIM, values)
+        with _refused_as_invalid():
+            done, _ = self._conditional(job_id, update, HOLDS_CLAIM, values)
         return done
 
     def save_progress(self, job_id: str, claim_id: str, artifacts: list[dict[str, Any]]) -> bool:
-        """Record artifacts stored so far, so a retry does not fetch them again."""
+        """Record artifacts stored so far, so a retry does not fetch them again.
+
+        Raises ``InvalidWrite`` when DynamoDB refuses the records.
+        """
         values = {"processing": State.PROCESSING.value, "claim": claim_id, "artifacts": artifacts}
-        done, _ = self._conditional(job_id, "SET artifacts = :artifacts", HOLDS_CLAIM, values)
+        with _refused_as_invalid():
+            done, _ = self._conditional(job_id, "SET artifacts = :artifacts", HOLDS_CLAIM, values)
         return done
 
     def release(self, job_id: str, claim_id: str, now: int, error: dict[str, Any]) -> bool:
@@ -375,7 +422,8 @@ class JobsTable:
 
         The lease ends at once, so the queue's retry can claim the job without
         waiting for it; the due time stays, so the sweeper still finds the job
-        if that retry never comes.
+        if that retry never comes. Raises ``InvalidWrite`` when DynamoDB refuses
+        ``error``.
         """
         values = {
             "processing": State.PROCESSING.value,
@@ -385,7 +433,8 @@ class JobsTable:
             "now": now,
         }
         update = "SET lease_until = :expired, last_error = :error, last_error_at = :now"
-        done, _ = self._conditional(job_id, update, HOLDS_CLAIM, values)
+        with _refused_as_invalid():
+            done, _ = self._conditional(job_id, update, HOLDS_CLAIM, values)
         return done
 
     def due(

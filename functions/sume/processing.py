@@ -8,29 +8,51 @@ still holding the claim. A crash between the two leaves the job owed and it is
 announced again by the retry: at least once across crashes, exactly once
 otherwise (subscribers dedupe on ``job_id``). Finishing first and announcing
 second would instead lose the announcement on such a crash.
+
+So the finish must never fail once the announcement is out: everything it
+writes is bounded (``sume.bounded``, the item's room for artifact records),
+and should DynamoDB still refuse it as invalid, the same state and codes are
+written without the rest. A retry then finds the job finished rather than
+announcing it again.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sume.announce import Announcement, Announcer
-from sume.artifacts import ArtifactStore, InvalidArtifacts, artifact_urls, object_key
-from sume.envelope import JobEvent, MalformedEvent, from_mapping
+from sume.artifacts import (
+    ArtifactStore,
+    InvalidArtifacts,
+    artifact_urls,
+    object_key,
+    source_digest,
+)
+from sume.bounded import bounded_text, scrub_urls, stored_error
+from sume.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, from_mapping
 from sume.fetch import FetchError, PermanentFetchError
-from sume.jobs import JobsTable, State
+from sume.jobs import MAX_ITEM_BYTES, InvalidWrite, JobsTable, State, attribute_size, item_size
 from sume.payloads import PayloadStore
+from sume.urls import redact_url
 
 DAY = 24 * 3600
 # The announcement is only sent with this much of the lease left, so no other
 # worker can have claimed the job before our finish lands.
 LEASE_MARGIN_SECONDS = 10
-MAX_ERROR_MESSAGE = 500
+# A processing error or a retry's last error: {code, message, url?}, each field bounded.
+MAX_CODE_BYTES = 64
+MAX_MESSAGE_BYTES = 1024
+MAX_URL_BYTES = 2048
+# Kept free on the item for what the finish and a release add besides artifact
+# records: Sume's error text (16 KiB), a processing error and a last error.
+FINISH_RESERVE_BYTES = 32 * 1024
+_CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 class Action(enum.StrEnum):
@@ -51,13 +73,56 @@ class JobResult:
     artifacts_copied: int = 0
     bytes_copied: int = 0
     attempts: int = 0
+    details_dropped: bool = False
+    """DynamoDB refused the full finish: the item holds the state and codes only."""
 
 
 @dataclass
 class _Progress:
+    room: int
+    """Bytes the item can give to artifact records (see ``room_for_records``)."""
     artifacts: list[dict[str, Any]] = field(default_factory=list)
     copied: int = 0
     bytes: int = 0
+
+    def on_item(self) -> list[dict[str, Any]]:
+        """The records that fit in the item's room, in order; the rest are only counted."""
+        kept: list[dict[str, Any]] = []
+        used = attribute_size(kept)
+        for record in self.artifacts:
+            used += 1 + attribute_size(record)
+            if used > self.room:
+                break
+            kept.append(record)
+        return kept
+
+
+def room_for_records(item: dict[str, Any]) -> int:
+    """What the claimed item leaves for artifact records under DynamoDB's 400 KB.
+
+    The inline event and registration metadata can take most of an item, and a
+    job may list thousands of artifacts.
+    """
+    others = {name: value for name, value in item.items() if name != "artifacts"}
+    return MAX_ITEM_BYTES - FINISH_RESERVE_BYTES - item_size(others)
+
+
+@dataclass(frozen=True)
+class _Ending:
+    """What the announcement and the finish say about the job."""
+
+    outcome: str | None
+    event: str | None
+    status: str | None
+    error: Any = None
+    """Sume's ``error`` as received: failed and canceled jobs only."""
+
+    @classmethod
+    def of(cls, event: JobEvent | None, item: dict[str, Any]) -> _Ending:
+        if event is None:  # the stored event was unreadable
+            return cls(None, item.get("event"), item.get("status"))
+        error = event.data.get("error") if event.outcome != "completed" else None
+        return cls(event.outcome, event.event, event.status, error)
 
 
 TimeLeft = Callable[[], float]
@@ -85,21 +150,37 @@ class _ClaimLost(Exception):
     """Our claim was taken over (our lease ran out): the new holder finishes."""
 
 
+def _details(code: str, message: str, url: str | None = None) -> dict[str, str]:
+    """A failure written down: bounded, and no URL with its query string or user info."""
+    details = {
+        "code": bounded_text(code, MAX_CODE_BYTES),
+        "message": bounded_text(scrub_urls(message, [url] if url else []), MAX_MESSAGE_BYTES),
+    }
+    if url is not None:
+        details["url"] = bounded_text(redact_url(url), MAX_URL_BYTES)
+    return details
+
+
 class _Problem(Exception):
     """Retrying cannot fix this job's work: it becomes a processing error."""
 
     def __init__(self, code: str, message: str, url: str | None = None) -> None:
-        super().__init__(message)
-        self.details = {"code": code, "message": message[:MAX_ERROR_MESSAGE]}
-        if url is not None:
-            self.details["url"] = url
+        self.details = _details(code, message, url)
+        super().__init__(self.details["message"])
 
 
 def failure_details(exc: BaseException) -> dict[str, str]:
     """What a transient failure looked like, for the item's ``last_error``."""
     if isinstance(exc, FetchError):
-        return {**exc.as_dict(), "message": exc.message[:MAX_ERROR_MESSAGE]}
-    return {"code": type(exc).__name__, "message": str(exc)[:MAX_ERROR_MESSAGE]}
+        return _details(exc.code, exc.message, exc.url)
+    return _details(type(exc).__name__, str(exc))
+
+
+def _last_error_code(item: dict[str, Any]) -> str:
+    """The code of the item's last error, if it is one of ours (a word, not text)."""
+    last = item.get("last_error")
+    code = last.get("code") if isinstance(last, dict) else None
+    return code if isinstance(code, str) and _CODE.fullmatch(code) else "unknown"
 
 
 class JobProcessor:
@@ -156,9 +237,20 @@ class JobProcessor:
 
     def _release(self, job_id: str, claim_id: str, exc: Exception) -> None:
         try:
-            self._jobs.release(job_id, claim_id, self._now(), failure_details(exc))
+            self._give_back(job_id, claim_id, failure_details(exc))
         except Exception as release_error:  # the original failure is what must surface
             exc.add_note(f"releasing the claim failed too: {release_error!r}")
+
+    def _give_back(self, job_id: str, claim_id: str, details: dict[str, str]) -> None:
+        """Release the claim; should DynamoDB refuse the details, with their code alone.
+
+        Sending the refused write again would fail again, and an unreleased
+        claim makes the retry wait out the whole lease.
+        """
+        try:
+            self._jobs.release(job_id, claim_id, self._now(), details)
+        except InvalidWrite:
+            self._jobs.release(job_id, claim_id, self._now(), {"code": details["code"]})
 
     def _not_claimed(self, job_id: str, stored: dict[str, Any] | None) -> JobResult:
         if stored is None:
@@ -186,28 +278,35 @@ class JobProcessor:
         return time.monotonic() + usable
 
     def _work(self, item: dict[str, Any], claim_id: str, time_left: TimeLeft | None) -> JobResult:
+        if int(item.get("attempts", 1)) > self._max_attempts:
+            return self._give_up(item, claim_id)
         event: JobEvent | None = None
-        progress = _Progress()
+        progress = _Progress(room_for_records(item))
+        problem: dict[str, str] | None = None
         try:
-            if int(item.get("attempts", 1)) > self._max_attempts:
-                event = self._event_if_readable(item)
-                raise _Problem(
-                    "too_many_attempts",
-                    f"gave up after {self._max_attempts} attempts; last error: "
-                    f"{item.get('last_error')}",
-                )
             event = self._event(item)
             if event.outcome == "completed":
                 self._copy_artifacts(item, claim_id, event, progress, time_left)
-        except _Problem as problem:
-            return self._close(item, claim_id, event, progress, problem.details)
-        return self._close(item, claim_id, event, progress, None)
+        except _Problem as exc:
+            problem = exc.details
+        except InvalidWrite as exc:
+            problem = _details("write_refused", f"DynamoDB refused the job's progress: {exc}")
+        return self._close(item, claim_id, _Ending.of(event, item), progress, problem)
 
-    def _event_if_readable(self, item: dict[str, Any]) -> JobEvent | None:
-        try:
-            return self._event(item)
-        except Exception:  # giving up anyway: the outcome is only informative here
-            return None
+    def _give_up(self, item: dict[str, Any], claim_id: str) -> JobResult:
+        """End the job from what we wrote ourselves: its event name, codes and counts.
+
+        Neither the stored event nor the last error's text is read again: either
+        may be what kept failing, and both come from outside.
+        """
+        name = item.get("event")
+        outcome = TERMINAL_EVENTS.get(name) if isinstance(name, str) else None
+        problem = _details(
+            "too_many_attempts",
+            f"gave up after {self._max_attempts} attempts; last error: {_last_error_code(item)}",
+        )
+        ending = _Ending(outcome, name if outcome else None, item.get("status"))
+        return self._close(item, claim_id, ending, _Progress(room=0), problem)
 
     def _event(self, item: dict[str, Any]) -> JobEvent:
         raw = item.get("body")
@@ -218,7 +317,7 @@ class JobProcessor:
         try:
             data = json.loads(raw)
             delivery = from_mapping(data, raw) if isinstance(data, dict) else None
-        except (ValueError, MalformedEvent) as exc:
+        except (ValueError, RecursionError, MalformedEvent) as exc:
             raise _Problem("unreadable_event", f"stored event is unusable: {exc}") from None
         if not isinstance(delivery, JobEvent):
             raise _Problem("unreadable_event", "stored event is not a terminal job event")
@@ -254,7 +353,7 @@ class JobProcessor:
         for position, url in enumerate(urls):
             key = object_key(job_id, position, url)
             previous = reusable.get(key)
-            if previous is not None and previous.get("source_url") == url:
+            if previous is not None and previous.get("source_digest") == source_digest(url):
                 progress.artifacts.append(previous)
                 continue
             # Checked before each copy: the copies so far are saved, so when
@@ -269,56 +368,90 @@ class JobProcessor:
             progress.copied += 1
             progress.bytes += stored.size
             # After each artifact, so a retry after a crash skips what is stored.
-            if not self._jobs.save_progress(job_id, claim_id, progress.artifacts):
+            if not self._jobs.save_progress(job_id, claim_id, progress.on_item()):
                 raise _ClaimLost
 
     def _close(
         self,
         item: dict[str, Any],
         claim_id: str,
-        event: JobEvent | None,
+        ending: _Ending,
         progress: _Progress,
         problem: dict[str, str] | None,
     ) -> JobResult:
-        artifacts = progress.artifacts
         job_id = str(item["job_id"])
         now = self._now()
         if now >= int(item["lease_until"]) - LEASE_MARGIN_SECONDS:
             raise LeaseRunningOut(f"lease of job {job_id} ends at {item['lease_until']}")
-        outcome = event.outcome if event else None
-        error = event.data.get("error") if event and event.outcome != "completed" else None
-        result = "processing_error" if problem else str(outcome)
+        result = "processing_error" if problem else str(ending.outcome)
         self._announcer.announce(
             Announcement(
                 job_id=job_id,
                 result=result,
-                outcome=outcome,
-                event=event.event if event else item.get("event"),
-                status=event.status if event else item.get("status"),
+                outcome=ending.outcome,
+                event=ending.event,
+                status=ending.status,
                 processed_at=now,
-                error=error,
+                error=ending.error,
                 processing_error=problem,
-                artifacts=artifacts,
+                artifacts=progress.artifacts,
                 replay=bool(item.get("replay")),
             )
         )
-        details: dict[str, Any] = {"artifacts": artifacts}
-        if outcome is not None:
-            details["outcome"] = outcome
-        if error is not None:
-            details["error"] = error
-        if problem is not None:
-            details["processing_error"] = problem
         state = State.PROCESSING_ERROR if problem else State.PROCESSED
-        if not self._jobs.finish(job_id, claim_id, state, now, now + self._retention, details):
-            raise _ClaimLost
+        dropped = self._finish(job_id, claim_id, state, now, _written(ending, progress, problem))
         return JobResult(
             job_id,
             Action.PROCESSING_ERROR if problem else Action.PROCESSED,
             problem["code"] if problem else result,
-            outcome=outcome,
-            artifacts=artifacts,
+            outcome=ending.outcome,
+            artifacts=progress.artifacts,
             artifacts_copied=progress.copied,
             bytes_copied=progress.bytes,
             attempts=int(item.get("attempts", 1)),
+            details_dropped=dropped,
         )
+
+    def _finish(
+        self, job_id: str, claim_id: str, state: State, now: int, details: dict[str, Any]
+    ) -> bool:
+        """Finish the job; True when DynamoDB refused ``details`` and only codes were written."""
+        expires_at = now + self._retention
+        try:
+            done = self._jobs.finish(job_id, claim_id, state, now, expires_at, details)
+            dropped = False
+        except InvalidWrite:
+            done = self._jobs.finish(job_id, claim_id, state, now, expires_at, _codes(details))
+            dropped = True
+        if not done:
+            raise _ClaimLost
+        return dropped
+
+
+def _written(
+    ending: _Ending, progress: _Progress, problem: dict[str, str] | None
+) -> dict[str, Any]:
+    """The finish's details on the item, every one bounded."""
+    kept = progress.on_item()
+    details: dict[str, Any] = {"artifacts": kept, "artifact_count": len(progress.artifacts)}
+    if len(kept) < len(progress.artifacts):
+        details["artifacts_truncated"] = True
+    if ending.outcome is not None:
+        details["outcome"] = ending.outcome
+    if ending.error is not None:
+        details["error"], cut = stored_error(ending.error)
+        if cut:
+            details["error_truncated"] = True
+    if problem is not None:
+        details["processing_error"] = problem
+    return details
+
+
+def _codes(details: dict[str, Any]) -> dict[str, Any]:
+    """The least a finish must write so the item agrees with the announcement."""
+    codes: dict[str, Any] = {"details_dropped": True}
+    if "outcome" in details:
+        codes["outcome"] = details["outcome"]
+    if "processing_error" in details:
+        codes["processing_error"] = {"code": details["processing_error"]["code"]}
+    return codes

@@ -160,7 +160,7 @@ def test_failed_and_canceled_jobs_are_written_down_with_their_error(world):
         stored = world.item(body["job_id"])
         assert stored["state"] == "processed"
         assert stored["outcome"] == outcome
-        assert stored["error"] == body["error"]
+        assert json.loads(stored["error"]) == body["error"]  # JSON text, see sume.bounded
         assert stored["artifacts"] == []
         event = announced[body["job_id"]]
         assert event["detail-type"] == DETAIL_TYPES[outcome]

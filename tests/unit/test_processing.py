@@ -1,10 +1,24 @@
 """Pure parts of the worker's domain: artifact entries, object keys, the announcement."""
 
+import hashlib
+import json
+
 import pytest
 
-from sume.announce import Announcement
-from sume.artifacts import InvalidArtifacts, artifact_urls, object_key
+from sume.announce import MAX_DETAIL_BYTES, Announcement, to_json
+from sume.artifacts import (
+    InvalidArtifacts,
+    StoredArtifact,
+    artifact_urls,
+    content_type,
+    object_key,
+    source_digest,
+)
+from sume.fetch import TransientFetchError
+from sume.jobs import MAX_ITEM_BYTES, attribute_size, item_size
+from sume.processing import FINISH_RESERVE_BYTES, _Progress, failure_details, room_for_records
 from sume.schema import DETAIL_TYPES
+from sume.urls import redact_url
 
 
 def test_artifact_entries_are_urls_or_objects_with_a_url():
@@ -64,8 +78,11 @@ def test_the_announcement_detail_is_the_documented_shape():
         "event": "job.completed",
         "status": "OK",
         "error": None,
+        "error_truncated": False,
         "processing_error": None,
         "artifacts": [{k: v for k, v in artifact.items() if k != "stored_at"}],
+        "artifact_count": 1,
+        "artifacts_truncated": False,
         "processed_at": "2027-01-15T08:00:00Z",
         "replay": False,
     }
@@ -83,3 +100,122 @@ def test_a_processing_error_has_its_own_detail_type():
     )
     assert announcement.detail_type == "Sume Job Processing Error"
     assert announcement.detail()["processing_error"]["code"] == "http_404"
+
+
+def record(i, path="x" * 200):
+    return {
+        "bucket": "b",
+        "key": f"jobs/j/{i:03d}-x.mp4",
+        "uri": f"s3://b/jobs/j/{i:03d}-x.mp4",
+        "size": 3,
+        "sha256": "ab" * 32,
+        "content_type": "video/mp4",
+        "source_url": f"https://cdn/{path}/{i}.mp4",
+        "source_digest": "cd" * 32,
+        "stored_at": 5,
+    }
+
+
+def test_an_artifact_list_too_long_to_announce_keeps_its_first_records():
+    records = [record(i) for i in range(2000)]
+    announcement = Announcement(
+        job_id="j",
+        result="completed",
+        outcome="completed",
+        event="job.completed",
+        status="OK" * 100_000,
+        processed_at=0,
+        error={"message": "m" * 500_000},
+        artifacts=records,
+    )
+
+    detail = announcement.detail()
+
+    assert len(to_json(detail)) <= MAX_DETAIL_BYTES
+    assert (detail["artifact_count"], detail["artifacts_truncated"]) == (2000, True)
+    kept = detail["artifacts"]
+    assert 100 < len(kept) < 2000
+    assert [a["key"] for a in kept] == [r["key"] for r in records[: len(kept)]]
+    # One more record would not have fit.
+    assert len(to_json({**detail, "artifacts": [*kept, kept[0]]})) > MAX_DETAIL_BYTES
+    assert len(detail["status"]) == 256
+    assert detail["error_truncated"] is True
+
+
+PRESIGNED = "https://cdn.example/out/a.mp4?X-Amz-Credential=AKIA&X-Amz-Signature=5ecre7"
+
+
+def test_failure_details_name_urls_without_their_query():
+    fetch = TransientFetchError("http_503", f"HTTP 503 from {PRESIGNED}", PRESIGNED, 503)
+    other = RuntimeError(f"boom while reading {PRESIGNED} " + "x" * 5000)
+
+    for details in (failure_details(fetch), failure_details(other)):
+        assert "5ecre7" not in json.dumps(details)
+        assert "https://cdn.example/out/a.mp4" in details["message"]
+        assert len(details["message"].encode("utf-8")) <= 1024
+    assert failure_details(fetch) == {
+        "code": "http_503",
+        "message": "HTTP 503 from https://cdn.example/out/a.mp4",
+        "url": "https://cdn.example/out/a.mp4",
+    }
+    assert failure_details(other)["code"] == "RuntimeError"
+
+
+def test_a_stored_artifact_records_the_url_without_its_query():
+    artifact = StoredArtifact(
+        source_url=redact_url(PRESIGNED),
+        source_digest=source_digest(PRESIGNED),
+        bucket="b",
+        key="k",
+        size=1,
+        sha256="s",
+        content_type="video/mp4",
+    )
+
+    record_ = artifact.as_record()
+
+    assert record_["source_url"] == "https://cdn.example/out/a.mp4"
+    assert record_["source_digest"] == hashlib.sha256(PRESIGNED.encode()).hexdigest()
+    assert "5ecre7" not in json.dumps(record_)
+
+
+@pytest.mark.parametrize(
+    ("header", "stored"),
+    [
+        ("video/mp4", "video/mp4"),
+        ("  text/plain; charset=utf-8 ", "text/plain; charset=utf-8"),
+        (None, "application/octet-stream"),
+        ("", "application/octet-stream"),
+        ("a/" + "b" * 300, "application/octet-stream"),
+        ("vidéo/mp4", "application/octet-stream"),
+        ("video/mp4\x00", "application/octet-stream"),
+    ],
+)
+def test_the_remote_content_type_is_kept_only_when_plausible(header, stored):
+    assert content_type(header) == stored
+
+
+def test_artifact_records_on_the_item_stop_at_its_room():
+    item = {"job_id": "j", "body": "b" * 300_000, "artifacts": [record(0)] * 500}
+    room = room_for_records(item)
+    assert room == MAX_ITEM_BYTES - FINISH_RESERVE_BYTES - item_size(
+        {"job_id": "j", "body": "b" * 300_000}
+    )
+    progress = _Progress(room=room, artifacts=[record(i) for i in range(500)])
+
+    kept = progress.on_item()
+
+    assert 0 < len(kept) < 500
+    assert kept == progress.artifacts[: len(kept)]
+    assert attribute_size(kept) <= room < attribute_size(progress.artifacts[: len(kept) + 1])
+    assert item_size({**item, "artifacts": kept}) <= MAX_ITEM_BYTES - FINISH_RESERVE_BYTES
+
+
+def test_dynamodb_item_sizes_follow_its_documented_rules():
+    assert attribute_size("héllo") == 6
+    assert attribute_size(True) == attribute_size(None) == 1
+    assert attribute_size(12345) == 4  # 1 byte per two digits, plus 1 (rounded up)
+    assert attribute_size([]) == attribute_size({}) == 3
+    assert attribute_size(["ab", 1]) == 3 + (1 + 2) + (1 + 2)
+    assert attribute_size({"k": "v"}) == 3 + 1 + 1 + 1
+    assert item_size({"job_id": "j1", "n": 7}) == 6 + 2 + 1 + 2
