@@ -12,12 +12,11 @@ Tracer is on and patches botocore as it does when deployed. The floor is
 from __future__ import annotations
 
 import statistics
-import subprocess
-import sys
 from dataclasses import dataclass, field
 
 from devtools.bench.calls import handler_modules, lambda_runtime_env
 from devtools.bench.env import STUB_NAMES
+from devtools.bench.runtime import python
 
 PROBE = """
 import sys, time
@@ -82,14 +81,8 @@ def _env(tracer: bool = True) -> dict[str, str]:
 
 
 def _once(code: str, env: dict[str, str]) -> tuple[float, float]:
-    out = subprocess.run(  # noqa: S603 - this interpreter running the bench's own probe
-        [sys.executable, "-c", PROBE, code],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
+    out = python("-c", PROBE, code, env=env)
+    out.check_returncode()
     cpu, wall = out.stdout.strip().splitlines()[-1].split()
     return float(cpu), float(wall)
 
@@ -106,14 +99,8 @@ def importtime(
     code: str, env: dict[str, str]
 ) -> tuple[list[tuple[str, float]], list[tuple[str, float, float]]]:
     """``python -X importtime``: totals per top-level package, and the heaviest modules."""
-    out = subprocess.run(  # noqa: S603 - this interpreter running the bench's own probe
-        [sys.executable, "-X", "importtime", "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
+    out = python("-X", "importtime", "-c", code, env=env)
+    out.check_returncode()
     per_package: dict[str, float] = {}
     modules: list[tuple[str, float, float]] = []
     for line in out.stderr.splitlines():
