@@ -1,7 +1,10 @@
-"""The arithmetic behind the artifact section: limits, ratios, memory in parts."""
+"""The arithmetic behind the artifact and poller sections: limits, ratios, capacity."""
+
+from collections import Counter
 
 import pytest
 
+from devtools.bench import capacity
 from devtools.bench.artifacts import (
     CAPPED,
     FULL,
@@ -82,6 +85,37 @@ def test_memory_is_ours_worst_python_peak_in_parts():
         row("ours", Role.OURS, CAPPED, [1.0], python_peak=20 * MiB),
     )
     assert r.python_peak_parts() == 2.5
+
+
+def test_backlog_a_schedule_keeps_up_with():
+    # 100 polls/s for 95 s every 300 s; each job due every 900 s.
+    assert capacity.keeps_up_with(100, 95, 900, 300) == pytest.approx(28_500)
+    # Twice the interval, twice the backlog; twice as often, too.
+    assert capacity.keeps_up_with(100, 95, 1800, 300) == pytest.approx(57_000)
+    assert capacity.keeps_up_with(100, 95, 900, 150) == pytest.approx(57_000)
+
+
+def test_capacity_report_uses_the_deployed_window():
+    run = capacity.PollerRun(
+        delay=0.05,
+        due=1000,
+        in_table=1000,
+        budget=25,
+        window=10,
+        seconds=10,
+        polled=500,
+        remaining=8,
+        complete=False,
+        calls=Counter({"dynamodb.Query": 10, "dynamodb.UpdateItem": 500, "sqs.X": 3}),
+    )
+    report = capacity.CapacityReport(
+        budget=110, reserve=15, every=300, intervals=(900, 21600), parallel=8, runs=[run]
+    )
+    assert run.polled_per_second == 50
+    assert run.dynamodb_calls == 510
+    assert run.calls_per_polled_job == pytest.approx(1.02)
+    assert report.window == 95
+    assert report.backlog(run, 900) == pytest.approx(50 * 95 * 900 / 300)
 
 
 def test_a_wrong_copy_is_named_not_measured():
