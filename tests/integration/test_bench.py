@@ -8,9 +8,10 @@ from moto import mock_aws
 
 import receiver
 from devtools.apigw import LambdaContext
-from devtools.bench import cpu, deliveries
+from devtools.bench import coldstart, cpu, deliveries
 from devtools.bench.counting import CallCounter
 from devtools.bench.references import floor_handler, powertools_handler
+from devtools.bench.secretstub import SECRET, answer_secrets
 from devtools.resources import create_resources
 from sume.secrets import SigningSecrets
 from tests.builders import LambdaContext as Context
@@ -89,3 +90,17 @@ def test_cpu_runs_every_design_with_exactly_its_stubbed_calls():
     report = cpu.measure(rounds=1, batch=3)
     assert set(report.seconds) == {(d, k) for d in cpu.DESIGNS for k in cpu.KINDS}
     assert all(len(v) == 1 and v[0] > 0 for v in report.seconds.values())
+
+
+def test_the_secret_stub_answers_a_client_without_the_network():
+    client = boto3.session.Session().client("secretsmanager")
+    answer_secrets(client)
+    assert client.get_secret_value(SecretId="any")["SecretString"] == SECRET
+
+
+def test_cold_start_floor_and_receiver_each_read_the_secret():
+    # Each variant asserts in its fresh process that its read got the stub's answer.
+    env = coldstart._env()
+    for name in (coldstart.FLOOR, coldstart.RECEIVER_FIRST_USE):
+        cpu_ms, wall_ms = coldstart._once(coldstart.VARIANTS[name], env)
+        assert cpu_ms > 0 and wall_ms > 0
