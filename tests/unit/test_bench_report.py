@@ -4,7 +4,7 @@ from collections import Counter
 
 import pytest
 
-from devtools.bench import capacity
+from devtools.bench import capacity, cost
 from devtools.bench.artifacts import (
     CAPPED,
     FULL,
@@ -116,6 +116,14 @@ def test_capacity_report_uses_the_deployed_window():
     assert run.calls_per_polled_job == pytest.approx(1.02)
     assert report.window == 95
     assert report.backlog(run, 900) == pytest.approx(50 * 95 * 900 / 300)
+
+
+def test_cpu_worth_per_million_at_the_configured_memory():
+    # 1 ms of a full vCPU is 1769/512 ms at 512 MB, billed at 0.5 GB.
+    expected = 0.001 * 1769 / 512 * 0.5 * cost.LAMBDA_GB_SECOND * 1e6
+    assert cost.cpu_per_million(1000, 512) == pytest.approx(expected)
+    # From a full vCPU up, more memory buys no more CPU: the cost grows with it.
+    assert cost.cpu_per_million(1000, 3538) == pytest.approx(2 * cost.cpu_per_million(1000, 1769))
 
 
 def test_a_wrong_copy_is_named_not_measured():
