@@ -4,6 +4,8 @@ No timing is asserted here; speed lives in ``make bench``.
 """
 
 import logging
+import subprocess
+import sys
 
 import boto3
 import pytest
@@ -141,3 +143,23 @@ def test_cold_start_floor_and_receiver_each_read_the_secret():
     for name in (coldstart.FLOOR, coldstart.RECEIVER_FIRST_USE):
         cpu_ms, wall_ms = coldstart._once(coldstart.VARIANTS[name], env)
         assert cpu_ms > 0 and wall_ms > 0
+
+
+def bench(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "devtools.bench", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_bench_runs_only_the_sections_asked_and_refuses_unknown_ones():
+    unknown = bench("--only", "artifacts,bogus")
+    assert unknown.returncode == 2
+    assert "unknown sections ['bogus']" in unknown.stderr
+    nothing = bench("--only", "cold", "--skip", "cold")
+    assert nothing.returncode == 0
+    assert "0 of 0 targets met" in nothing.stdout
+    assert "##" not in nothing.stdout.split("## Targets")[0]
