@@ -372,7 +372,7 @@ def section_cost(calls_report: calls.CallsReport, cpu_report: cpu.CpuReport) -> 
 def _artifact_row(
     report: artifacts.ArtifactsReport, label: str, seconds: float, row: artifacts.Row | None
 ) -> tuple[object, ...]:
-    ratio = report.over_limit(row) if row else None
+    ratio = report.over_limit(row) if row and row.case.role is artifacts.Role.OURS else None
     best = row.best if row else None
     python_peak = row.traced.python_peak if row else None
     return (

@@ -45,8 +45,8 @@ FULL_SPEED_TARGET = 1.2
 RANGED_TARGET = 3.0
 """Under the per-connection cap: ranged at least this many times faster than one stream."""
 MEMORY_BOUND_PARTS = 4
-"""Ours' Python peak in parts: a bounded pipeline holds the part being read,
-the parts being uploaded and one spare; beyond that memory grows with speed."""
+"""Ours' Python peak, in the worker's parts, whatever the artifact's size: room
+for a bounded pipeline (the part being read, parts being uploaded, one spare)."""
 
 
 class Role(enum.Enum):
