@@ -10,6 +10,8 @@ PY := $(VENV)/bin/python
 STAGE ?= dev
 # More CDK context for synth/deploy/destroy, e.g. CONTEXT="-c alarm_email=ops@example.com"
 CONTEXT ?=
+# Arguments for the bench, e.g. ARGS=--quick or ARGS="--only artifacts,poller"
+ARGS ?=
 
 # jsii (behind aws-cdk-lib) and the CDK CLI: quiet, offline, caches in-tree.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
@@ -26,7 +28,8 @@ help:
 	@echo "make test     the whole test suite (unit, integration, infra, e2e)"
 	@echo "make lint     ruff (lint + format check) and mypy"
 	@echo "make demo     local stack + Sume simulator scenario, checks the invariants"
-	@echo "make bench    AWS calls, CPU, import time, throughput and cost per delivery"
+	@echo "make bench    AWS calls, CPU, cold start, throughput, cost, artifact copies, poller"
+	@echo "              capacity; ARGS=--quick, ARGS=\"--only artifacts,poller\", ARGS=--help"
 	@echo "make synth    cdk synth (offline) into cdk.out/"
 	@echo "make deploy   cdk deploy STAGE=$(STAGE) (needs AWS credentials)"
 	@echo "make destroy  cdk destroy STAGE=$(STAGE) (dev stages delete their data)"
@@ -63,7 +66,7 @@ demo: install
 	$(PY) -m devtools.demo
 
 bench: install
-	$(PY) -m devtools.bench
+	$(PY) -m devtools.bench $(ARGS)
 
 synth: install
 	CDK_OUTDIR=cdk.out $(PY) app.py -c stage=$(STAGE) $(CONTEXT)

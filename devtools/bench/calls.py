@@ -8,8 +8,6 @@ sequence, not a script of what we expect.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +19,7 @@ from devtools.bench import deliveries as d
 from devtools.bench.counting import CallCounter
 from devtools.bench.env import STUB_NAMES, environment, reset_handler_caches
 from devtools.bench.references import Handler, floor_handler, powertools_handler
-from devtools.bench.runtime import silenced
+from devtools.bench.runtime import python, silenced
 
 FUNCTIONS = Path(__file__).resolve().parents[2] / "functions"
 IDEMPOTENCY_TABLE = "sume-bench-idempotency"
@@ -316,14 +314,7 @@ print(json.dumps({"calls": len(counter.calls), "clients": counter.clients,
 def import_side_effects(module: str) -> dict[str, int] | str:
     """AWS calls, clients and sockets a fresh process makes by importing ``module``."""
     env = {**lambda_runtime_env(), **STUB_NAMES}
-    out = subprocess.run(  # noqa: S603 - this interpreter running the bench's own probe
-        [sys.executable, "-c", IMPORT_PROBE, module],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    out = python("-c", IMPORT_PROBE, module, env=env)
     if out.returncode:
         return out.stderr.strip().splitlines()[-1]
     result: dict[str, int] = json.loads(out.stdout.strip().splitlines()[-1])

@@ -5,34 +5,50 @@ from just before the import to just after (interpreter start-up is the same
 for all and left out). CPU time, because on a shared machine the wall clock
 mostly measures the neighbours; wall time is kept alongside. The processes
 look like a Lambda container to Powertools (``LAMBDA_TASK_ROOT`` set), so the
-Tracer is on and patches botocore as it does when deployed. The floor is
-``import boto3`` plus the two clients a minimal receiver needs.
+Tracer is on and patches botocore as it does when deployed.
+
+The floor is what any correct receiver must do before its first answer:
+import boto3, create the DynamoDB, SQS and Secrets Manager clients, and read
+its signing secret once (then keep it). The secret read is answered at
+botocore's ``before-send`` (``devtools.bench.secretstub``): serialisation,
+signing and parsing run, the round trip does not, for the floor and the
+receiver alike.
 """
 
 from __future__ import annotations
 
 import statistics
-import subprocess
-import sys
 from dataclasses import dataclass, field
 
 from devtools.bench.calls import handler_modules, lambda_runtime_env
 from devtools.bench.env import STUB_NAMES
+from devtools.bench.runtime import python
 
+# The guard is set before the clock starts: a probe never leaves loopback.
 PROBE = """
 import sys, time
+from devtools.bench.env import forbid_network
+forbid_network()
 wall, cpu = time.perf_counter(), time.process_time()
 exec(sys.argv[1])
 print((time.process_time() - cpu) * 1000, (time.perf_counter() - wall) * 1000)
 """
 
-FLOOR = "boto3 + 2 clients (floor)"
-RECEIVER_FIRST_USE = "receiver + what its first delivery builds"
+FLOOR = "floor: boto3, 3 clients, 1 secret read"
+RECEIVER_FIRST_USE = "receiver + what its first delivery builds and reads"
 
 # What each measured variant runs in the fresh process.
 VARIANTS: dict[str, str] = {
     "import boto3": "import boto3",
-    FLOOR: ("import boto3\ns = boto3.session.Session()\ns.client('dynamodb'); s.client('sqs')"),
+    FLOOR: (
+        "import boto3\n"
+        "from devtools.bench.secretstub import answer_secrets\n"
+        "s = boto3.session.Session()\n"
+        "s.client('dynamodb'); s.client('sqs'); sm = s.client('secretsmanager')\n"
+        "answer_secrets(sm)\n"
+        "secret = sm.get_secret_value(SecretId='sume-bench')['SecretString']\n"
+        "assert secret == 'whsec_bench_cold_start'"
+    ),
     "Powertools Logger, Metrics, Tracer": (
         "from aws_lambda_powertools import Logger, Metrics, Tracer\n"
         "Logger(service='b'); Metrics(namespace='b', service='b'); Tracer(service='b')"
@@ -43,14 +59,16 @@ VARIANTS: dict[str, str] = {
         "Logger(service='b'); Metrics(namespace='b', service='b'); Tracer(service='b')"
     ),
     "import receiver": "import receiver",
-    # The receiver builds its settings, secret provider and clients on the
-    # first delivery; that is part of a cold start too, so it is counted.
+    # The receiver builds its settings, clients and secret provider on the
+    # first delivery, and reads the secret: a cold start pays all of it.
     RECEIVER_FIRST_USE: (
         "import receiver\n"
         "from sume import aws\n"
+        "from devtools.bench.secretstub import answer_secrets\n"
         "r = receiver.receiver()\n"
         "r._intake()\n"
-        "aws.client('dynamodb'); aws.client('sqs')"
+        "answer_secrets(aws.client('secretsmanager'))\n"
+        "assert r._secrets.current() == (b'whsec_bench_cold_start',)"
     ),
 }
 
@@ -82,14 +100,8 @@ def _env(tracer: bool = True) -> dict[str, str]:
 
 
 def _once(code: str, env: dict[str, str]) -> tuple[float, float]:
-    out = subprocess.run(  # noqa: S603 - this interpreter running the bench's own probe
-        [sys.executable, "-c", PROBE, code],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
+    out = python("-c", PROBE, code, env=env)
+    out.check_returncode()
     cpu, wall = out.stdout.strip().splitlines()[-1].split()
     return float(cpu), float(wall)
 
@@ -106,14 +118,8 @@ def importtime(
     code: str, env: dict[str, str]
 ) -> tuple[list[tuple[str, float]], list[tuple[str, float, float]]]:
     """``python -X importtime``: totals per top-level package, and the heaviest modules."""
-    out = subprocess.run(  # noqa: S603 - this interpreter running the bench's own probe
-        [sys.executable, "-X", "importtime", "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
+    out = python("-X", "importtime", "-c", code, env=env)
+    out.check_returncode()
     per_package: dict[str, float] = {}
     modules: list[tuple[str, float, float]] = []
     for line in out.stderr.splitlines():

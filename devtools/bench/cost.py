@@ -131,3 +131,9 @@ def per_million(usage: Usage, memory_mb: int, api_per_m: float = HTTP_API_PER_M)
         sqs=usage.sqs_requests * SQS_REQUEST_PER_M,
         s3=usage.s3_puts * S3_PUT_PER_M,
     )
+
+
+def cpu_per_million(cpu_us: float, memory_mb: int) -> float:
+    """USD per million deliveries for ``cpu_us`` of CPU each, before the 1 ms rounding."""
+    seconds = cpu_us / 1e6 * max(1.0, FULL_VCPU_MB / memory_mb)
+    return seconds * memory_mb / 1024 * LAMBDA_GB_SECOND * 1e6

@@ -21,7 +21,7 @@ import statistics
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,8 @@ class Design:
     stubbers: list[Stubber]
     stage: Callable[[str, list[str], dict[str, bytes]], None]
     """Queue the AWS answers a batch of ``kind`` deliveries needs."""
+    setting: Callable[[], AbstractContextManager[None]] = nullcontext
+    """Entered around each timed batch."""
 
 
 def _sent(job_id: str) -> dict[str, str]:
@@ -195,7 +197,7 @@ def _run(design: Design, kind: str, batch: Batch) -> float:
     context = LambdaContext()
     handler = design.handler
     answers = []
-    with silenced():
+    with silenced(), design.setting():
         gc.collect()
         start = time.process_time()
         for event in batch.events:
@@ -268,10 +270,31 @@ def profile(design: str, kind: str, batch: int, top: int = 25) -> str:
 BREAKDOWN = (
     "floor",
     "ours: domain only (no Powertools layers)",
-    "ours: + Metrics.log_metrics, metrics and log line",
+    "ours: + EMF metrics line (Metrics.log_metrics; log line below the level)",
+    "ours: + JSON log line",
     "ours: + Tracer.capture_lambda_handler (X-Ray off)",
     "ours: + Logger.inject_lambda_context (as deployed)",
 )
+TELEMETRY = {
+    "EMF metrics line": (BREAKDOWN[1], BREAKDOWN[2]),
+    "JSON log line": (BREAKDOWN[2], BREAKDOWN[3]),
+}
+"""Per-delivery telemetry: each part is the difference between two layers."""
+
+
+@contextmanager
+def _log_line_off() -> Iterator[None]:
+    """The handler's ``logger.info`` returns at its level check; warnings still log."""
+    import logging
+
+    from sume.observability import logger
+
+    level = logger.log_level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _domain_only(webhook: Any) -> Handler:
@@ -294,16 +317,18 @@ def breakdown(rounds: int, batch: int) -> dict[str, list[float]]:
     with designs() as built:
         ours = built["ours"]
         full = receiver.handler
+        innermost = full.__wrapped__.__wrapped__
         layers = [
             built["floor"],
             Design(BREAKDOWN[1], _domain_only(receiver.receiver()), ours.stubbers, ours.stage),
-            Design(BREAKDOWN[2], full.__wrapped__.__wrapped__, ours.stubbers, ours.stage),
-            Design(BREAKDOWN[3], full.__wrapped__, ours.stubbers, ours.stage),
-            Design(BREAKDOWN[4], full, ours.stubbers, ours.stage),
+            Design(BREAKDOWN[2], innermost, ours.stubbers, ours.stage, _log_line_off),
+            Design(BREAKDOWN[3], innermost, ours.stubbers, ours.stage),
+            Design(BREAKDOWN[4], full.__wrapped__, ours.stubbers, ours.stage),
+            Design(BREAKDOWN[5], full, ours.stubbers, ours.stage),
         ]
         for n in range(rounds):
             for i in range(len(layers)):
                 layer = layers[(i + n) % len(layers)]
-                name = BREAKDOWN[layers.index(layer)]
+                name = BREAKDOWN[(i + n) % len(layers)]
                 seconds.setdefault(name, []).append(_run(layer, "new", _batch("new", batch)))
     return seconds

@@ -1,10 +1,11 @@
-"""What a handler needs around it to run as in Lambda: a context, and somewhere to log."""
+"""What the bench runs things in: a handler as in Lambda (somewhere to log), a fresh interpreter."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 
@@ -23,3 +24,17 @@ def silenced() -> Iterator[None]:
         os.dup2(saved, 1)
         os.close(saved)
         os.close(devnull)
+
+
+def python(
+    *args: str, env: Mapping[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """This interpreter, in a fresh process, on the bench's own code; output kept as text."""
+    return subprocess.run(  # noqa: S603 - this interpreter running the bench's own code
+        [sys.executable, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )

@@ -3,14 +3,20 @@
 No timing is asserted here; speed lives in ``make bench``.
 """
 
+import logging
+import subprocess
+import sys
+
 import boto3
+import pytest
 from moto import mock_aws
 
 import receiver
 from devtools.apigw import LambdaContext
-from devtools.bench import cpu, deliveries
+from devtools.bench import coldstart, cpu, deliveries
 from devtools.bench.counting import CallCounter
 from devtools.bench.references import floor_handler, powertools_handler
+from devtools.bench.secretstub import SECRET, answer_secrets
 from devtools.resources import create_resources
 from sume.secrets import SigningSecrets
 from tests.builders import LambdaContext as Context
@@ -89,3 +95,71 @@ def test_cpu_runs_every_design_with_exactly_its_stubbed_calls():
     report = cpu.measure(rounds=1, batch=3)
     assert set(report.seconds) == {(d, k) for d in cpu.DESIGNS for k in cpu.KINDS}
     assert all(len(v) == 1 and v[0] > 0 for v in report.seconds.values())
+
+
+def test_breakdown_runs_every_layer_and_the_telemetry_is_made_of_them():
+    parts = cpu.breakdown(rounds=1, batch=2)
+    assert list(parts) == list(cpu.BREAKDOWN)
+    for below, above in cpu.TELEMETRY.values():
+        assert cpu.BREAKDOWN.index(above) == cpu.BREAKDOWN.index(below) + 1
+
+
+@pytest.fixture
+def info_logs():
+    """The bench runs at INFO, as deployed; the tests' default is WARNING."""
+    from sume.observability import logger
+
+    level = logger.log_level
+    logger.setLevel(logging.INFO)
+    yield
+    logger.setLevel(level)
+
+
+def test_the_log_line_off_layer_keeps_the_metrics_and_drops_only_the_log_line(
+    aws, capsys, caplog, info_logs
+):
+    innermost = receiver.handler.__wrapped__.__wrapped__
+    with cpu._log_line_off():
+        innermost(delivery_event(job_body()), Context())
+    quiet = (capsys.readouterr().out, [r.getMessage() for r in caplog.records])
+    caplog.clear()
+    # Back at the level it found.
+    innermost(delivery_event(job_body()), Context())
+    full = (capsys.readouterr().out, [r.getMessage() for r in caplog.records])
+    assert '"NewJobs"' in quiet[0] and '"NewJobs"' in full[0]
+    assert "delivery accepted" not in quiet[1]
+    assert "delivery accepted" in full[1]
+
+
+def test_the_secret_stub_answers_a_client_without_the_network():
+    client = boto3.session.Session().client("secretsmanager")
+    answer_secrets(client)
+    assert client.get_secret_value(SecretId="any")["SecretString"] == SECRET
+
+
+def test_cold_start_floor_and_receiver_each_read_the_secret():
+    # Each variant asserts in its fresh process that its read got the stub's answer.
+    env = coldstart._env()
+    for name in (coldstart.FLOOR, coldstart.RECEIVER_FIRST_USE):
+        cpu_ms, wall_ms = coldstart._once(coldstart.VARIANTS[name], env)
+        assert cpu_ms > 0 and wall_ms > 0
+
+
+def bench(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "devtools.bench", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_bench_runs_only_the_sections_asked_and_refuses_unknown_ones():
+    unknown = bench("--only", "artifacts,bogus")
+    assert unknown.returncode == 2
+    assert "unknown sections ['bogus']" in unknown.stderr
+    nothing = bench("--only", "cold", "--skip", "cold")
+    assert nothing.returncode == 0
+    assert "0 of 0 targets met" in nothing.stdout
+    assert "##" not in nothing.stdout.split("## Targets")[0]
