@@ -61,6 +61,9 @@ LOCAL_TIMINGS = {
 }
 
 OUTCOME_OF_DETAIL_TYPE = {v: k for k, v in DETAIL_TYPES.items()}
+# Seconds between attempts in the banner's "Send one" line: with Sume's minute,
+# a wrong secret would mean nine silent minutes before the simulator gives up.
+SEND_ONE_SPACING = 5
 
 
 @dataclass(frozen=True)
@@ -600,7 +603,7 @@ class LocalStack:
         )
         yield (
             "Send one:  .venv/bin/python -m devtools.simulator send "
-            f"{self.url} --secret {self.signing_secret}"
+            f"{self.url} --secret {self.signing_secret} --spacing {SEND_ONE_SPACING}"
         )
 
 

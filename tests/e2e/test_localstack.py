@@ -41,3 +41,5 @@ def test_the_banner_names_everything_needed_to_look_inside(stack: LocalStack) ->
         "ALLOW_HTTP_URLS=true ALLOW_PRIVATE_HOSTS=true",
     ):
         assert value in banner
+    send_one = next(line for line in banner.splitlines() if line.startswith("Send one:"))
+    assert send_one.endswith(f"--secret {stack.signing_secret} --spacing 5")
