@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import subprocess
 from pathlib import Path
 
 from infra import spec
-from tests.infra.conftest import ROOT
+from tests.infra.conftest import ROOT, credential_free_env
 
 
 def make(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -24,19 +23,6 @@ def make(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
         timeout=60,
         check=False,
     )
-
-
-def without_aws(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(
-        {
-            "HOME": str(home),
-            "AWS_CONFIG_FILE": str(home / "no-config"),
-            "AWS_SHARED_CREDENTIALS_FILE": str(home / "no-credentials"),
-            "AWS_EC2_METADATA_DISABLED": "true",
-        }
-    )
-    return env
 
 
 def phony_targets() -> set[str]:
@@ -71,7 +57,7 @@ def test_synth_says_where_the_template_goes() -> None:
 
 def test_without_credentials_cdk_targets_stop_at_once_and_say_what_to_do(tmp_path: Path) -> None:
     for target in ("check-aws", "bootstrap", "diff", "deploy", "destroy"):
-        result = make(target, env=without_aws(tmp_path))
+        result = make(target, env=credential_free_env(tmp_path))
         assert result.returncode != 0, target
         assert "no AWS credentials: set AWS_PROFILE" in result.stderr, target
         assert "make bootstrap" in result.stderr
@@ -81,7 +67,7 @@ def test_without_credentials_cdk_targets_stop_at_once_and_say_what_to_do(tmp_pat
 
 
 def test_an_unknown_profile_is_named(tmp_path: Path) -> None:
-    env = {**without_aws(tmp_path), "AWS_PROFILE": "nosuch"}
+    env = {**credential_free_env(tmp_path), "AWS_PROFILE": "nosuch"}
     result = make("check-aws", env=env)
     assert result.returncode != 0
     assert "AWS_PROFILE=nosuch names no profile" in result.stderr
@@ -90,7 +76,7 @@ def test_an_unknown_profile_is_named(tmp_path: Path) -> None:
 
 def test_with_credentials_the_preflight_says_which_and_where(tmp_path: Path) -> None:
     env = {
-        **without_aws(tmp_path),
+        **credential_free_env(tmp_path),
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_REGION": "eu-west-1",
