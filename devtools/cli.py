@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from importlib import metadata
+from importlib.metadata import version as package_version
 from typing import Any
 
 import boto3
@@ -65,7 +65,7 @@ def as_json_output(args: argparse.Namespace) -> bool:
 
 def version() -> str:
     return (
-        f"{PROG} {metadata.version('sume-webhooks')} Python/{platform.python_version()} "
+        f"{PROG} {package_version('sume-webhooks')} Python/{platform.python_version()} "
         f"boto3/{boto3.__version__} botocore/{botocore.__version__}"
     )
 
@@ -141,9 +141,9 @@ def cmd_list(ops: Ops, args: argparse.Namespace) -> int:
 
 
 def cmd_expect(ops: Ops, args: argparse.Namespace) -> int:
-    metadata_ = jobs.parse_metadata(args.metadata)
+    metadata = jobs.parse_metadata(args.metadata)
     first = ops.first_poll()
-    created, item = jobs.expect(ops.jobs, args.job_id, args.status_url, metadata_, first.seconds)
+    created, item = jobs.expect(ops.jobs, args.job_id, args.status_url, metadata, first.seconds)
     if as_json_output(args):
         dump(
             {

@@ -161,7 +161,7 @@ class PortTaken(OSError):
         self.role = role
 
 
-def ensure_free(port: int, role: str = "a") -> None:
+def ensure_free(port: int, role: str) -> None:
     """Raise ``PortTaken`` when ``port`` is taken on loopback.
 
     ThreadedMotoServer binds inside its thread and, when that fails, its

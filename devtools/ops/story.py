@@ -118,14 +118,14 @@ def _artifact(value: Any) -> str:
     return _compact(value)
 
 
-def render(item: dict[str, Any], now: float | None = None) -> str:
+def render(item: dict[str, Any]) -> str:
     """The item as labelled lines, most telling first; absent attributes are skipped.
 
     Attributes this view does not know yet are listed last, under their own
     names, so the story is never silently incomplete.
     """
     state = str(item.get("state", "?"))
-    meaning = lease_ended(item, time.time() if now is None else now)
+    meaning = lease_ended(item, time.time())
     lines: list[tuple[str, str]] = [
         ("job", str(item["job_id"])),
         ("state", f"{state} ({meaning or MEANING.get(state, 'unknown state')})"),

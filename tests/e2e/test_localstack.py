@@ -24,8 +24,8 @@ def test_a_taken_port_is_an_error_not_a_hang() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         with pytest.raises(OSError):
-            ensure_free(taken.getsockname()[1])
-    ensure_free(0)
+            ensure_free(taken.getsockname()[1], "webhook")
+    ensure_free(0, "moto")
 
 
 def test_a_second_stack_in_one_process_is_refused(stack: LocalStack) -> None:
