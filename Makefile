@@ -1,7 +1,9 @@
 # Every target creates what it needs: uv (bootstrapped with pip when absent),
 # the .venv from the committed uv.lock, and (for deploy) the pinned CDK CLI.
+# `make help` prints the `## target: what it does` line above each rule.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
+MAKEFILE := $(lastword $(MAKEFILE_LIST))
 
 UV_VERSION := 0.13.9
 UV := $(or $(shell command -v uv 2>/dev/null),$(CURDIR)/.tools/bin/uv)
@@ -12,6 +14,9 @@ STAGE ?= dev
 CONTEXT ?=
 # Arguments for the bench, e.g. ARGS=--quick or ARGS="--only artifacts,poller"
 ARGS ?=
+# cdk.json runs the app with the .venv's Python, so a bare `cdk` works too.
+CDK := node_modules/.bin/cdk
+CDK_ARGS := --no-notices -c stage=$(STAGE) $(CONTEXT)
 
 # jsii (behind aws-cdk-lib) and the CDK CLI: quiet, offline, caches in-tree.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
@@ -21,18 +26,12 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_HOME := $(CURDIR)/.cache/cdk
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 
-.PHONY: help install test test-fast lint format run demo bench synth bootstrap deploy destroy clean
+.PHONY: help install test test-fast lint format run demo bench synth check-aws bootstrap diff deploy destroy clean
 
+## help: this list
 help:
-	@echo "make run      local stack on moto: the webhook receiver on http://127.0.0.1:8080"
-	@echo "make test     the whole test suite (unit, integration, infra, e2e)"
-	@echo "make lint     ruff (lint + format check) and mypy"
-	@echo "make demo     local stack + Sume simulator scenario, checks the invariants"
-	@echo "make bench    AWS calls, CPU, cold start, throughput, cost, artifact copies, poller"
-	@echo "              capacity; ARGS=--quick, ARGS=\"--only artifacts,poller\", ARGS=--help"
-	@echo "make synth    cdk synth (offline) into cdk.out/"
-	@echo "make deploy   cdk deploy STAGE=$(STAGE) (needs AWS credentials)"
-	@echo "make destroy  cdk destroy STAGE=$(STAGE) (dev stages delete their data)"
+	@awk '/^## [a-z-]+: / { name = $$2; sub(/:$$/, "", name); sub(/^## [a-z-]+: /, ""); \
+		printf "make %-10s %s\n", name, $$0 }' $(MAKEFILE)
 
 $(CURDIR)/.tools/bin/uv:
 	python3 -m venv .tools
@@ -42,47 +41,69 @@ $(VENV)/.synced: pyproject.toml uv.lock | $(UV)
 	$(UV) sync --frozen --all-extras --quiet
 	@touch $@
 
+## install: the .venv from uv.lock (uv is bootstrapped with pip when absent)
 install: $(VENV)/.synced
 
+## test: the whole test suite (unit, integration, infra, e2e)
 test: install
 	$(PY) -m pytest
 
+## test-fast: unit and integration tests only
 test-fast: install
 	$(PY) -m pytest tests/unit tests/integration
 
+## lint: ruff (lint + format check) and mypy
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+## format: ruff fixes what it can, then formats
 format: install
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+## run: local stack on moto: the webhook receiver on http://127.0.0.1:8080 (PORT=...)
 run: install
 	$(PY) -m devtools.localstack
 
+## demo: local stack + Sume simulator scenario, checks the invariants
 demo: install
 	$(PY) -m devtools.demo
 
+## bench: AWS calls, CPU, cold start, throughput, cost, artifact copies, poller capacity (ARGS=--quick, ARGS="--only artifacts,poller")
 bench: install
 	$(PY) -m devtools.bench $(ARGS)
 
+## synth: cdk synth of STAGE (dev) into cdk.out/, offline, no AWS account needed
 synth: install
 	CDK_OUTDIR=cdk.out $(PY) app.py -c stage=$(STAGE) $(CONTEXT)
+	@echo "template: cdk.out/SumeWebhooks-$(STAGE).template.json (cloud assembly in cdk.out/)"
 
 node_modules/.bin/cdk: package.json package-lock.json
 	npm ci --no-audit --no-fund --silent
 	@touch $@
 
-bootstrap: install node_modules/.bin/cdk
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" node_modules/.bin/cdk bootstrap --no-notices -c stage=$(STAGE) $(CONTEXT)
+## check-aws: are there AWS credentials (and a region)? no AWS call; deploy & co. run it first
+check-aws: install
+	@$(PY) -m devtools.ops.preflight
 
-deploy: install node_modules/.bin/cdk
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" node_modules/.bin/cdk deploy --no-notices -c stage=$(STAGE) $(CONTEXT)
+## bootstrap: cdk bootstrap, once per account and region (CDK's asset bucket and roles)
+bootstrap: check-aws $(CDK)
+	$(CDK) bootstrap $(CDK_ARGS)
 
-destroy: install node_modules/.bin/cdk
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" node_modules/.bin/cdk destroy --no-notices -c stage=$(STAGE) $(CONTEXT)
+## diff: cdk diff: what deploying STAGE would change
+diff: check-aws $(CDK)
+	$(CDK) diff $(CDK_ARGS)
 
+## deploy: cdk deploy STAGE (CONTEXT="-c key=value ..." adds settings)
+deploy: check-aws $(CDK)
+	$(CDK) deploy $(CDK_ARGS)
+
+## destroy: cdk destroy STAGE (dev stages delete their data)
+destroy: check-aws $(CDK)
+	$(CDK) destroy $(CDK_ARGS)
+
+## clean: remove .venv, .tools, caches and cdk.out/
 clean:
 	rm -rf $(VENV) .tools .cache cdk.out .pytest_cache .mypy_cache .ruff_cache

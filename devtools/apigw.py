@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 import threading
 import time
 import traceback
@@ -110,12 +111,23 @@ class LambdaContext:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
-class HttpApiServer(ThreadingHTTPServer):
-    """A threading HTTP server whose one route calls ``handler`` with HTTP API events."""
+class LoopbackHTTPServer(ThreadingHTTPServer):
+    """The local stack's and the simulator's HTTP servers: one thread per connection."""
 
     daemon_threads = True
     # Bursts of concurrent deliveries must not wait on a full accept queue.
     request_queue_size = 128
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up (a timeout, a closed keep-alive connection)
+        # is routine here: no traceback for it. Anything else is a bug.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
+class HttpApiServer(LoopbackHTTPServer):
+    """A threading HTTP server whose one route calls ``handler`` with HTTP API events."""
 
     def __init__(
         self,

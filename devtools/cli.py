@@ -10,23 +10,28 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from importlib.metadata import version as package_version
 from typing import Any
 
+import boto3
+import botocore
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     EndpointConnectionError,
     NoCredentialsError,
     NoRegionError,
+    ProfileNotFound,
 )
 
 from devtools.ops import CHECK_FAILED, FAILED, OK, USAGE, OpsError, dlq, jobs, rotation
-from devtools.ops.context import Ops
-from devtools.ops.listing import SCANNED, STATES, list_jobs
+from devtools.ops.context import LOCAL_ENDPOINT_HINT, Ops, not_an_aws_api
+from devtools.ops.listing import DEFAULT_STATE, SCANNED, STATES, list_jobs
 from devtools.ops.sendtest import MAX_SHOWN_BODY, send
 from devtools.ops.story import as_json, render
 from devtools.ops.times import iso, parse_since
@@ -39,6 +44,7 @@ from sume.settings import ConfigurationError
 
 PROG = "sume-webhooks"
 Command = Callable[[Ops, argparse.Namespace], int]
+JSON, TABLE = "json", "table"
 
 
 def out(text: str = "") -> None:
@@ -51,6 +57,17 @@ def note(text: str) -> None:
 
 def dump(value: Any) -> None:
     out(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str))
+
+
+def as_json_output(args: argparse.Namespace) -> bool:
+    return bool(args.output == JSON)
+
+
+def version() -> str:
+    return (
+        f"{PROG} {package_version('sume-webhooks')} Python/{platform.python_version()} "
+        f"boto3/{boto3.__version__} botocore/{botocore.__version__}"
+    )
 
 
 def table(rows: list[list[str]], header: list[str]) -> None:
@@ -67,7 +84,7 @@ def deployment_option(ops: Ops) -> str:
 
 def cmd_status(ops: Ops, args: argparse.Namespace) -> int:
     item = jobs.load(ops.jobs, args.job_id)
-    if args.json:
+    if as_json_output(args):
         dump(as_json(item))
     else:
         out(render(item))
@@ -75,22 +92,23 @@ def cmd_status(ops: Ops, args: argparse.Namespace) -> int:
 
 
 def cmd_list(ops: Ops, args: argparse.Namespace) -> int:
+    state = args.state or DEFAULT_STATE
     since = parse_since(args.since, time.time()) if args.since else None
     listing = list_jobs(
         ops.client("dynamodb"),
         ops.stack.names.table,
         ops.shards,
-        args.state,
+        state,
         since,
         args.limit,
         args.scan_budget if args.scan else None,
     )
-    scanned = args.state in SCANNED
+    scanned = state in SCANNED
     source = "by a bounded Scan" if scanned else "from the due-work index"
-    if args.json:
+    if as_json_output(args):
         dump(
             {
-                "state": args.state,
+                "state": state,
                 "jobs": [as_json(i) for i in listing.items],
                 "items_read": listing.read,
                 "complete": listing.complete,
@@ -98,23 +116,23 @@ def cmd_list(ops: Ops, args: argparse.Namespace) -> int:
             }
         )
     elif listing.items:
-        attribute = listing.time_attribute
+        times = listing.time_attributes
         table(
             [
                 [
                     str(i["job_id"]),
                     str(i.get("state", "")),
                     str(i.get("event", "")),
-                    iso(i.get(attribute)) or "-",
+                    *(iso(i.get(attribute)) or "-" for attribute in times),
                     iso(i.get("due_at")) or "-",
                 ]
                 for i in listing.items
             ],
-            ["JOB_ID", "STATE", "EVENT", attribute.upper(), "DUE_AT"],
+            ["JOB_ID", "STATE", "EVENT", *(a.upper() for a in times), "DUE_AT"],
         )
     else:
-        out(f"no {args.state} jobs")
-    summary = f"{len(listing.items)} {args.state} job(s); read {listing.read} item(s) {source}"
+        out(f"no {state} jobs")
+    summary = f"{len(listing.items)} {state} job(s); read {listing.read} item(s) {source}"
     if not listing.complete:
         summary += "; stopped early, more may exist (raise --limit"
         summary += " or --scan-budget)" if scanned else ")"
@@ -123,16 +141,23 @@ def cmd_list(ops: Ops, args: argparse.Namespace) -> int:
 
 
 def cmd_expect(ops: Ops, args: argparse.Namespace) -> int:
-    created, item = jobs.expect(
-        ops.jobs,
-        ops.stack.names.table,
-        ops.client("dynamodb"),
-        args.job_id,
-        args.status_url,
-        jobs.parse_metadata(args.metadata),
-    )
-    if created:
-        out(f"registered {args.job_id}: first status poll at {iso(item.get('due_at'))}")
+    metadata = jobs.parse_metadata(args.metadata)
+    first = ops.first_poll()
+    created, item = jobs.expect(ops.jobs, args.job_id, args.status_url, metadata, first.seconds)
+    if as_json_output(args):
+        dump(
+            {
+                "registered": created,
+                "first_poll_after_seconds": first.seconds,
+                "first_poll_after_source": first.source,
+                "job": as_json(item),
+            }
+        )
+    elif created:
+        out(
+            f"registered {args.job_id}: first status poll at {iso(item.get('due_at'))} "
+            f"(after {first.seconds} s: {first.source})"
+        )
     else:
         out(f"{args.job_id} is already known (state {item.get('state')}); nothing changed")
     return OK
@@ -141,10 +166,13 @@ def cmd_expect(ops: Ops, args: argparse.Namespace) -> int:
 def cmd_replay(ops: Ops, args: argparse.Namespace) -> int:
     queue = JobQueue(ops.client("sqs"), ops.stack.names.queue_url)
     jobs.replay(ops.jobs, queue, args.job_id, int(time.time()))
-    out(
-        f"replay queued for {args.job_id}: state received, replay=true; "
-        "the worker copies its artifacts again"
-    )
+    if as_json_output(args):
+        dump({"job_id": args.job_id, "state": "received", "replay": True, "queued": True})
+    else:
+        out(
+            f"replay queued for {args.job_id}: state received, replay=true; "
+            "the worker copies its artifacts again"
+        )
     return OK
 
 
@@ -169,7 +197,7 @@ def cmd_dlq_peek(ops: Ops, args: argparse.Namespace) -> int:
     sqs = ops.client("sqs")
     url = ops.stack.names.dlq_url
     letters = dlq.peek(sqs, ops.jobs, url, args.limit)
-    if args.json:
+    if as_json_output(args):
         dump([letter.as_dict() for letter in letters])
     elif letters:
         _letters_table(letters)
@@ -182,9 +210,12 @@ def cmd_dlq_peek(ops: Ops, args: argparse.Namespace) -> int:
 def cmd_dlq_redrive(ops: Ops, args: argparse.Namespace) -> int:
     names = ops.stack.names
     letters = dlq.redrive(ops.client("sqs"), ops.jobs, names.dlq_url, names.queue_url, args.limit)
-    if letters:
-        _letters_table(letters)
-    out(f"moved {len(letters)} message(s) back to the jobs queue")
+    if as_json_output(args):
+        dump({"moved": [letter.as_dict() for letter in letters]})
+    else:
+        if letters:
+            _letters_table(letters)
+        out(f"moved {len(letters)} message(s) back to the jobs queue")
     for letter in letters:
         state = (letter.item or {}).get("state")
         if state in ("processed", "processing_error"):
@@ -219,11 +250,13 @@ def cmd_send_test(ops: Ops, args: argparse.Namespace) -> int:
         if not url:
             raise OpsError(f"{ops.stack.description} has no WebhookUrl output")
     answers = send(url, _signing_secrets(ops, args), args.job, args.event, args.artifact)
-    for answer in answers:
-        body = answer.body
-        if len(body) > MAX_SHOWN_BODY:
-            body = body[:MAX_SHOWN_BODY] + "..."
-        out(f"{answer.label} -> {answer.status} {body}".rstrip())
+    shown = [(a, a.body[:MAX_SHOWN_BODY]) for a in answers]
+    if as_json_output(args):
+        dump([{"sent": a.label, "status": a.status, "body": body} for a, body in shown])
+    else:
+        for answer, body in shown:
+            cut = "..." if len(answer.body) > len(body) else ""
+            out(f"{answer.label} -> {answer.status} {body}{cut}".rstrip())
     failed = [a.label for a in answers if not a.ok]
     if failed:
         note(f"not accepted: {', '.join(failed)} (see the status and body above)")
@@ -241,10 +274,16 @@ def _secret_arn(ops: Ops) -> str:
     return arn
 
 
-def _show_positions(secrets: list[str], new: str | None = None) -> None:
-    for position, secret in enumerate(secrets):
-        tag = "  (new)" if secret == new else ""
-        out(f"  {position}  {rotation.fingerprint(secret)}{tag}")
+def _positions(secrets: list[str], new: str | None = None) -> list[dict[str, Any]]:
+    return [
+        {"position": position, "fingerprint": rotation.fingerprint(secret), "new": secret == new}
+        for position, secret in enumerate(secrets)
+    ]
+
+
+def _show_positions(positions: list[dict[str, Any]]) -> None:
+    for p in positions:
+        out(f"  {p['position']}  {p['fingerprint']}{'  (new)' if p['new'] else ''}")
 
 
 STDIN = "-"
@@ -255,19 +294,33 @@ def cmd_secrets_rotate(ops: Ops, args: argparse.Namespace) -> int:
     new = sys.stdin.readline() if args.new_secret == STDIN else args.new_secret
     arn = _secret_arn(ops)
     secrets = rotation.rotate(ops.client("secretsmanager"), arn, new)
-    out(f"{arn} now holds {len(secrets)} secrets, newest first:")
-    _show_positions(secrets, new.strip())
-    out("Give Sume the new secret; the receiver accepts both meanwhile.")
-    out(rotation.metric_hint(len(secrets) - 1, deployment_option(ops)))
-    out(f"Then: {PROG} {deployment_option(ops)} secrets retire")
+    positions = _positions(secrets, new.strip())
+    next_steps = [
+        "Give Sume the new secret; the receiver accepts both meanwhile.",
+        rotation.metric_hint(len(secrets) - 1, deployment_option(ops)),
+        f"Then: {PROG} {deployment_option(ops)} secrets retire",
+    ]
+    if as_json_output(args):
+        dump({"secret_arn": arn, "secrets": positions})
+        for line in next_steps:
+            note(line)
+    else:
+        out(f"{arn} now holds {len(secrets)} secrets, newest first:")
+        _show_positions(positions)
+        for line in next_steps:
+            out(line)
     return OK
 
 
 def cmd_secrets_retire(ops: Ops, args: argparse.Namespace) -> int:
     arn = _secret_arn(ops)
     retired, remaining = rotation.retire(ops.client("secretsmanager"), arn, args.position)
-    out(f"retired {rotation.fingerprint(retired)}; {arn} now holds:")
-    _show_positions(remaining)
+    positions = _positions(remaining)
+    if as_json_output(args):
+        dump({"secret_arn": arn, "retired": rotation.fingerprint(retired), "secrets": positions})
+    else:
+        out(f"retired {rotation.fingerprint(retired)}; {arn} now holds:")
+        _show_positions(positions)
     return OK
 
 
@@ -278,6 +331,18 @@ def cmd_secrets_status(ops: Ops, args: argparse.Namespace) -> int:
     # The end reaches into the next minute, so the current minute's deliveries count.
     start, end = now - timedelta(hours=args.hours), now + timedelta(minutes=1)
     usage = rotation.usage(ops.client("cloudwatch"), secrets, start, end)
+    if as_json_output(args):
+        positions = [
+            {
+                "position": u.position,
+                "fingerprint": u.fingerprint,
+                "metric": rotation.metric_name(u.position),
+                "matches": u.matches,
+            }
+            for u in usage
+        ]
+        dump({"secret_arn": arn, "hours": args.hours, "positions": positions})
+        return OK
     out(f"{arn}: deliveries verified per position in the last {args.hours} h")
     table(
         [
@@ -296,16 +361,28 @@ def cmd_secrets_status(ops: Ops, args: argparse.Namespace) -> int:
 
 def _global_options(parser: argparse.ArgumentParser, default: Any) -> None:
     """Accepted before or after the command (the command's copy must not reset them)."""
-    group = parser.add_argument_group("deployment")
+    group = parser.add_argument_group("deployment and output")
     group.add_argument(
         "--stage", default=default, help="deployed stage: resources from its stack outputs"
     )
     group.add_argument(
         "--endpoint-url",
         default=default,
-        help="local stack endpoint (moto), e.g. http://127.0.0.1:5000",
+        help="the local stack's moto endpoint, e.g. http://127.0.0.1:5000 "
+        "(default: AWS_ENDPOINT_URL, unless --stage)",
     )
-    group.add_argument("--region", default=default, help="AWS region (default: from AWS config)")
+    group.add_argument(
+        "--profile", default=default, help="AWS profile (default: AWS_PROFILE, else default)"
+    )
+    group.add_argument(
+        "--region", default=default, help="AWS region (default: AWS_REGION, else AWS config)"
+    )
+    group.add_argument(
+        "--output",
+        choices=(TABLE, JSON),
+        default=default if default is argparse.SUPPRESS else TABLE,
+        help="table (for people, the default) or json (for scripts)",
+    )
     group.add_argument(
         "--prefix",
         default=default,
@@ -319,6 +396,17 @@ def _global_options(parser: argparse.ArgumentParser, default: Any) -> None:
     )
 
 
+def json_alias(parser: argparse.ArgumentParser, help_text: str = "same as --output json") -> None:
+    parser.add_argument(
+        "--json",
+        dest="output",
+        action="store_const",
+        const=JSON,
+        default=argparse.SUPPRESS,
+        help=help_text,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -326,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 failed, 2 usage, 3 send-test not accepted by the endpoint.",
     )
     _global_options(parser, None)
+    parser.add_argument("--version", action="version", version=version())
     common = argparse.ArgumentParser(add_help=False)
     _global_options(common, argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -342,10 +431,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = command(commands, "status", cmd_status, "a job's whole story from its item")
     status.add_argument("job_id", metavar="JOB_ID")
-    status.add_argument("--json", action="store_true", help="the item as JSON (times in ISO UTC)")
+    json_alias(status, "the item as JSON (times in ISO UTC)")
 
-    listing = command(commands, "list", cmd_list, "jobs in a state")
-    listing.add_argument("--state", required=True, choices=STATES)
+    listing = command(commands, "list", cmd_list, "jobs in a state (default: unfinished ones)")
+    listing.add_argument(
+        "--state",
+        choices=STATES,
+        help=f"default {DEFAULT_STATE}: awaiting and owed jobs, all the due-work index holds",
+    )
     listing.add_argument("--since", help="30m, 2h, 7d, or an ISO time (UTC)")
     listing.add_argument("--limit", type=int, default=50, help="at most this many jobs (50)")
     listing.add_argument(
@@ -356,7 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument(
         "--scan-budget", type=int, default=1000, help="items a Scan may read (1000)"
     )
-    listing.add_argument("--json", action="store_true")
+    json_alias(listing)
 
     expect = command(commands, "expect", cmd_expect, "register a submitted job for status polling")
     expect.add_argument("job_id", metavar="JOB_ID")
@@ -374,7 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
     dlq_commands = dlq_parser.add_subparsers(dest="dlq_command", required=True, metavar="ACTION")
     peek = command(dlq_commands, "peek", cmd_dlq_peek, "show DLQ messages with their jobs' state")
     peek.add_argument("--limit", type=int, default=10, help="at most this many messages (10)")
-    peek.add_argument("--json", action="store_true")
+    json_alias(peek)
     redrive = command(
         dlq_commands, "redrive", cmd_dlq_redrive, "move DLQ messages back to the jobs queue"
     )
@@ -427,22 +520,42 @@ def _aws_error(exc: ClientError) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.stage and args.endpoint_url:
         raise OpsError("pass either --stage or --endpoint-url, not both", USAGE)
+    # As the AWS CLI: AWS_ENDPOINT_URL names where the calls go. Without a
+    # --stage that is the local stack; with one, the stack is found through
+    # CloudFormation at that endpoint (boto3 honours the variable itself).
+    endpoint = args.endpoint_url
+    if not args.stage and not endpoint:
+        endpoint = os.environ.get("AWS_ENDPOINT_URL", "").strip() or None
     ops = Ops(
         stage=args.stage,
-        endpoint_url=args.endpoint_url,
-        region=args.region,
+        endpoint_url=endpoint,
+        # AWS_REGION: the AWS CLI and SDKs read it; botocore only AWS_DEFAULT_REGION.
+        region=args.region or os.environ.get("AWS_REGION", "").strip() or None,
         prefix=args.prefix or LOCAL_PREFIX,
         shards=args.shards or int(os.environ.get("DUE_SHARDS") or DUE_SHARDS),
+        profile=args.profile,
     )
     command: Command = args.run
-    return command(ops, args)
+    try:
+        return command(ops, args)
+    except ClientError as exc:
+        if (mistake := not_an_aws_api(exc, ops.endpoint_url)) is not None:
+            raise mistake from None
+        raise
+    except EndpointConnectionError as exc:
+        if ops.endpoint_url:
+            raise OpsError(
+                f"cannot reach {exc.kwargs.get('endpoint_url')}: is the local stack up? "
+                f"Use {LOCAL_ENDPOINT_HINT}"
+            ) from None
+        raise
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exit_:
-        # argparse already printed help or the usage error.
+        # argparse already printed help, the version or the usage error.
         return exit_.code if isinstance(exit_.code, int) else USAGE
     try:
         return run(args)
@@ -452,6 +565,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         message, code = str(exc), FAILED
     except NoCredentialsError:
         message, code = "no AWS credentials found (AWS_PROFILE, environment or SSO)", FAILED
+    except ProfileNotFound as exc:
+        message = (
+            f"no AWS profile {exc.kwargs.get('profile')!r} (--profile or AWS_PROFILE): "
+            "`aws configure list-profiles` shows the ones there are"
+        )
+        code = FAILED
     except NoRegionError:
         message, code = "no AWS region: pass --region or set AWS_REGION", FAILED
     except EndpointConnectionError as exc:

@@ -15,8 +15,9 @@ import sys
 import time
 
 from devtools import scenario
-from devtools.localstack import LocalSettings, LocalStack, printer
+from devtools.localstack import LocalSettings, LocalStack, printer, start_problem
 from devtools.simulator import Sume, SumeJob
+from sume.settings import ConfigurationError
 
 # Seconds, so the job whose webhook never arrives is found while you watch.
 DEMO_TIMINGS = {
@@ -25,6 +26,7 @@ DEMO_TIMINGS = {
     "REDELIVER_GRACE_SECONDS": "2",
     "SWEEP_AFTER_SECONDS": "10",
 }
+PORT_VARIABLES = {"webhook": "DEMO_PORT (or --port)", "moto": "DEMO_MOTO_PORT (or --moto-port)"}
 
 
 def wait_processed(stack: LocalStack, job: SumeJob, timeout: float) -> None:
@@ -51,7 +53,13 @@ def main(argv: list[str] | None = None) -> int:
         lambda_env=DEMO_TIMINGS,
     )
     started = time.monotonic()
-    with LocalStack(settings, echo=None if args.quiet else printer()) as stack:
+    stack = LocalStack(settings, echo=None if args.quiet else printer())
+    try:
+        stack.start()
+    except (OSError, ConfigurationError) as exc:
+        print(start_problem(exc, PORT_VARIABLES), file=sys.stderr)
+        return 1
+    try:
         print(f"local stack up: {stack.url} (moto {stack.endpoint_url})")
         print(f"Sume simulator: 10 attempts per delivery, {args.spacing:g}s apart, 10s timeout")
         with Sume(
@@ -72,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         print()
         for line in report.lines():
             print(line)
+    finally:
+        stack.stop()
     print(f"\n({time.monotonic() - started:.1f}s)")
     if not settled:
         print(f"FAILED: the stack did not settle within {args.timeout:g}s", file=sys.stderr)

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, TextIO
@@ -37,7 +37,9 @@ from devtools.eventsources import QueueTap, Schedule, SqsEventSource
 from devtools.resources import create_resources, environment
 from infra import spec
 from infra.spec import ResourceNames
+from sume.jobs import from_item
 from sume.schema import DETAIL_TYPES, EVENT_SOURCE, WEBHOOK_PATH
+from sume.settings import ConfigurationError, PollerSettings, ReceiverSettings, WorkerSettings
 
 HOST = "127.0.0.1"
 REGION = "us-east-1"
@@ -67,6 +69,16 @@ LOCAL_TIMINGS = {
 }
 
 OUTCOME_OF_DETAIL_TYPE = {v: k for k, v in DETAIL_TYPES.items()}
+# How each handler reads its settings (and fails on a bad one).
+HANDLER_SETTINGS: dict[str, Callable[[Mapping[str, str]], object]] = {
+    "receiver": ReceiverSettings.from_env,
+    "worker": WorkerSettings.from_env,
+    "poller": PollerSettings.from_env,
+}
+MAX_SHOWN_MESSAGE = 120
+# Seconds between attempts in the banner's "Send one" line: with Sume's minute,
+# a wrong secret would mean nine silent minutes before the simulator gives up.
+SEND_ONE_SPACING = 5
 
 
 @dataclass(frozen=True)
@@ -95,7 +107,7 @@ class Entry:
     at: float
     kind: str
     """received, duplicate, conflict, test, ignored, rejected, error, retry, dlq, poll,
-    processed, recovered"""
+    processed, recovered, processing_error"""
     job_id: str | None
     detail: str
 
@@ -146,8 +158,17 @@ def reset_containers() -> None:
                 value.cache_clear()
 
 
-def ensure_free(port: int) -> None:
-    """Raise OSError when ``port`` is taken on loopback.
+class PortTaken(OSError):
+    """One of the stack's ports is in use; ``role`` says which (webhook or moto)."""
+
+    def __init__(self, port: int, role: str) -> None:
+        super().__init__(f"{role} port {port} is already in use")
+        self.port = port
+        self.role = role
+
+
+def ensure_free(port: int, role: str) -> None:
+    """Raise ``PortTaken`` when ``port`` is taken on loopback.
 
     ThreadedMotoServer binds inside its thread and, when that fails, its
     start() waits forever for a ready signal that never comes.
@@ -156,7 +177,23 @@ def ensure_free(port: int) -> None:
         return
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind((HOST, port))
+        try:
+            probe.bind((HOST, port))
+        except OSError:
+            raise PortTaken(port, role) from None
+
+
+def check_settings(env: Mapping[str, str]) -> None:
+    """Read each handler's settings as the handler will, so a bad value stops the start.
+
+    Otherwise the first invocation fails instead: a traceback per retry of
+    every job until the DLQ.
+    """
+    for name, read in HANDLER_SETTINGS.items():
+        try:
+            read(env)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"the {name}'s settings: {exc}") from None
 
 
 _running: LocalStack | None = None
@@ -222,7 +259,8 @@ class LocalStack:
         moto_limits.install()
         # moto's werkzeug logs every AWS call; the journal says what matters.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        ensure_free(self.settings.moto_port)
+        ensure_free(self.settings.port, "webhook")
+        ensure_free(self.settings.moto_port, "moto")
         self._moto = ThreadedMotoServer(
             ip_address=HOST, port=self.settings.moto_port, verbose=False
         )
@@ -240,16 +278,21 @@ class LocalStack:
         )
         self.announcements_queue_url = self._subscribe_announcements()
         self._apply_env(self.lambda_environment())
+        check_settings(os.environ)
         reset_containers()
 
         receiver = importlib.import_module("receiver")
-        self._http = HttpApiServer(
-            (HOST, self.settings.port),
-            self._contained(receiver.handler),
-            f"{self.prefix}-receiver",
-            spec.RECEIVER_TIMEOUT,
-            self._on_delivery,
-        )
+        try:
+            self._http = HttpApiServer(
+                (HOST, self.settings.port),
+                self._contained(receiver.handler),
+                f"{self.prefix}-receiver",
+                spec.RECEIVER_TIMEOUT,
+                self._on_delivery,
+            )
+        except OSError:
+            # Taken since ensure_free looked (moto took a while to start).
+            raise PortTaken(self.settings.port, "webhook") from None
         self.port = self._http.port
         self.url = f"http://{HOST}:{self.port}{WEBHOOK_PATH}"
         sqs = self.client("sqs")
@@ -493,7 +536,7 @@ class LocalStack:
             if message["MessageId"] not in failed:
                 continue
             receives = int(message.get("Attributes", {}).get("ApproximateReceiveCount", 1))
-            why = f"{type(error).__name__}" if error else "reported failed"
+            why = type(error).__name__ if error else self._failure_code(message["Body"])
             if receives >= spec.MAX_RECEIVES:
                 self.journal.add("dlq", message["Body"], f"{why}; receive {receives}: to the DLQ")
             else:
@@ -502,6 +545,17 @@ class LocalStack:
                     message["Body"],
                     f"{why}; retried in {self.settings.retry_delay_seconds}s",
                 )
+
+    def _failure_code(self, job_id: str) -> str:
+        """Why the worker reported a job failed, as its item tells."""
+        item = self._item(job_id, "state", "lease_until", "last_error")
+        if item is None:
+            return "no such job"
+        if item.get("state") == "processing" and item.get("lease_until", 0) >= time.time():
+            # Not claimed, so nothing was noted: another worker holds the lease.
+            return "JobBusy"
+        last_error = item.get("last_error")
+        return str(last_error.get("code")) if isinstance(last_error, dict) else "reported failed"
 
     def _on_poll(self, result: Any) -> None:
         if isinstance(result, dict) and any(
@@ -520,8 +574,11 @@ class LocalStack:
         outcome = OUTCOME_OF_DETAIL_TYPE.get(event.get("detail-type", ""), "?")
         artifacts = detail.get("artifacts") or []
         words = outcome + (f", {len(artifacts)} artifact(s) stored" if artifacts else "")
-        source = self._source_of(job_id)
-        if source == "poll":
+        problem = detail.get("processing_error")
+        if outcome == "processing_error" and isinstance(problem, dict):
+            message = str(problem.get("message", ""))[:MAX_SHOWN_MESSAGE]
+            self.journal.add("processing_error", job_id, f"{problem.get('code')}: {message}")
+        elif self._source_of(job_id) == "poll":
             self.journal.add("recovered", job_id, f"by status_url poll: {words}")
         else:
             self.journal.add("processed", job_id, words)
@@ -530,19 +587,24 @@ class LocalStack:
             self.announcements.append(event)
 
     def _source_of(self, job_id: str | None) -> str | None:
-        if not job_id or not self.names:
+        item = self._item(job_id, "source") if job_id else None
+        return str(item["source"]) if item and "source" in item else None
+
+    def _item(self, job_id: str, *attributes: str) -> dict[str, Any] | None:
+        if not self.names:
             return None
+        names = {f"#a{i}": attribute for i, attribute in enumerate(attributes)}
         item = (
             self.client("dynamodb")
             .get_item(
                 TableName=self.names.table,
                 Key={"job_id": {"S": job_id}},
-                ProjectionExpression="#s",
-                ExpressionAttributeNames={"#s": "source"},
+                ProjectionExpression=", ".join(names),
+                ExpressionAttributeNames=names,
             )
             .get("Item")
         )
-        return item["source"]["S"] if item and "source" in item else None
+        return from_item(item) if item else None
 
     def _subscribe_announcements(self) -> str:
         """A queue subscribed to the bus, as any consumer of the announcements would."""
@@ -608,8 +670,15 @@ class LocalStack:
         )
         yield (
             "Send one:  .venv/bin/python -m devtools.simulator send "
-            f"{self.url} --secret {self.signing_secret}"
+            f"{self.url} --secret {self.signing_secret} --spacing {SEND_ONE_SPACING}"
         )
+
+
+def start_problem(exc: OSError | ConfigurationError, port_variables: Mapping[str, str]) -> str:
+    """Why the stack could not start, in one line naming what to change."""
+    if isinstance(exc, PortTaken):
+        return f"cannot start: {exc}: set {port_variables[exc.role]} to a free one"
+    return f"cannot start: {exc}"
 
 
 def _port(name: str, default: int) -> int:
@@ -646,8 +715,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         stack.start()
-    except OSError as exc:
-        print(f"cannot start: {exc} (set PORT / MOTO_PORT to free ports)", file=sys.stderr)
+    except (OSError, ConfigurationError) as exc:
+        ports = {"webhook": "PORT (or --port)", "moto": "MOTO_PORT (or --moto-port)"}
+        print(start_problem(exc, ports), file=sys.stderr)
         return 1
     signal.signal(signal.SIGTERM, on_signal)
     for line in stack.describe():

@@ -17,6 +17,10 @@ CLI::
 
     python -m devtools.simulator send URL [--secret S] [--event job.failed] ...
     python -m devtools.simulator scenario [URL] [--secret S] [--table NAME]
+
+``send`` prints each attempt as it is answered, with when the next one goes.
+Exit status: 0 delivered (a 2xx), 1 Sume gave up (every attempt refused or
+unanswered), 2 usage, 130 stopped with Ctrl-C (nothing more is sent).
 """
 
 from __future__ import annotations
@@ -33,13 +37,14 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
+from devtools.apigw import LoopbackHTTPServer
 from sume.signature import sign
 
 MAX_ATTEMPTS = 10
@@ -52,6 +57,7 @@ ERRORS = {
     "job.failed": {"code": "RENDER_FAILED", "message": "the encoder exited with status 1"},
     "job.canceled": {"code": "CANCELED", "message": "canceled by the user"},
 }
+INTERRUPTED = 130
 
 
 @dataclass
@@ -148,10 +154,7 @@ def post(url: str, raw: bytes, headers: dict[str, str], timeout: float) -> tuple
         connection.close()
 
 
-class _SumeServer(ThreadingHTTPServer):
-    daemon_threads = True
-    # Bursts of concurrent deliveries must not wait on a full accept queue.
-    request_queue_size = 128
+class _SumeServer(LoopbackHTTPServer):
     sume: Sume
 
 
@@ -211,7 +214,10 @@ class Sume:
         api_token: str | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        on_attempt: Callable[[Attempt, float | None], None] | None = None,
     ) -> None:
+        """``on_attempt`` hears of each attempt as soon as it is answered, with the
+        seconds until the next one (None: the delivery is over)."""
         if not signing_secrets or not all(signing_secrets):
             raise ValueError("Sume signs every delivery: give at least one non-empty secret")
         self.webhook_url = webhook_url
@@ -220,6 +226,7 @@ class Sume:
         self.spacing = spacing_seconds
         self.timeout = timeout_seconds
         self.api_token = api_token
+        self.on_attempt = on_attempt
         self.jobs: dict[str, SumeJob] = {}
         self.hits: Counter[str] = Counter()
         self._server = _SumeServer((host, port), _SumeHandler)
@@ -348,13 +355,17 @@ class Sume:
         if unreachable:
             url = "http://{}:{}/webhooks/sume".format(*self._black_hole.getsockname()[:2])
         delivery = Delivery(job_id)
-        for number in range(1, (attempts or self.attempts) + 1):
+        last = attempts or self.attempts
+        for number in range(1, last + 1):
             if number > 1:
                 time.sleep(self.spacing)
             drop = drop_first_response and number == 1
             attempt = self._attempt(number, url, raw, signing_secrets, drop)
             delivery.attempts.append(attempt)
-            if attempt.acknowledged:
+            over = attempt.acknowledged or number == last
+            if self.on_attempt:
+                self.on_attempt(attempt, None if over else self.spacing)
+            if over:
                 break
         return delivery
 
@@ -382,12 +393,15 @@ class Sume:
         return self.send(json.dumps(body, separators=(",", ":")).encode())
 
 
-def _print_delivery(delivery: Delivery, stream: Any = None) -> None:
-    stream = stream or sys.stdout
-    for a in delivery.attempts:
-        what = f"{a.status} {json.dumps(a.answer)}" if a.reached else f"no answer ({a.error})"
-        print(f"attempt {a.number}: {what}{' (answer dropped)' if a.dropped else ''}", file=stream)
-    print("delivered" if delivery.delivered else "NOT delivered: Sume gives up", file=stream)
+def print_attempt(attempt: Attempt, next_in: float | None) -> None:
+    """One line per attempt, as it happens, saying when the next one goes."""
+    a = attempt
+    what = f"{a.status} {json.dumps(a.answer)}" if a.reached else f"no answer ({a.error})"
+    line = f"attempt {a.number}: {what}{' (answer dropped)' if a.dropped else ''}"
+    if next_in is not None:
+        at = time.strftime("%H:%M:%S", time.localtime(time.time() + next_in))
+        line += f"; next in {next_in:g} s (at {at}); Ctrl-C stops"
+    print(line, flush=True)
 
 
 def _secrets(args: argparse.Namespace) -> list[str]:
@@ -404,6 +418,7 @@ def _send(args: argparse.Namespace) -> int:
         attempts=args.attempts,
         spacing_seconds=args.spacing,
         timeout_seconds=args.timeout,
+        on_attempt=print_attempt,
     ) as sume:
         if args.event == "webhook.test":
             delivery = sume.ping()
@@ -417,9 +432,9 @@ def _send(args: argparse.Namespace) -> int:
                 body["payload"] = {"artifacts": args.artifact}
             else:
                 body["error"] = ERRORS.get(args.event)
-            print(f"job_id {body['job_id']}")
+            print(f"job_id {body['job_id']}", flush=True)
             delivery = sume.send(json.dumps(body).encode(), body["job_id"])
-        _print_delivery(delivery)
+    print("delivered" if delivery.delivered else "NOT delivered: Sume gives up")
     return 0 if delivery.delivered else 1
 
 
@@ -504,7 +519,11 @@ def main(argv: list[str] | None = None) -> int:
     run.set_defaults(run=_scenario)
 
     args = parser.parse_args(argv)
-    return int(args.run(args))
+    try:
+        return int(args.run(args))
+    except KeyboardInterrupt:
+        print("stopped (Ctrl-C): nothing more is sent", file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from devtools.ops import USAGE, OpsError
-from sume import registry
 from sume.jobs import JobsTable, State
 from sume.queue import JobQueue
+from sume.registry import Registry
 
 # As the receiver's SWEEP_AFTER_SECONDS: if the replay message is lost, the
 # sweeper re-enqueues the job after this long.
@@ -33,20 +33,19 @@ def parse_metadata(pairs: list[str]) -> dict[str, str]:
 
 def expect(
     jobs: JobsTable,
-    table_name: str,
-    dynamodb: Any,
     job_id: str,
     status_url: str,
     metadata: dict[str, str],
+    first_poll_after: int,
 ) -> tuple[bool, dict[str, Any]]:
-    """Register a submitted job through the application API; a known job is left as it is.
+    """Register a submitted job as the application API does; a known job is left as it is.
 
-    Returns whether it was registered now, and the job's item either way.
+    ``first_poll_after`` is the deployment's own ``POLL_INITIAL_SECONDS``, so the
+    job is due when that deployment's poller would have made it due. Returns
+    whether it was registered now, and the job's item either way.
     """
     try:
-        created = registry.expect(
-            job_id, status_url, metadata or None, table_name=table_name, dynamodb=dynamodb
-        )
+        created = Registry(jobs, first_poll_after).expect(job_id, status_url, metadata or None)
     except ValueError as exc:
         raise OpsError(str(exc), USAGE) from None
     return created, load(jobs, job_id)

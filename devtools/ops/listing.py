@@ -1,8 +1,9 @@
 """Jobs by state: from the due-work index when it holds them, else a bounded Scan.
 
 The table is keyed by ``job_id`` and has one index, ``due-work``, holding only
-items that need attention (awaiting, received, processing). Those states are
-read from it shard by shard, so the cost follows due work, never table size.
+items that need attention (awaiting, received, processing: ``unfinished``, the
+default listing). Those states are read from it shard by shard, so the cost
+follows due work, never table size.
 Finished states (processed, failed, lost, processing_error) are in no index on
 purpose (an index by state would cost a write on every transition for a
 question asked at 3 a.m.), so listing them takes a Scan: refused unless the
@@ -22,6 +23,7 @@ from sume.schema import DUE_AT, DUE_INDEX, DUE_SHARD
 
 # state argument -> item states, or a filter of its own (failed).
 INDEXED = {
+    "unfinished": ("awaiting", "received", "processing"),
     "awaiting": ("awaiting",),
     "owed": ("received", "processing"),
     "received": ("received",),
@@ -34,18 +36,20 @@ SCANNED = {
     "failed": (),
 }
 STATES = (*INDEXED, *SCANNED)
+DEFAULT_STATE = "unfinished"
 FAILED_EVENTS = ("job.failed", "job.canceled")
 
-# The time --since compares with, and the one shown, per listed state.
-TIME_ATTRIBUTE = {
-    "awaiting": "registered_at",
-    "owed": "received_at",
-    "received": "received_at",
-    "processing": "claimed_at",
-    "processed": "processed_at",
-    "processing_error": "processed_at",
-    "lost": "lost_at",
-    "failed": "received_at",
+# The times --since compares with (any of them), and the ones shown, per listed state.
+TIME_ATTRIBUTES = {
+    "unfinished": ("received_at", "registered_at"),
+    "awaiting": ("registered_at",),
+    "owed": ("received_at",),
+    "received": ("received_at",),
+    "processing": ("claimed_at",),
+    "processed": ("processed_at",),
+    "processing_error": ("processed_at",),
+    "lost": ("lost_at",),
+    "failed": ("received_at",),
 }
 
 SHOWN = (
@@ -57,7 +61,7 @@ SHOWN = (
     "processing_error",
     "status_url",
     DUE_AT,
-    *sorted(set(TIME_ATTRIBUTE.values())),
+    *sorted({a for attributes in TIME_ATTRIBUTES.values() for a in attributes}),
 )
 
 _serializer = TypeSerializer()
@@ -66,7 +70,7 @@ _serializer = TypeSerializer()
 @dataclass(frozen=True)
 class Listing:
     items: list[dict[str, Any]]
-    time_attribute: str
+    time_attributes: tuple[str, ...]
     read: int
     """Items DynamoDB read to answer (the cost)."""
     complete: bool
@@ -91,9 +95,12 @@ def _request(state: str, since: int | None) -> dict[str, Any]:
             values[f":e{i}"] = value
         conditions = [f"#event IN ({', '.join(f':e{i}' for i in range(len(FAILED_EVENTS)))})"]
     if since is not None:
-        names["#since"] = TIME_ATTRIBUTE[state]
+        compared = []
+        for i, attribute in enumerate(TIME_ATTRIBUTES[state]):
+            names[f"#since{i}"] = attribute
+            compared.append(f"#since{i} >= :since")
         values[":since"] = since
-        conditions.append("#since >= :since")
+        conditions.append(f"({' OR '.join(compared)})")
     return {
         "FilterExpression": " AND ".join(conditions),
         "ProjectionExpression": ", ".join(f"#p{i}" for i in range(len(SHOWN))),
@@ -137,7 +144,7 @@ def from_index(
     found.sort(key=lambda i: (i.get(DUE_AT, 0), i["job_id"]))
     if len(found) > limit:
         complete = False
-    return Listing(found[:limit], TIME_ATTRIBUTE[state], read, complete)
+    return Listing(found[:limit], TIME_ATTRIBUTES[state], read, complete)
 
 
 def by_scan(
@@ -159,7 +166,7 @@ def by_scan(
             complete = False
             break
         request["ExclusiveStartKey"] = start
-    return Listing(found[:limit], TIME_ATTRIBUTE[state], read, complete)
+    return Listing(found[:limit], TIME_ATTRIBUTES[state], read, complete)
 
 
 def list_jobs(

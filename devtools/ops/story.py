@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from devtools.ops.times import iso
@@ -27,6 +28,18 @@ MEANING = {
     "processing_error": "follow-up work failed in a way retrying cannot fix",
     "lost": "status polling gave up before a terminal event arrived",
 }
+
+
+def lease_ended(item: dict[str, Any], now: float) -> str | None:
+    """What a processing job whose lease has run out is waiting for, if it has."""
+    lease = item.get("lease_until")
+    if item.get("state") != "processing" or not isinstance(lease, int | float) or lease >= now:
+        return None
+    # A worker that failed gives its claim back at once and notes why
+    # (last_error_at); a claim taken after that note was abandoned instead.
+    if "last_error" in item and item.get("last_error_at", 0) >= item.get("claimed_at", 0):
+        return "released, waiting for a retry"
+    return "lease expired: its worker stopped; the sweeper queues it again"
 
 
 SHOWN = frozenset(
@@ -139,9 +152,10 @@ def render(item: dict[str, Any]) -> str:
     names, so the story is never silently incomplete.
     """
     state = str(item.get("state", "?"))
+    meaning = lease_ended(item, time.time())
     lines: list[tuple[str, str]] = [
         ("job", str(item["job_id"])),
-        ("state", f"{state} ({MEANING.get(state, 'unknown state')})"),
+        ("state", f"{state} ({meaning or MEANING.get(state, 'unknown state')})"),
     ]
 
     def add(label: str, value: Any) -> None:

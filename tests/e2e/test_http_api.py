@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
+import struct
+import threading
+from http.server import HTTPServer
+from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
+
+from devtools.apigw import HttpApiServer
 from devtools.localstack import LocalStack
+from devtools.simulator import Sume
 from sume.signature import sign
 from tests.builders import job_body, raw_of, signed_headers
 
@@ -68,3 +77,40 @@ def test_a_delivery_without_signature_is_refused(stack: LocalStack) -> None:
     )
     assert (status, answer) == (401, {"error": "missing_timestamp"})
     assert stack.journal.entries("rejected")[-1].detail == "401 missing_timestamp"
+
+
+def reset_by_client(server: HTTPServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Start a request, reset the connection (RST), wait until the server is done with it."""
+    done = threading.Event()
+    shutdown_request = server.shutdown_request
+
+    def finished(request: Any) -> None:
+        # Called last for every connection, after handle_error.
+        shutdown_request(request)
+        done.set()
+
+    monkeypatch.setattr(server, "shutdown_request", finished)
+    with socket.create_connection(("127.0.0.1", server.server_port), timeout=10) as client:
+        client.sendall(b"POST /webhooks/sume HTTP/1.1\r\nhost: x\r\n")
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    done.wait()
+
+
+@pytest.mark.parametrize("server", ["api", "sume"])
+def test_a_client_that_resets_its_connection_leaves_no_traceback(
+    server: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make demo` printed ConnectionResetError tracebacks from these servers."""
+    if server == "api":
+        api = HttpApiServer(("127.0.0.1", 0), lambda event, context: {}, "receiver", 5)
+        api.start()
+        try:
+            reset_by_client(api, monkeypatch)
+        finally:
+            api.stop()
+    else:
+        with Sume("http://127.0.0.1:9/webhooks/sume", ["s"]) as sume:
+            reset_by_client(sume._server, monkeypatch)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "ConnectionResetError" not in err

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+
 import pytest
 
 from devtools import simulator
@@ -64,8 +68,36 @@ def test_send_retries_every_refusal_then_gives_up(
     out = capsys.readouterr().out
     assert code == 1
     assert out.count('401 {"error": "signature_mismatch"}') == 3
+    attempts = [line for line in out.splitlines() if line.startswith("attempt ")]
+    assert [line.endswith("; Ctrl-C stops") for line in attempts] == [True, True, False]
+    assert "; next in 0 s (at " in attempts[0]
     assert "NOT delivered" in out
     assert stored(stack, "job_cli_forged") is None
+
+
+def test_send_tells_each_attempt_as_it_happens_and_ctrl_c_stops_it(stack: LocalStack) -> None:
+    """A wrong secret used to mean nine silent minutes; Ctrl-C, a traceback."""
+    sending = subprocess.Popen(
+        [sys.executable, "-m", "devtools.simulator", "send", stack.url, "--secret", "wrong"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert sending.stdout is not None
+        lines = [sending.stdout.readline(), sending.stdout.readline()]
+        # Told while the next attempt is still a minute away.
+        assert lines[0].startswith("job_id job_")
+        assert lines[1].startswith('attempt 1: 401 {"error": "signature_mismatch"}; next in 60 s')
+        assert lines[1].rstrip().endswith("; Ctrl-C stops")
+        assert sending.poll() is None
+        sending.send_signal(signal.SIGINT)
+        out, err = sending.communicate(timeout=30)
+    finally:
+        sending.kill()
+    assert sending.returncode == simulator.INTERRUPTED == 130
+    assert err.strip() == "stopped (Ctrl-C): nothing more is sent"
+    assert "attempt 2" not in out
 
 
 def test_send_a_test_ping(stack: LocalStack, capsys: pytest.CaptureFixture[str]) -> None:

@@ -157,7 +157,8 @@ def test_termination_protection_outside_dev(cloud: Cloud) -> None:
 
 def test_cdk_json_runs_app_py_with_the_recommended_feature_flags() -> None:
     config = json.loads((ROOT / "cdk.json").read_text())
-    assert config["app"] == "python3 app.py"
+    # The project's environment, so a bare `cdk synth` finds aws_cdk (tests/infra/test_make.py).
+    assert config["app"] == ".venv/bin/python app.py"
     assert config["context"]["@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"] is True
 
 

@@ -18,6 +18,7 @@ from typing import ClassVar
 import boto3
 import pytest
 
+from devtools.apigw import HttpApiServer
 from devtools.cli import main
 from devtools.ops.context import new_session
 from devtools.resources import create_resources
@@ -153,6 +154,131 @@ def test_usage_errors_exit_2(capsys):
     assert "not both" in capsys.readouterr().err
 
 
+# The AWS CLI's conventions: --version, AWS_ENDPOINT_URL, AWS_PROFILE / --profile, --output
+
+
+def test_version_names_the_tool_and_what_it_runs_on(capsys):
+    assert main(["--version"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("sume-webhooks 0.1.0 Python/3.")
+    assert " boto3/" in line and " botocore/" in line
+
+
+def test_aws_endpoint_url_is_the_default_endpoint(cli, table, endpoint, monkeypatch):
+    received(table, "job_env")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    code, out, _ = cli("status", "job_env", local=False)
+    assert code == 0
+    assert "received (terminal event stored; follow-up work owed)" in out
+
+
+def profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config file whose profile `ops` is in eu-west-1, and no region elsewhere."""
+    config = tmp_path / "config"
+    config.write_text(
+        "[profile ops]\nregion = eu-west-1\naws_access_key_id = ops\naws_secret_access_key = ops\n"
+    )
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(var)
+
+
+def test_profile_from_the_flag_or_aws_profile(cli, endpoint, names, tmp_path, monkeypatch):
+    deploy_outputs(endpoint, "qa", names, "https://hooks.example/webhooks/sume")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    profiles(tmp_path, monkeypatch)
+    # The stack is in us-east-1; the profile points at eu-west-1.
+    code, _, err = cli("--profile", "ops", "--stage", "qa", "status", "job_x", local=False)
+    assert code == 1
+    assert "no stack SumeWebhooks-qa in eu-west-1" in one_line_error(err)
+    monkeypatch.setenv("AWS_PROFILE", "ops")
+    code, _, err = cli("--stage", "qa", "status", "job_x", local=False)
+    assert "no stack SumeWebhooks-qa in eu-west-1" in one_line_error(err)
+    code, _, err = cli("--stage", "qa", "status", "job_x", "--region", "us-east-1", local=False)
+    assert "no job 'job_x'" in one_line_error(err)
+
+    code, _, err = cli("--profile", "nosuch", "--stage", "qa", "status", "job_x", local=False)
+    assert code == 1
+    assert "no AWS profile 'nosuch' (--profile or AWS_PROFILE)" in one_line_error(err)
+
+
+def test_output_json_works_for_every_command_before_or_after_it(
+    cli, table, names, endpoint, verifying_url
+):
+    received(table, "job_o1")
+    processed(table, "job_o2")
+    boto3.client("sqs", endpoint_url=endpoint).send_message(
+        QueueUrl=names.dlq_url, MessageBody="job_o1"
+    )
+    url = "https://api.sume.example/jobs/job_o3"
+    runs = {
+        "status": ["status", "job_o1", "--output", "json"],
+        "list": ["--output", "json", "list"],
+        "expect": ["--output", "json", "expect", "job_o3", url],
+        "replay": ["replay", "job_o2", "--output", "json"],
+        "peek": ["--output", "json", "dlq", "peek"],
+        "redrive": ["dlq", "redrive", "--output", "json"],
+        "send-test": ["send-test", verifying_url, "--secret", SECRET, "--output", "json"],
+        "rotate": ["--output", "json", "secrets", "rotate", "--new-secret", "whsec_o"],
+        "status of secrets": ["secrets", "status", "--output", "json"],
+        "retire": ["secrets", "retire", "--output", "json"],
+    }
+    outputs = {}
+    for name, argv in runs.items():
+        code, out, _ = cli(*argv)
+        assert code == 0, name
+        outputs[name] = json.loads(out)
+    assert outputs["status"]["state"] == "received"
+    assert outputs["list"]["state"] == "unfinished"
+    assert outputs["expect"]["registered"] is True
+    assert outputs["expect"]["job"]["state"] == "awaiting"
+    assert outputs["replay"] == {
+        "job_id": "job_o2",
+        "state": "received",
+        "replay": True,
+        "queued": True,
+    }
+    assert outputs["peek"][0]["job_id"] == "job_o1"
+    assert outputs["redrive"]["moved"][0]["job_id"] == "job_o1"
+    assert outputs["send-test"][0]["status"] == 200
+    assert [p["new"] for p in outputs["rotate"]["secrets"]] == [True, False]
+    assert [p["position"] for p in outputs["status of secrets"]["positions"]] == [0, 1]
+    assert outputs["retire"]["retired"].startswith("sha256:")
+    assert len(outputs["retire"]["secrets"]) == 1
+
+    code, out, _ = cli("--output", "table", "status", "job_o1")
+    assert code == 0 and out.startswith("job ")
+
+
+def test_endpoint_mistakes_are_named_in_one_line(cli, capsys, monkeypatch):
+    code, _, err = cli("--endpoint-url", "127.0.0.1:5000", "status", "j", local=False)
+    assert code == 2
+    assert "has no scheme: did you mean http://127.0.0.1:5000?" in one_line_error(err)
+
+    code, _, err = cli(
+        "--endpoint-url", "http://127.0.0.1:8080/webhooks/sume", "status", "j", local=False
+    )
+    assert code == 2
+    assert "has a path, like the webhook URL" in one_line_error(err)
+
+    # The webhook port (the local stack's API Gateway) instead of moto's.
+    webhook = HttpApiServer(("127.0.0.1", 0), lambda e, c: {}, "receiver", 5)
+    webhook.start()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{webhook.port}")
+        code, _, err = cli("status", "j", local=False)
+    finally:
+        webhook.stop()
+    assert code == 2
+    line = one_line_error(err)
+    assert f"http://127.0.0.1:{webhook.port} is the webhook endpoint" in line
+    assert "not moto" in line and "not the webhook port" in line
+
+    code, _, err = cli("--endpoint-url", "http://127.0.0.1:9", "status", "j", local=False)
+    assert code == 1
+    assert "is the local stack up?" in one_line_error(err)
+
+
 # status
 
 
@@ -202,6 +328,29 @@ def test_status_of_a_job_owed_work_shows_its_due_time(cli, table):
     assert code == 0
     assert "received (terminal event stored; follow-up work owed)" in out
     assert "due " in out and "shard=" in out
+
+
+def test_status_tells_a_released_lease_from_an_abandoned_one(cli, table):
+    received(table, "job_released")
+    now = int(time.time())
+    item, _ = table.claim("job_released", now, lease_seconds=300)
+    assert item is not None
+    error = {"code": "http_503", "message": "artifact link answered 503"}
+    assert table.release("job_released", item["claim_id"], now, error)
+    code, out, _ = cli("status", "job_released")
+    assert code == 0
+    assert "processing (released, waiting for a retry)" in out
+    assert "http_503" in out
+
+    received(table, "job_abandoned")
+    assert table.claim("job_abandoned", now - 600, lease_seconds=300)[0] is not None
+    code, out, _ = cli("status", "job_abandoned")
+    assert "processing (lease expired: its worker stopped; the sweeper queues it again)" in out
+
+    received(table, "job_held")
+    table.claim("job_held", now, lease_seconds=300)
+    code, out, _ = cli("status", "job_held")
+    assert "processing (a worker holds the job under a lease)" in out
 
 
 def test_status_of_a_missing_job_is_a_one_line_error(cli, names):
@@ -290,6 +439,37 @@ def test_list_awaiting_and_owed_from_the_due_index(cli, table):
     assert (code, out.strip()) == (0, "no awaiting jobs")
     code, out, _ = cli("list", "--state", "awaiting", "--since", "1h")
     assert code == 0 and "job_a1" in out
+
+
+def test_list_without_a_state_shows_every_unfinished_job(cli, table):
+    assert cli("expect", "job_u1", "https://api.sume.example/jobs/job_u1")[0] == 0
+    received(table, "job_u2")
+    received(table, "job_u3")
+    table.claim("job_u3", int(time.time()), lease_seconds=300)
+    processed(table, "job_u4")
+
+    code, out, err = cli("list")
+    assert code == 0
+    rows = out.splitlines()
+    assert rows[0].split() == [
+        "JOB_ID",
+        "STATE",
+        "EVENT",
+        "RECEIVED_AT",
+        "REGISTERED_AT",
+        "DUE_AT",
+    ]
+    assert sorted((r.split()[0], r.split()[1]) for r in rows[1:]) == [
+        ("job_u1", "awaiting"),
+        ("job_u2", "received"),
+        ("job_u3", "processing"),
+    ]
+    assert "3 unfinished job(s); read 3 item(s) from the due-work index" in err
+
+    code, out, _ = cli("list", "--since", "1h")
+    assert code == 0 and len(out.splitlines()) == 4
+    code, out, _ = cli("list", "--since", "2099-01-01")
+    assert (code, out.strip()) == (0, "no unfinished jobs")
 
 
 def test_list_of_finished_states_needs_an_explicit_bounded_scan(cli, table):
@@ -554,13 +734,19 @@ def test_secrets_need_a_secret_in_secrets_manager(cli, endpoint):
 # --stage: resources from the stack's CloudFormation outputs
 
 
-def deploy_outputs(endpoint: str, stage: str, names: ResourceNames, webhook_url: str) -> None:
+def deploy_outputs(
+    endpoint: str,
+    stage: str,
+    names: ResourceNames,
+    webhook_url: str,
+    resources: dict | None = None,
+) -> None:
     values = {
         spec.OUTPUTS[field]: value for field, value in vars(names).items() if value is not None
     }
     values[spec.OUTPUT_WEBHOOK_URL] = webhook_url
     template = {
-        "Resources": {"Topic": {"Type": "AWS::SNS::Topic"}},
+        "Resources": resources or {"Topic": {"Type": "AWS::SNS::Topic"}},
         "Outputs": {key: {"Value": value} for key, value in values.items()},
     }
     boto3.client("cloudformation", endpoint_url=endpoint).create_stack(
@@ -586,6 +772,65 @@ def test_stage_finds_resources_from_stack_outputs(
     code, _, err = cli("status", "job_staged", "--stage", "prod", local=False)
     assert code == 1
     assert "no stack SumeWebhooks-prod in us-east-1" in one_line_error(err)
+
+
+def deploy_poller(endpoint: str, stage: str, names: ResourceNames, **env: str) -> None:
+    """The stage's outputs plus its three functions, the poller with ``env`` added."""
+    iam = boto3.client("iam", endpoint_url=endpoint)
+    role = iam.create_role(RoleName=f"poller-{stage}", AssumeRolePolicyDocument="{}")
+    poller_env = {"JOBS_TABLE_NAME": names.table, "JOBS_QUEUE_URL": names.queue_url, **env}
+    functions = {
+        f"Functions{name}Function1A2B3C4D": {
+            "Type": "AWS::Lambda::Function",
+            "Properties": {
+                "Handler": f"{name.lower()}.handler",
+                "Runtime": "python3.13",
+                "Role": role["Role"]["Arn"],
+                "Code": {"ZipFile": "def handler(event, context): pass"},
+                "Environment": {"Variables": poller_env if name == "Poller" else {}},
+            },
+        }
+        for name in ("Receiver", "Worker", "Poller")
+    }
+    deploy_outputs(endpoint, stage, names, "https://hooks.example/webhooks/sume", functions)
+
+
+def test_expect_uses_the_deployed_pollers_first_poll_delay(
+    cli, endpoint, table, names, monkeypatch
+):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.delenv("POLL_INITIAL_SECONDS", raising=False)
+    deploy_poller(endpoint, "qa", names, POLL_INITIAL_SECONDS="60")
+    url = "https://api.sume.example/jobs/job_qa"
+    code, out, _ = cli("--stage", "qa", "expect", "job_qa", url, local=False)
+    assert code == 0
+    assert "(after 60 s: POLL_INITIAL_SECONDS of SumeWebhooks-qa-FunctionsPoller" in out
+    item = table.get("job_qa")
+    assert item is not None
+    assert item["due_at"] - item["registered_at"] == 60
+
+    # Unset on the function: the poller's own default.
+    deploy_poller(endpoint, "qb", names)
+    code, out, _ = cli("--stage", "qb", "expect", "job_qb", url, local=False)
+    item = table.get("job_qb")
+    assert item is not None
+    assert item["due_at"] - item["registered_at"] == 900
+
+    # No poller to read (or no permission to read it): the default, and it says so.
+    deploy_outputs(endpoint, "qc", names, "https://hooks.example/webhooks/sume")
+    code, out, _ = cli("--stage", "qc", "expect", "job_qc", url, local=False)
+    assert code == 0
+    assert "(after 900 s: assumed: the deployed poller's configuration could not be read" in out
+
+
+def test_expect_on_the_local_stack_uses_its_short_timings(cli, table, monkeypatch):
+    monkeypatch.delenv("POLL_INITIAL_SECONDS", raising=False)
+    code, out, _ = cli("expect", "job_here", "https://api.sume.example/jobs/job_here")
+    assert code == 0
+    assert "(after 2 s: the local stack's POLL_INITIAL_SECONDS)" in out
+    item = table.get("job_here")
+    assert item is not None
+    assert item["due_at"] - item["registered_at"] == 2
 
 
 def test_stage_with_missing_outputs_says_which(cli, endpoint, names, monkeypatch):

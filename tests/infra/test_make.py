@@ -1,0 +1,91 @@
+"""The Makefile and cdk.json as an operator meets them: help, synth, the AWS preflight."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+from infra import spec
+from tests.infra.conftest import ROOT, credential_free_env
+
+
+def make(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    # -o: never re-sync the .venv from a test, even if pyproject.toml looks newer.
+    return subprocess.run(
+        ["make", "--no-print-directory", "-o", ".venv/.synced", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def phony_targets() -> set[str]:
+    text = (ROOT / "Makefile").read_text()
+    return {t for line in re.findall(r"^\.PHONY:(.*)$", text, re.M) for t in line.split()}
+
+
+def test_help_lists_every_phony_target_from_its_own_line() -> None:
+    result = make("help")
+    assert result.returncode == 0, result.stderr
+    listed = {line.split()[1] for line in result.stdout.splitlines()}
+    assert listed == phony_targets()
+    assert all(len(line.split(maxsplit=2)) == 3 for line in result.stdout.splitlines())
+
+
+def test_cdk_json_runs_the_app_with_the_projects_environment() -> None:
+    """A bare `cdk synth` failed with ModuleNotFoundError when cdk.json said python3."""
+    command = shlex.split(json.loads((ROOT / "cdk.json").read_text())["app"])
+    assert command[1:] == ["app.py"]
+    finds_cdk = "import importlib.util, sys; sys.exit(importlib.util.find_spec('aws_cdk') is None)"
+    result = subprocess.run(
+        [str(ROOT / command[0]), "-c", finds_cdk], cwd=ROOT, timeout=60, check=False
+    )
+    assert result.returncode == 0
+
+
+def test_synth_says_where_the_template_goes() -> None:
+    result = make("-n", "synth", "STAGE=qa")
+    assert result.returncode == 0, result.stderr
+    assert f"cdk.out/{spec.stack_name('qa')}.template.json" in result.stdout
+
+
+def test_without_credentials_cdk_targets_stop_at_once_and_say_what_to_do(tmp_path: Path) -> None:
+    for target in ("check-aws", "bootstrap", "diff", "deploy", "destroy"):
+        result = make(target, env=credential_free_env(tmp_path))
+        assert result.returncode != 0, target
+        assert "no AWS credentials: set AWS_PROFILE" in result.stderr, target
+        assert "make bootstrap" in result.stderr
+        # Stopped before installing or running the CDK CLI (a 25 s synth).
+        assert "cdk" not in result.stdout.replace("make bootstrap", ""), target
+        assert "Traceback" not in result.stderr
+
+
+def test_an_unknown_profile_is_named(tmp_path: Path) -> None:
+    env = {**credential_free_env(tmp_path), "AWS_PROFILE": "nosuch"}
+    result = make("check-aws", env=env)
+    assert result.returncode != 0
+    assert "AWS_PROFILE=nosuch names no profile" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_with_credentials_the_preflight_says_which_and_where(tmp_path: Path) -> None:
+    env = {
+        **credential_free_env(tmp_path),
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "eu-west-1",
+    }
+    result = make("check-aws", env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "AWS credentials from env; region eu-west-1"
+
+    del env["AWS_REGION"]
+    result = make("check-aws", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "no region set, so the CDK CLI uses us-east-1" in result.stdout
