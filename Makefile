@@ -65,15 +65,15 @@ format: install
 
 ## run: local stack on moto: the webhook receiver on http://127.0.0.1:8080 (PORT=...)
 run: install
-	$(PY) -m devtools.localstack
+	$(PY) -m devstack
 
 ## demo: local stack + Sume simulator scenario, checks the invariants
 demo: install
-	$(PY) -m devtools.demo
+	$(PY) -m devstack.demo
 
 ## bench: AWS calls, CPU, cold start, throughput, cost, artifact copies, poller capacity (ARGS=--quick, ARGS="--only artifacts,poller")
 bench: install
-	$(PY) -m devtools.bench $(ARGS)
+	$(PY) -m bench $(ARGS)
 
 ## synth: cdk synth of STAGE (dev) into cdk.out/, offline, no AWS account needed
 synth: install
@@ -86,7 +86,7 @@ node_modules/.bin/cdk: package.json package-lock.json
 
 ## check-aws: are there AWS credentials (and a region)? no AWS call; deploy & co. run it first
 check-aws: install
-	@$(PY) -m devtools.ops.preflight
+	@$(PY) -m sume_cli.preflight
 
 ## bootstrap: cdk bootstrap, once per account and region (CDK's asset bucket and roles)
 bootstrap: check-aws $(CDK)

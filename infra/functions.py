@@ -20,7 +20,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from infra.nag import acknowledge
-from sume.schema import DUE_SHARDS, METRICS_NAMESPACE, SERVICE_NAME
+from sume.names import DUE_SHARDS, METRICS_NAMESPACE, SERVICE_NAME
 
 CODE_ROOT: Final = Path(__file__).resolve().parent.parent / "functions"
 # Whatever a local run leaves beside the code never ships.

@@ -43,7 +43,7 @@ class JobsQueue(Construct):
 
 
 class AnnouncementBus(Construct):
-    """Custom bus: subscribers match ``source`` = ``sume.schema.EVENT_SOURCE``."""
+    """Custom bus: subscribers match ``source`` = ``sume.names.EVENT_SOURCE``."""
 
     def __init__(self, scope: Construct, construct_id: str, *, bus_name: str) -> None:
         super().__init__(scope, construct_id)

@@ -1,6 +1,6 @@
 """The resources' shape, shared by the CDK stack and the local stack.
 
-Plain Python (no CDK import), so ``devtools`` can create the same table,
+Plain Python (no CDK import), so ``devstack`` can create the same table,
 index and queues on moto that ``infra`` deploys, and they cannot drift.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from sume.schema import DUE_AT, DUE_INDEX, DUE_SHARD, JOB_ID, TTL_ATTRIBUTE
+from sume.names import DUE_AT, DUE_INDEX, DUE_SHARD, JOB_ID, TTL_ATTRIBUTE
 
 # Lambda timeouts (seconds). The receiver answers well inside Sume's 10 s.
 RECEIVER_TIMEOUT: Final = 8
@@ -82,6 +82,20 @@ class ResourceNames:
     signing_secret_arn: str | None = None
     api_token_secret_arn: str | None = None
 
+
+# The local stack's timings: seconds instead of minutes, so a crash, a lost
+# webhook or a retry recovers while you watch. Any of them can be overridden
+# from the environment. Here because the ops CLI must know them too (expect's
+# first poll), and the CLI ships while the local stack does not.
+LOCAL_TIMINGS: Final = {
+    "REDELIVER_GRACE_SECONDS": "2",
+    "SWEEP_AFTER_SECONDS": "10",
+    "LEASE_SECONDS": "30",
+    "POLL_INITIAL_SECONDS": "2",
+    "POLL_MAX_INTERVAL_SECONDS": "10",
+    "MAX_POLL_AGE_SECONDS": "600",
+    "SECRET_CACHE_SECONDS": "5",
+}
 
 # Outputs for people rather than the ops CLI: where alarms go, what to open.
 OUTPUT_ALARM_TOPIC: Final = "AlarmTopicArn"

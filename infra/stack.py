@@ -27,7 +27,7 @@ from infra.nag import acknowledge
 from infra.scheduling import PollerSchedule
 from infra.secrets import SumeSecrets
 from infra.storage import Buckets, JobsTable
-from sume.schema import DUE_INDEX, SERVICE_NAME
+from sume.names import DUE_INDEX, SERVICE_NAME
 
 # sume.payloads.PayloadStore keys every large event under this prefix.
 PAYLOADS_PREFIX: Final = "events/*"

@@ -12,8 +12,8 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from devtools.apigw import LambdaContext
-from sume.schema import WEBHOOK_PATH
+from devstack.lambda_context import LambdaContext
+from sume.names import WEBHOOK_PATH
 from sume.signature import sign
 
 SECRET = "whsec_test_secret"

@@ -32,7 +32,7 @@ from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
 
-from devtools import moto_atomic, moto_limits  # noqa: E402
+from devstack import moto_atomic, moto_limits  # noqa: E402
 
 # DynamoDB applies each write atomically; moto does not under concurrency.
 moto_atomic.install()

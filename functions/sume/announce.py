@@ -1,6 +1,6 @@
 """Announcing each processed job on EventBridge: a public API.
 
-Source ``sume.webhooks``, one detail-type per result (``sume.schema.DETAIL_TYPES``),
+Source ``sume.webhooks``, one detail-type per result (``sume.names.DETAIL_TYPES``),
 and a detail whose shape is documented in the README. Other services subscribe
 with a rule; nothing here changes when they do. Fields are only ever added;
 ``version`` changes if one ever has to change meaning.
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sume.bounded import announced_error, bounded_text
-from sume.schema import DETAIL_TYPES, EVENT_SOURCE
+from sume.names import DETAIL_TYPES, EVENT_SOURCE
 
 DETAIL_VERSION = 1
 ARTIFACT_FIELDS = ("bucket", "key", "uri", "size", "sha256", "content_type", "source_url")

@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sume.schema import DUE_SHARDS
+from sume.names import DUE_SHARDS
 
 
 class ConfigurationError(RuntimeError):

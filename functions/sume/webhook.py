@@ -14,7 +14,7 @@ from sume import envelope, signature
 from sume.http import HttpRequest
 from sume.intake import JobIntake
 from sume.jobs import Source
-from sume.schema import WEBHOOK_PATH
+from sume.names import WEBHOOK_PATH
 from sume.secrets import SigningSecrets
 
 TIMESTAMP_HEADER = "x-sume-webhook-timestamp"

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from devtools.localstack import LocalSettings, LocalStack
+from devstack.stack import DevStack, DevStackSettings
 
 # Seconds, not minutes: the job whose webhook never arrives is polled after
 # one second, and a failed message is visible again after one.
@@ -22,11 +22,11 @@ def environment() -> dict[str, str]:
 
 
 @pytest.fixture(scope="package")
-def stack() -> Iterator[LocalStack]:
+def stack() -> Iterator[DevStack]:
     """The local stack on ephemeral loopback ports, as `make run` starts it."""
     before = environment()
-    local = LocalStack(
-        LocalSettings(
+    local = DevStack(
+        DevStackSettings(
             port=0,
             moto_port=0,
             poll_every_seconds=0.3,

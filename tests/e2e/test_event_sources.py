@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from devtools.eventsources import Schedule, SqsEventSource
-from devtools.localstack import LocalStack
+from devstack.eventsources import Schedule, SqsEventSource
+from devstack.stack import DevStack
 from infra import spec
 
 
 @pytest.fixture
-def queues(stack: LocalStack) -> tuple[Any, str, str]:
+def queues(stack: DevStack) -> tuple[Any, str, str]:
     """A queue with the stack's redrive policy, and its DLQ."""
     sqs = stack.client("sqs")
     name = f"es-{uuid.uuid4().hex[:8]}"

@@ -13,15 +13,15 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from devtools.apigw import HttpApiServer
-from devtools.localstack import LocalStack
-from devtools.simulator import Sume
+from devstack.apigw import HttpApiServer
+from devstack.simulator import Sume
+from devstack.stack import DevStack
 from sume.signature import sign
 from tests.builders import job_body, raw_of, signed_headers
 
 
 def request(
-    stack: LocalStack, method: str, path: str, body: bytes, headers: list[tuple[str, str]]
+    stack: DevStack, method: str, path: str, body: bytes, headers: list[tuple[str, str]]
 ) -> tuple[int, dict]:
     connection = http.client.HTTPConnection(urlsplit(stack.url).netloc, timeout=10)
     try:
@@ -35,7 +35,7 @@ def request(
         connection.close()
 
 
-def test_only_the_webhook_route_reaches_the_receiver(stack: LocalStack) -> None:
+def test_only_the_webhook_route_reaches_the_receiver(stack: DevStack) -> None:
     raw = raw_of(job_body())
     headers = list(signed_headers(raw, [stack.signing_secret]).items())
     assert request(stack, "GET", "/webhooks/sume", b"", []) == (404, {"message": "Not Found"})
@@ -45,7 +45,7 @@ def test_only_the_webhook_route_reaches_the_receiver(stack: LocalStack) -> None:
     )
 
 
-def test_a_body_that_is_not_utf8_arrives_byte_for_byte(stack: LocalStack) -> None:
+def test_a_body_that_is_not_utf8_arrives_byte_for_byte(stack: DevStack) -> None:
     # Passed base64-encoded, as API Gateway does: the signature still verifies
     # over the exact bytes, and only then is the body found not to be JSON.
     raw = b'{"event":"job.completed","job_id":"\xff\xfe"}'
@@ -56,7 +56,7 @@ def test_a_body_that_is_not_utf8_arrives_byte_for_byte(stack: LocalStack) -> Non
     )
 
 
-def test_repeated_signature_headers_are_joined_like_http_api(stack: LocalStack) -> None:
+def test_repeated_signature_headers_are_joined_like_http_api(stack: DevStack) -> None:
     body = job_body(event="job.failed")
     raw = raw_of(body)
     timestamp = signed_headers(raw, [stack.signing_secret])["x-sume-webhook-timestamp"]
@@ -70,7 +70,7 @@ def test_repeated_signature_headers_are_joined_like_http_api(stack: LocalStack) 
     assert (status, answer) == (200, {"result": "new", "job_id": body["job_id"]})
 
 
-def test_a_delivery_without_signature_is_refused(stack: LocalStack) -> None:
+def test_a_delivery_without_signature_is_refused(stack: DevStack) -> None:
     raw = raw_of(job_body())
     status, answer = request(
         stack, "POST", "/webhooks/sume", raw, [("content-type", "application/json")]

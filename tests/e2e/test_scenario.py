@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import time
 
-from devtools import scenario
-from devtools.localstack import LocalStack
-from devtools.simulator import Sume, SumeJob
+from devstack import scenario
+from devstack.simulator import Sume, SumeJob
+from devstack.stack import DevStack
 
 SETTLE_BOUND = 60.0
 
 
-def wait_processed(stack: LocalStack, job: SumeJob) -> None:
+def wait_processed(stack: DevStack, job: SumeJob) -> None:
     deadline = time.monotonic() + SETTLE_BOUND
     while stack.announced()[job.job_id] == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
-def test_every_path_keeps_the_invariants(stack: LocalStack) -> None:
+def test_every_path_keeps_the_invariants(stack: DevStack) -> None:
     with Sume(
         stack.url, [stack.signing_secret], spacing_seconds=0.05, api_token=stack.api_token
     ) as sume:
@@ -56,7 +56,7 @@ def test_every_path_keeps_the_invariants(stack: LocalStack) -> None:
     assert [e.detail for e in retries] == ["http_503; retried in 1s"]
 
 
-def test_the_journal_tells_each_job_story(stack: LocalStack) -> None:
+def test_the_journal_tells_each_job_story(stack: DevStack) -> None:
     with Sume(stack.url, [stack.signing_secret], spacing_seconds=0.05) as sume:
         job = sume.new_job(artifacts=1)
         first = sume.deliver(job)
@@ -69,7 +69,7 @@ def test_the_journal_tells_each_job_story(stack: LocalStack) -> None:
     assert kinds[2:] == ["duplicate"]
 
 
-def test_the_check_names_each_broken_invariant(stack: LocalStack) -> None:
+def test_the_check_names_each_broken_invariant(stack: DevStack) -> None:
     assert stack.names is not None
     with Sume(stack.url, [stack.signing_secret], spacing_seconds=0.05) as sume:
         job = sume.new_job(artifacts=1)

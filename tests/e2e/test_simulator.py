@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from devtools.simulator import Sume
+from devstack.simulator import Sume
 from sume.signature import verify
 
 

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from devtools import simulator
-from devtools.localstack import LocalStack
+from devstack import simulator
+from devstack.stack import DevStack
 from sume.jobs import from_item
 
 
-def stored(stack: LocalStack, job_id: str) -> dict | None:
+def stored(stack: DevStack, job_id: str) -> dict | None:
     assert stack.names is not None
     item = stack.client("dynamodb").get_item(
         TableName=stack.names.table, Key={"job_id": {"S": job_id}}, ConsistentRead=True
@@ -22,7 +22,7 @@ def stored(stack: LocalStack, job_id: str) -> dict | None:
 
 
 def test_send_signs_with_every_secret_given(
-    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+    stack: DevStack, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = simulator.main(
         [
@@ -49,7 +49,7 @@ def test_send_signs_with_every_secret_given(
 
 
 def test_send_retries_every_refusal_then_gives_up(
-    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+    stack: DevStack, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = simulator.main(
         [
@@ -75,10 +75,10 @@ def test_send_retries_every_refusal_then_gives_up(
     assert stored(stack, "job_cli_forged") is None
 
 
-def test_send_tells_each_attempt_as_it_happens_and_ctrl_c_stops_it(stack: LocalStack) -> None:
+def test_send_tells_each_attempt_as_it_happens_and_ctrl_c_stops_it(stack: DevStack) -> None:
     """A wrong secret used to mean nine silent minutes; Ctrl-C, a traceback."""
     sending = subprocess.Popen(
-        [sys.executable, "-m", "devtools.simulator", "send", stack.url, "--secret", "wrong"],
+        [sys.executable, "-m", "devstack.simulator", "send", stack.url, "--secret", "wrong"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -100,7 +100,7 @@ def test_send_tells_each_attempt_as_it_happens_and_ctrl_c_stops_it(stack: LocalS
     assert "attempt 2" not in out
 
 
-def test_send_a_test_ping(stack: LocalStack, capsys: pytest.CaptureFixture[str]) -> None:
+def test_send_a_test_ping(stack: DevStack, capsys: pytest.CaptureFixture[str]) -> None:
     code = simulator.main(
         ["send", stack.url, "--secret", stack.signing_secret, "--event", "webhook.test"]
     )

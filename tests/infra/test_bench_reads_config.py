@@ -1,6 +1,6 @@
 """The bench reads the schedule's default from ``infra/config.py``'s source (no CDK import)."""
 
-from devtools.bench import capacity
+from bench import capacity
 from infra.config import DEFAULTS
 
 

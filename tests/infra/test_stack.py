@@ -11,7 +11,7 @@ from aws_cdk.assertions import Match, Template
 
 from infra import spec
 from infra.functions import POWERTOOLS_LAYER_PARAMETER, POWERTOOLS_VERSION
-from sume.schema import (
+from sume.names import (
     DUE_AT,
     DUE_INDEX,
     DUE_SHARD,

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from devtools.resources import create_resources, environment
+from devstack.resources import create_resources, environment
 from infra.spec import ResourceNames
 from tests.builders import SECRET
 from tests.conftest import reset_handler_caches

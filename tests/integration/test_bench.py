@@ -12,12 +12,12 @@ import pytest
 from moto import mock_aws
 
 import receiver
-from devtools.apigw import LambdaContext
-from devtools.bench import coldstart, cpu, deliveries
-from devtools.bench.counting import CallCounter
-from devtools.bench.references import floor_handler, powertools_handler
-from devtools.bench.secretstub import SECRET, answer_secrets
-from devtools.resources import create_resources
+from bench import coldstart, cpu, deliveries
+from bench.counting import CallCounter
+from bench.references import floor_handler, powertools_handler
+from bench.secretstub import SECRET, answer_secrets
+from devstack.lambda_context import LambdaContext
+from devstack.resources import create_resources
 from sume.secrets import SigningSecrets
 from tests.builders import LambdaContext as Context
 from tests.builders import delivery_event, job_body
@@ -147,7 +147,7 @@ def test_cold_start_floor_and_receiver_each_read_the_secret():
 
 def bench(*args):
     return subprocess.run(
-        [sys.executable, "-m", "devtools.bench", *args],
+        [sys.executable, "-m", "bench", *args],
         capture_output=True,
         text=True,
         check=False,

@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 import boto3
 import pytest
 
-from devtools.bench import artifacts, copier
-from devtools.bench.origin import BLOCK, CHUNK, Origin
+from bench import artifacts, copier
+from bench.origin import BLOCK, CHUNK, Origin
 from tests.conftest import reset_handler_caches
 
 SIZE = 3 * BLOCK + 777
@@ -117,7 +117,7 @@ def test_a_capped_origin_paces_every_piece_of_an_answer():
 
 @pytest.fixture
 def copier_env(monkeypatch, moto_server):
-    """The copier's environment, as ``devtools.bench.artifacts`` gives it, on moto's server."""
+    """The copier's environment, as ``bench.artifacts`` gives it, on moto's server."""
     env = artifacts.copier_environment(artifacts.BUCKET)
     env["ARTIFACT_PART_BYTES"] = str(5 * 1024 * 1024)
     for name, value in env.items():

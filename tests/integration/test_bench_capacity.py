@@ -5,9 +5,9 @@ import urllib.request
 import boto3
 from moto import mock_aws
 
-from devtools.bench import capacity
-from devtools.resources import create_resources
-from sume.schema import DUE_INDEX
+from bench import capacity
+from devstack.resources import create_resources
+from sume.names import DUE_INDEX
 
 
 def test_seeded_jobs_cover_every_shard_and_only_the_due_ones_are_due():

@@ -18,15 +18,15 @@ from typing import ClassVar
 import boto3
 import pytest
 
-from devtools.apigw import HttpApiServer
-from devtools.cli import main
-from devtools.ops.context import new_session
-from devtools.resources import create_resources
+from devstack.apigw import HttpApiServer
+from devstack.resources import create_resources
 from infra import spec
 from infra.spec import ResourceNames
 from sume.envelope import JobEvent, parse
 from sume.jobs import JobsTable, Source, State
 from sume.signature import SignatureError, verify
+from sume_cli.context import new_session
+from sume_cli.main import main
 from tests.builders import SECRET, job_body, raw_of
 
 ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"

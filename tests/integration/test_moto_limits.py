@@ -1,4 +1,4 @@
-"""AWS limits that moto does not enforce by itself, as devtools.moto_limits adds them.
+"""AWS limits that moto does not enforce by itself, as devstack.moto_limits adds them.
 
 Each limit is checked in-process (``mock_aws``) and through moto's threaded
 server, the two ways tests and the local stack reach moto.
@@ -16,7 +16,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from devtools.moto_limits import item_size, put_events_size, too_deep
+from devstack.moto_limits import item_size, put_events_size, too_deep
 
 Client = Callable[[str], Any]
 

@@ -17,8 +17,8 @@ import worker
 from sume import aws as clients
 from sume.envelope import parse
 from sume.jobs import JobsTable, Source, State
+from sume.names import due_shard
 from sume.registry import Registry
-from sume.schema import due_shard
 from sume.settings import PollerSettings
 from tests.awscalls import counting_aws_calls
 from tests.builders import (

@@ -8,7 +8,7 @@ import boto3
 import pytest
 
 import receiver
-from devtools.resources import create_resources, environment
+from devstack.resources import create_resources, environment
 from sume.http import request_from_event
 from tests.builders import SECRET, delivery_event, job_body
 from tests.conftest import reset_handler_caches

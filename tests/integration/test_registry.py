@@ -11,8 +11,8 @@ import receiver
 from sume import aws as clients
 from sume import registry
 from sume.jobs import JobsTable, State
+from sume.names import DUE_SHARDS, due_shard
 from sume.registry import Registry
-from sume.schema import DUE_SHARDS, due_shard
 from sume.settings import ConfigurationError
 from tests.builders import LambdaContext, delivery_event, job_body
 

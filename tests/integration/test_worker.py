@@ -16,11 +16,11 @@ import pytest
 
 import receiver
 import worker
-from devtools import moto_atomic
+from devstack import moto_atomic
 from sume.fetch import TransientFetchError
 from sume.jobs import JobsTable
+from sume.names import DETAIL_TYPES, EVENT_SOURCE
 from sume.processing import Action, JobBusy, OutOfTime
-from sume.schema import DETAIL_TYPES, EVENT_SOURCE
 from sume.settings import WorkerSettings
 from tests.builders import LambdaContext, delivery_event, job_body, sqs_event
 from tests.conftest import reset_handler_caches

@@ -17,7 +17,7 @@ from moto.dynamodb.models.dynamo_type import LimitedSizeDict
 
 import worker
 from sume.fetch import TransientFetchError
-from sume.schema import DETAIL_TYPES
+from sume.names import DETAIL_TYPES
 from sume.settings import WorkerSettings
 from tests.builders import job_body
 from tests.conftest import reset_handler_caches

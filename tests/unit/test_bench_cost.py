@@ -2,9 +2,9 @@
 
 import pytest
 
-from devtools.bench import cost
-from devtools.bench.counting import short
-from devtools.bench.report import paired_difference, paired_ratio
+from bench import cost
+from bench.counting import short
+from bench.report import paired_difference, paired_ratio
 
 
 def test_item_bytes_follow_dynamodb_sizing():

@@ -4,8 +4,8 @@ from collections import Counter
 
 import pytest
 
-from devtools.bench import capacity, cost
-from devtools.bench.artifacts import (
+from bench import capacity, cost
+from bench.artifacts import (
     CAPPED,
     FULL,
     ArtifactsReport,
@@ -16,7 +16,7 @@ from devtools.bench.artifacts import (
     overlapped_limit,
     problems,
 )
-from devtools.bench.copier import Result
+from bench.copier import Result
 
 MiB = 1024 * 1024
 

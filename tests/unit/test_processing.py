@@ -16,8 +16,8 @@ from sume.artifacts import (
 )
 from sume.fetch import TransientFetchError
 from sume.jobs import MAX_ITEM_BYTES, attribute_size, item_size
+from sume.names import DETAIL_TYPES
 from sume.processing import FINISH_RESERVE_BYTES, _Progress, failure_details, room_for_records
-from sume.schema import DETAIL_TYPES
 from sume.urls import redact_url
 
 

@@ -1,6 +1,6 @@
 """The ops story of a job item as the worker now writes it down."""
 
-from devtools.ops.story import render
+from sume_cli.story import render
 
 
 def test_a_cut_error_and_a_cut_artifact_list_say_so():

@@ -1,0 +1,269 @@
+"""Artifact copies: ours against the floors for the same bytes.
+
+A generated object (``bench.origin``) is served on loopback at full
+speed and capped per connection, and copied into S3 on moto's server, each in
+a process of its own (``bench.servers``). Each run of a case is a
+fresh process (``bench.copier``): timed runs give seconds, CPU and
+RSS; one more run with tracemalloc on gives Python's peak (tracing slows
+allocation-heavy code, so its time is not used). Every copy is checked: the
+bytes that arrived, the SHA-256 where the copier computes one, the size S3
+stored.
+
+The floors: download only (the worker's ``SafeHttp``, read and discarded)
+and upload only (the bytes from memory through s3transfer's managed upload,
+the best boto3 offers). A copy that overlaps download and upload can take no
+less than the slower of the two, so ``max(download, upload)`` is the limit
+ours is measured against.
+
+A later copier (pipelined, ranged) is one ``Bench.case`` call in ``measure``
+and one entry in ``copier.COPIERS``. Cases run interleaved, ``rounds`` times,
+and the fastest round counts: on a shared machine the neighbours only ever
+add time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import io
+import os
+from dataclasses import dataclass, field
+
+from bench import copier, servers
+from bench.env import STUB_NAMES
+from bench.origin import Content
+
+MiB = 1024 * 1024
+SIZE = 256 * MiB
+QUICK_SIZE = 32 * MiB
+CAP_BYTES_PER_SECOND = 25_000_000
+SEED = 1
+BUCKET = "sume-bench-artifacts"
+
+FULL_SPEED_TARGET = 1.2
+"""Ours at full speed: at most this many times the overlapped limit."""
+RANGED_TARGET = 3.0
+"""Under the per-connection cap: ranged at least this many times faster than one stream."""
+MEMORY_BOUND_PARTS = 4
+"""Ours' Python peak, in the worker's parts, whatever the artifact's size: room
+for a bounded pipeline (the part being read, parts being uploaded, one spare)."""
+
+
+class Role(enum.Enum):
+    DOWNLOAD_FLOOR = "download floor"
+    UPLOAD_FLOOR = "upload floor"
+    OURS = "ours"
+
+
+@dataclass(frozen=True)
+class Speed:
+    name: str
+    bytes_per_second: float | None
+    """Per connection, paced by the origin; None: as fast as it goes."""
+
+
+FULL = Speed("full speed", None)
+CAPPED = Speed(
+    f"capped at {CAP_BYTES_PER_SECOND / 1e6:.0f} MB/s per connection", CAP_BYTES_PER_SECOND
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str
+    copier: str
+    """A name in ``copier.COPIERS``."""
+    role: Role
+    speed: Speed | None
+    """The origin's speed; None for the upload floor, which reads no origin."""
+    connections: int = 1
+
+
+@dataclass(frozen=True)
+class Row:
+    case: Case
+    timed: list[copier.Result]
+    """One per round."""
+    traced: copier.Result
+
+    @property
+    def best(self) -> copier.Result:
+        # Neighbours on a shared machine only ever add time.
+        return min(self.timed, key=lambda r: r.seconds)
+
+    @property
+    def seconds(self) -> float:
+        return self.best.seconds
+
+
+def mb_per_second(size: int, seconds: float) -> float:
+    return size / seconds / 1e6
+
+
+def overlapped_limit(download_seconds: float, upload_seconds: float) -> float:
+    """The least time a copy that overlaps download and upload can take."""
+    return max(download_seconds, upload_seconds)
+
+
+@dataclass
+class ArtifactsReport:
+    size: int
+    part_size: int
+    max_bytes: int
+    """The worker's ``MAX_ARTIFACT_BYTES``."""
+    rounds: int
+    rows: list[Row] = field(default_factory=list)
+
+    def find(self, role: Role, speed: Speed | None, connections: int = 1) -> Row | None:
+        for row in self.rows:
+            case = row.case
+            if (case.role, case.speed, case.connections) == (role, speed, connections):
+                return row
+        return None
+
+    def limit(self, speed: Speed) -> float | None:
+        download = self.find(Role.DOWNLOAD_FLOOR, speed)
+        upload = self.find(Role.UPLOAD_FLOOR, None)
+        if download is None or upload is None:
+            return None
+        return overlapped_limit(download.seconds, upload.seconds)
+
+    def over_limit(self, row: Row) -> float | None:
+        limit = self.limit(row.case.speed) if row.case.speed else None
+        return row.seconds / limit if limit else None
+
+    def ranged_speedup(self, speed: Speed) -> float | None:
+        """Best ranged copy over the one-stream copy at ``speed``; None until one exists."""
+        single = self.find(Role.OURS, speed)
+        ranged = [
+            r
+            for r in self.rows
+            if (r.case.role, r.case.speed) == (Role.OURS, speed) and r.case.connections > 1
+        ]
+        if single is None or not ranged:
+            return None
+        return single.seconds / min(r.seconds for r in ranged)
+
+    def python_peak_parts(self) -> float:
+        peaks = [r.traced.python_peak or 0 for r in self.rows if r.case.role is Role.OURS]
+        return max(peaks, default=0) / self.part_size
+
+
+def copier_environment(s3_bucket: str) -> dict[str, str]:
+    """The worker's Lambda environment, allowing the loopback origin (http, private)."""
+    return {
+        **os.environ,
+        **STUB_NAMES,
+        "ARTIFACTS_BUCKET_NAME": s3_bucket,
+        "EVENT_BUS_NAME": "sume-bench-bus",
+        "ALLOW_HTTP_URLS": "true",
+        "ALLOW_PRIVATE_HOSTS": "true",
+    }
+
+
+class Bench:
+    """Cases against one moto server and one origin per speed; every copy is checked."""
+
+    def __init__(self, stack: contextlib.ExitStack, size: int) -> None:
+        import boto3
+
+        from sume.settings import WorkerSettings
+
+        self._stack = stack
+        self._cases: list[Case] = []
+        self._origins: dict[Speed, str] = {}
+        self._env = copier_environment(BUCKET)
+        self._s3_url = stack.enter_context(servers.spawned("moto"))
+        self._s3 = boto3.client("s3", endpoint_url=self._s3_url)
+        self._s3.create_bucket(Bucket=BUCKET)
+        self._sha256 = Content(size, SEED).sha256()
+        self._size = size
+        self._settings = WorkerSettings.from_env(self._env)
+
+    def case(
+        self, label: str, name: str, role: Role, speed: Speed | None = None, connections: int = 1
+    ) -> None:
+        """Add a row: copier ``name`` (see ``copier.COPIERS``) from an origin at ``speed``."""
+        self._cases.append(Case(label, name, role, speed, connections))
+
+    def run(self, rounds: int) -> ArtifactsReport:
+        """Each case timed ``rounds`` times, interleaved, then once traced."""
+        self._warm_up()
+        timed: dict[Case, list[copier.Result]] = {case: [] for case in self._cases}
+        for _ in range(rounds):
+            for case in self._cases:
+                timed[case].append(self._once(case, traced=False))
+        settings = self._settings
+        report = ArtifactsReport(
+            self._size, settings.part_size_bytes, settings.max_artifact_bytes, rounds
+        )
+        for case in self._cases:
+            report.rows.append(Row(case, timed[case], self._once(case, traced=True)))
+        return report
+
+    def _warm_up(self) -> None:
+        """One multipart upload first: moto's first requests pay its imports and set-up."""
+        from boto3.s3.transfer import TransferConfig
+
+        part = self._settings.part_size_bytes
+        body = io.BytesIO(Content(2 * part, SEED + 1).read())
+        config = TransferConfig(multipart_threshold=part, multipart_chunksize=part)
+        self._s3.upload_fileobj(body, BUCKET, "bench/warm-up", Config=config)
+        self._s3.delete_object(Bucket=BUCKET, Key="bench/warm-up")
+
+    def _origin(self, speed: Speed | None) -> str:
+        if speed is None:
+            return ""
+        if speed not in self._origins:
+            args = ["origin", "--size", str(self._size), "--seed", str(SEED)]
+            if speed.bytes_per_second:
+                args += ["--rate", str(speed.bytes_per_second)]
+            self._origins[speed] = self._stack.enter_context(servers.spawned(*args))
+        return self._origins[speed]
+
+    def _once(self, case: Case, traced: bool) -> copier.Result:
+        job = copier.Job(
+            copier=case.copier,
+            url=self._origin(case.speed),
+            s3_endpoint=self._s3_url,
+            bucket=BUCKET,
+            key=f"bench/{case.copier}",
+            size=self._size,
+            seed=SEED,
+            part_size=self._settings.part_size_bytes,
+            traced=traced,
+        )
+        result = copier.run(job, self._env)
+        self._check(job, case.role, result)
+        return result
+
+    def _check(self, job: copier.Job, role: Role, result: copier.Result) -> None:
+        stored = None
+        if role is not Role.DOWNLOAD_FLOOR:
+            stored = self._s3.head_object(Bucket=job.bucket, Key=job.key)["ContentLength"]
+            # moto keeps objects (in temporary files); the next case needs the room.
+            self._s3.delete_object(Bucket=job.bucket, Key=job.key)
+        if found := problems(job.size, self._sha256, result, stored):
+            raise RuntimeError(f"{job.copier} copy is wrong: {'; '.join(found)}")
+
+
+def problems(size: int, sha256: str, result: copier.Result, stored: int | None) -> list[str]:
+    """What is wrong with a copy of ``size`` bytes whose S3 object holds ``stored``."""
+    found = []
+    if result.size != size:
+        found.append(f"moved {result.size} bytes of {size}")
+    if result.sha256 is not None and result.sha256 != sha256:
+        found.append("SHA-256 differs from the origin's")
+    if stored is not None and stored != size:
+        found.append(f"S3 holds {stored} bytes of {size}")
+    return found
+
+
+def measure(size: int = SIZE, rounds: int = 2) -> ArtifactsReport:
+    with contextlib.ExitStack() as stack:
+        bench = Bench(stack, size)
+        bench.case("upload only (floor): s3transfer upload_fileobj", "upload", Role.UPLOAD_FLOOR)
+        for speed in (FULL, CAPPED):
+            bench.case("download only (floor): SafeHttp", "download", Role.DOWNLOAD_FLOOR, speed)
+            bench.case("ours: ArtifactStore.copy, one stream", "ours", Role.OURS, speed)
+        return bench.run(rounds)

@@ -1,0 +1,349 @@
+"""AWS calls per delivery, counted on moto (in-process) with botocore event hooks.
+
+moto gives real conditional-write semantics (a duplicate really fails its
+write and gets the stored item back), so each scenario is the true call
+sequence, not a script of what we expect.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import deliveries as d
+from bench.counting import CallCounter
+from bench.env import STUB_NAMES, environment, reset_handler_caches
+from bench.references import Handler, floor_handler, powertools_handler
+from bench.runtime import python, silenced
+from devstack.lambda_context import LambdaContext
+
+FUNCTIONS = Path(__file__).resolve().parents[1] / "functions"
+IDEMPOTENCY_TABLE = "sume-bench-idempotency"
+LARGE_EVENT_BYTES = 300 * 1024
+MAX_BODY_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Target:
+    text: str
+    test: Callable[[int], bool]
+
+
+EXACTLY_2 = Target("= 2", lambda n: n == 2)
+ONE_OR_TWO = Target("1-2", lambda n: 1 <= n <= 2)
+THREE = Target("= 3 (re-enqueue)", lambda n: n == 3)
+OFFLOADED = Target("= 3 (+ PutObject)", lambda n: n == 3)
+ZERO = Target("= 0", lambda n: n == 0)
+
+
+@dataclass(frozen=True)
+class Row:
+    design: str
+    delivery: str
+    status: int
+    result: str
+    calls: list[str]
+    target: Target | None = None
+
+    @property
+    def met(self) -> bool | None:
+        return None if self.target is None else self.target.test(len(self.calls))
+
+
+@dataclass
+class CallsReport:
+    rows: list[Row] = field(default_factory=list)
+    job_item: dict[str, Any] = field(default_factory=dict)
+    """Our stored item after one new delivery (DynamoDB JSON), for the cost model."""
+    idempotency_record: dict[str, Any] = field(default_factory=dict)
+    at_import: dict[str, dict[str, int] | str] = field(default_factory=dict)
+    """Per handler module: what importing it did in a fresh process, or why it failed."""
+
+
+def _deliver(handler: Handler, event: dict[str, Any]) -> tuple[int, str]:
+    with silenced():
+        out = handler(event, LambdaContext())
+    body = json.loads(out["body"])
+    return out["statusCode"], str(body.get("result") or body.get("error"))
+
+
+def _scenario(
+    report: CallsReport,
+    counter: CallCounter,
+    design: str,
+    handler: Handler,
+    delivery: str,
+    event: dict[str, Any],
+    target: Target | None = None,
+) -> None:
+    counter.take()
+    status, result = _deliver(handler, event)
+    report.rows.append(Row(design, delivery, status, result, counter.take(), target))
+
+
+def _receiver_rows(
+    report: CallsReport, counter: CallCounter, session: Any, env: dict[str, str]
+) -> None:
+    import receiver
+
+    ddb = session.client("dynamodb")
+    table = env["JOBS_TABLE_NAME"]
+    reset_handler_caches()
+    h = receiver.handler
+    job = d.new_job_id()
+    body = d.job_body(job)
+    _scenario(report, counter, "ours", h, "new, cold container (secret fetched)", d.delivery(body))
+    job = d.new_job_id()
+    body = d.job_body(job)
+    _scenario(report, counter, "ours", h, "new", d.delivery(body), EXACTLY_2)
+    report.job_item = ddb.get_item(TableName=table, Key={"job_id": {"S": job}})["Item"]
+    _scenario(report, counter, "ours", h, "duplicate (retry)", d.delivery(body), ONE_OR_TWO)
+    failed = d.job_body(job, event="job.failed")
+    _scenario(
+        report, counter, "ours", h, "duplicate, conflicting event", d.delivery(failed), ONE_OR_TWO
+    )
+
+    # A crash between the write and the send leaves the job owed; the next
+    # delivery after the grace period sends it again.
+    ddb.update_item(
+        TableName=table,
+        Key={"job_id": {"S": job}},
+        UpdateExpression="SET received_at = :old",
+        ExpressionAttributeValues={":old": {"N": str(int(time.time()) - 3600)}},
+    )
+    _scenario(report, counter, "ours", h, "duplicate while work owed", d.delivery(body), THREE)
+    ddb.update_item(
+        TableName=table,
+        Key={"job_id": {"S": job}},
+        UpdateExpression="SET #s = :done REMOVE due_shard, due_at",
+        ExpressionAttributeNames={"#s": "state"},
+        ExpressionAttributeValues={":done": {"S": "processed"}},
+    )
+    _scenario(
+        report,
+        counter,
+        "ours",
+        h,
+        "duplicate after processed (Redeliver)",
+        d.delivery(body),
+        ONE_OR_TWO,
+    )
+
+    big = d.job_body(d.new_job_id(), pad_bytes=LARGE_EVENT_BYTES)
+    _scenario(
+        report, counter, "ours", h, "new, 300 KiB event (body to S3)", d.delivery(big), OFFLOADED
+    )
+    _scenario(report, counter, "ours", h, "webhook.test", d.delivery(d.test_ping_body()), ZERO)
+    other = d.job_body(d.new_job_id())
+    _scenario(report, counter, "ours", h, "rejected: forged signature", d.forged(other), ZERO)
+    _scenario(report, counter, "ours", h, "rejected: stale timestamp", d.stale(other), ZERO)
+    _scenario(
+        report, counter, "ours", h, "rejected: oversize body", d.oversize(MAX_BODY_BYTES), ZERO
+    )
+    _scenario(
+        report, counter, "ours", h, "rejected: signed, not JSON", d.delivery(b"{not json"), ZERO
+    )
+    reset_handler_caches()
+    _scenario(report, counter, "ours", h, "rejected: forged, cold container", d.forged(other))
+
+
+def _reference_rows(
+    report: CallsReport, counter: CallCounter, session: Any, env: dict[str, str]
+) -> None:
+    from sume.secrets import SigningSecrets
+
+    ddb = session.client("dynamodb")
+    sqs = session.client("sqs")
+    ddb.create_table(
+        TableName=IDEMPOTENCY_TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+    )
+    floor = floor_handler(
+        ddb, sqs, env["JOBS_TABLE_NAME"], env["JOBS_QUEUE_URL"], d.SECRET.encode()
+    )
+    powertools = powertools_handler(
+        ddb, sqs, IDEMPOTENCY_TABLE, env["JOBS_QUEUE_URL"], SigningSecrets(None, d.SECRET)
+    )
+    for design, handler in (("floor", floor), ("powertools", powertools)):
+        body = d.job_body(d.new_job_id())
+        _scenario(report, counter, design, handler, "new", d.delivery(body))
+        _scenario(report, counter, design, handler, "duplicate (retry)", d.delivery(body))
+        _scenario(report, counter, design, handler, "rejected: forged signature", d.forged(body))
+    items = ddb.scan(TableName=IDEMPOTENCY_TABLE)["Items"]
+    report.idempotency_record = items[0] if items else {}
+
+
+def _sqs_event(job_id: str) -> dict[str, Any]:
+    now_ms = str(int(time.time() * 1000))
+    return {
+        "Records": [
+            {
+                "messageId": f"msg-{job_id}",
+                "receiptHandle": f"rh-{job_id}",
+                "body": job_id,
+                "attributes": {
+                    "ApproximateReceiveCount": "1",
+                    "SentTimestamp": now_ms,
+                    "SenderId": "AIDA",
+                    "ApproximateFirstReceiveTimestamp": now_ms,
+                },
+                "messageAttributes": {},
+                "md5OfBody": "",
+                "eventSource": "aws:sqs",
+                "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:sume-bench-jobs",
+                "awsRegion": "us-east-1",
+            }
+        ]
+    }
+
+
+POLLER_CONTEXT = LambdaContext("sume-bench-poller", timeout_seconds=120)
+SCHEDULED = {
+    "version": "0",
+    "id": "bench",
+    "detail-type": "Scheduled Event",
+    "source": "aws.events",
+}
+
+
+def _worker_poller_rows(
+    report: CallsReport, counter: CallCounter, session: Any, env: dict[str, str]
+) -> None:
+    """Per job: the worker archiving and announcing it; the poller finding one by poll."""
+    import poller
+    import receiver
+    import worker
+    from devstack.simulator import Sume
+    from sume import registry
+
+    ddb = session.client("dynamodb")
+    table = env["JOBS_TABLE_NAME"]
+    with Sume("http://127.0.0.1:9/unused", [d.SECRET], attempts=1) as sume:
+        for label, job in (
+            ("job.completed, 2 artifacts", sume.new_job(artifacts=2)),
+            ("job.failed", sume.new_job(event="job.failed")),
+        ):
+            _deliver(receiver.handler, d.delivery(job.body))
+            counter.take()
+            with silenced():
+                worker.handler(_sqs_event(job.job_id), LambdaContext())
+            report.rows.append(Row("worker", label, 200, "processed", counter.take()))
+        with silenced():
+            worker.handler(_sqs_event(job.job_id), LambdaContext())
+        report.rows.append(
+            Row("worker", "message for a finished job", 200, "skipped", counter.take())
+        )
+
+        with silenced():
+            poller.handler(SCHEDULED, POLLER_CONTEXT)
+        report.rows.append(Row("poller", "run, nothing due", 200, "idle", counter.take()))
+        silent = sume.new_job()
+        registry.expect(silent.job_id, silent.status_url, table_name=table, dynamodb=ddb)
+        ddb.update_item(
+            TableName=table,
+            Key={"job_id": {"S": silent.job_id}},
+            UpdateExpression="SET due_at = :past",
+            ExpressionAttributeValues={":past": {"N": str(int(time.time()) - 1)}},
+        )
+        counter.take()
+        with silenced():
+            poller.handler(SCHEDULED, POLLER_CONTEXT)
+        report.rows.append(
+            Row("poller", "run, 1 job found finished by poll", 200, "recovered", counter.take())
+        )
+
+
+def measure() -> CallsReport:
+    """Every receiver scenario on moto, plus the two references for comparison."""
+    import boto3
+    from moto import mock_aws
+
+    from devstack.resources import create_resources
+    from devstack.resources import environment as lambda_env
+
+    report = CallsReport()
+    counter = CallCounter()
+    with mock_aws(), counter.installed():
+        session = boto3.session.Session()
+        names = create_resources(session, prefix="sume-bench", signing_secret=d.SECRET)
+        env = lambda_env(names)
+        with environment(env):
+            _receiver_rows(report, counter, session, env)
+            _reference_rows(report, counter, session, env)
+        if {"worker", "poller"} <= set(handler_modules()):
+            reset_handler_caches()
+            # Only here may artifact and status URLs be http on loopback: the
+            # simulator serves them.
+            local = {"ALLOW_HTTP_URLS": "true", "ALLOW_PRIVATE_HOSTS": "true"}
+            with environment({**env, **local, "SIGNING_SECRET_ARN": env["SIGNING_SECRET_ARN"]}):
+                _worker_poller_rows(report, counter, session, env)
+        reset_handler_caches()
+    report.at_import = {m: import_side_effects(m) for m in handler_modules()}
+    return report
+
+
+def handler_modules() -> list[str]:
+    return [m for m in ("receiver", "worker", "poller") if (FUNCTIONS / f"{m}.py").exists()]
+
+
+IMPORT_PROBE = """
+import json, socket, sys
+from bench.env import use_fake_aws
+use_fake_aws()
+from bench.counting import CallCounter
+connects = []
+real_connect = socket.socket.connect
+def connect(self, address):
+    connects.append(address)
+    return real_connect(self, address)
+socket.socket.connect = connect
+counter = CallCounter()
+with counter.installed():
+    __import__(sys.argv[1])
+print(json.dumps({"calls": len(counter.calls), "clients": counter.clients,
+                  "connects": len(connects)}))
+"""
+
+
+def import_side_effects(module: str) -> dict[str, int] | str:
+    """AWS calls, clients and sockets a fresh process makes by importing ``module``."""
+    env = {**lambda_runtime_env(), **STUB_NAMES}
+    out = python("-c", IMPORT_PROBE, module, env=env)
+    if out.returncode:
+        return out.stderr.strip().splitlines()[-1]
+    result: dict[str, int] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def lambda_runtime_env() -> dict[str, str]:
+    """A subprocess environment that looks like a Lambda container to Powertools."""
+    import os
+
+    from bench.env import FAKE_AWS, UNSET
+
+    env = {k: v for k, v in os.environ.items() if k not in UNSET}
+    env.update(FAKE_AWS)
+    env.update(
+        {
+            "LAMBDA_TASK_ROOT": str(FUNCTIONS),
+            "AWS_LAMBDA_FUNCTION_NAME": "sume-bench",
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256",
+            "AWS_EXECUTION_ENV": "AWS_Lambda_python3.13",
+            "PYTHONPATH": os.pathsep.join([str(FUNCTIONS), str(FUNCTIONS.parent)]),
+        }
+    )
+    # Powertools traces only inside Lambda; as deployed it is on, so the
+    # import cost of X-Ray and its patching is part of a real cold start.
+    env.pop("POWERTOOLS_TRACE_DISABLED", None)
+    # The Lambda runtime's boto3 is compiled; compiling every module on each
+    # import would dwarf what is measured. The bytecode goes to .cache/, never
+    # into .venv.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(FUNCTIONS.parent / ".cache" / "bench-pycache")
+    return env

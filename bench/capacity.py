@@ -1,0 +1,257 @@
+"""Poller capacity: what one scheduled run polls, and the backlog that keeps up with.
+
+Awaiting jobs are written straight into the jobs table on moto (in-process,
+batch writes), spread over the due-work shards by their job id as the
+registry spreads them, every one due. Their ``status_url`` is a loopback
+server that answers ``{"state": "running"}`` after a fixed delay, so every
+poll ends in a reschedule. Then one real run: ``poller.build_poller`` with
+the default settings and the deployed time budget (the function's timeout
+less the handler's margin), its DynamoDB calls counted on botocore's
+``before-call``. The same run over a table with as many again items that are
+not due shows whether the calls follow due work or table size.
+
+What these figures are bound by here: the status latency over the parallel
+polls, and moto. Each poll's ``UpdateItem`` costs milliseconds of this
+process's CPU in moto, and moto's ``Query`` scans the whole table where
+DynamoDB reads only the index range, so on a shared 2-core machine the rate
+is a floor for what the same run does in AWS.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from bench.loopback import LoopbackHttp
+
+ITEMS = 10_000
+QUICK_ITEMS = 2_000
+DELAYS_SECONDS = (0.05, 0.5)
+QUICK_POLL_WINDOW_SECONDS = 10.0
+"""--quick: the run's polling window (the budget less the poll reserve)."""
+STATUS_PATH = "/status/"
+CONFIG = Path(__file__).resolve().parents[1] / "infra" / "config.py"
+
+
+def poll_rate_minutes() -> int:
+    """The schedule's default, read from ``infra/config.py``'s source.
+
+    Importing it would start the CDK's jsii runtime (seconds of node start-up)
+    for one number.
+    """
+    found = re.search(r'"poll_rate_minutes":\s*(\d+)', CONFIG.read_text())
+    if found is None:
+        raise RuntimeError(f"no poll_rate_minutes default in {CONFIG}")
+    return int(found.group(1))
+
+
+def keeps_up_with(
+    polled_per_second: float, window_seconds: float, interval_seconds: float, every_seconds: float
+) -> float:
+    """The largest backlog of awaiting jobs a schedule of runs keeps polling on time.
+
+    Each run polls for ``window_seconds``, at ``polled_per_second``, once
+    every ``every_seconds``; each job is due once per ``interval_seconds``. A
+    backlog of N brings N x every / interval polls due per run, so it keeps
+    up while N <= rate x window x interval / every.
+    """
+    return polled_per_second * window_seconds * interval_seconds / every_seconds
+
+
+class _StatusHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+
+    def do_GET(self) -> None:
+        server: StatusServer = self.server.owner  # type: ignore[attr-defined]
+        if server.stopping.wait(server.delay):
+            return
+        job_id = unquote(self.path.removeprefix(STATUS_PATH))
+        body = json.dumps({"job_id": job_id, "state": "running"}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class StatusServer:
+    """Sume's status URLs for every job: "running", after ``delay`` seconds."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self._http = LoopbackHttp(_StatusHandler, self)
+        self.stopping = self._http.stopping
+
+    def url(self, job_id: str) -> str:
+        return self._http.url(STATUS_PATH + job_id)
+
+    def __enter__(self) -> StatusServer:
+        self._http.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.stop()
+
+
+@dataclass(frozen=True)
+class PollerRun:
+    delay: float
+    due: int
+    in_table: int
+    budget: float
+    """Seconds the run was given (its ``time_left`` at the start)."""
+    window: float
+    """Seconds in which it could start polls (budget less the poll reserve)."""
+    seconds: float
+    polled: int
+    remaining: int
+    complete: bool
+    calls: Counter[str]
+
+    @property
+    def polled_per_second(self) -> float:
+        return self.polled / self.seconds
+
+    @property
+    def dynamodb_calls(self) -> int:
+        return sum(n for call, n in self.calls.items() if call.startswith("dynamodb."))
+
+    @property
+    def calls_per_polled_job(self) -> float:
+        return self.dynamodb_calls / max(1, self.polled)
+
+
+@dataclass
+class CapacityReport:
+    budget: float
+    """Seconds a deployed run has: the function's timeout less the handler's margin."""
+    reserve: float
+    """Seconds before the end of the budget when no poll is started any more."""
+    every: int
+    """Seconds between scheduled runs."""
+    intervals: tuple[int, int]
+    """A job's first and longest poll interval, seconds."""
+    parallel: int
+    runs: list[PollerRun] = field(default_factory=list)
+
+    @property
+    def window(self) -> float:
+        """Seconds in which a deployed run starts polls."""
+        return self.budget - self.reserve
+
+    def backlog(self, run: PollerRun, interval: int) -> float:
+        return keeps_up_with(run.polled_per_second, self.window, interval, self.every)
+
+
+def _item(job_id: str, status_url: str, now: int, due_at: int | None) -> dict[str, Any]:
+    """An awaiting job as ``JobsTable.register`` leaves it; finished when ``due_at`` is None."""
+    from sume.jobs import State
+    from sume.names import DUE_AT, DUE_SHARD, JOB_ID, due_shard
+
+    state = State.PROCESSED if due_at is None else State.AWAITING
+    item = {
+        JOB_ID: {"S": job_id},
+        "state": {"S": state.value},
+        "status_url": {"S": status_url},
+        "registered_at": {"N": str(now - 60)},
+        "poll_attempts": {"N": "0"},
+    }
+    if due_at is not None:
+        item[DUE_SHARD] = {"N": str(due_shard(job_id))}
+        item[DUE_AT] = {"N": str(due_at)}
+    return item
+
+
+def seed(ddb: Any, table: str, server: StatusServer, due: int, not_due: int, now: int) -> None:
+    """``due`` awaiting jobs due now; ``not_due`` more, half finished, half due in an hour."""
+    items = []
+    for n in range(due + not_due):
+        job_id = f"job_{n:06d}"
+        when = now - 1 if n < due else (None if n % 2 else now + 3600)
+        items.append(_item(job_id, server.url(job_id), now, when))
+    for start in range(0, len(items), 25):
+        batch = [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
+        ddb.batch_write_item(RequestItems={table: batch})
+
+
+def run_once(delay: float, due: int, not_due: int, window: float | None = None) -> PollerRun:
+    """One poller run over ``due`` due jobs (and ``not_due`` others), status after ``delay``."""
+    import boto3
+    from moto import mock_aws
+
+    from bench.counting import CallCounter
+    from bench.env import environment, reset_handler_caches
+    from bench.runtime import silenced
+    from devstack import moto_atomic
+    from devstack.resources import create_resources
+    from devstack.resources import environment as lambda_env
+    from infra.spec import POLLER_TIMEOUT
+    from sume.settings import PollerSettings
+
+    moto_atomic.install()
+    counter = CallCounter()
+    with mock_aws(), counter.installed(), StatusServer(delay) as server:
+        session = boto3.session.Session()
+        names = create_resources(session, prefix="sume-bench")
+        seed(session.client("dynamodb"), names.table, server, due, not_due, int(time.time()))
+        local = {"ALLOW_HTTP_URLS": "true", "ALLOW_PRIVATE_HOSTS": "true"}
+        with environment({**lambda_env(names), **local}):
+            import poller
+
+            reset_handler_caches()
+            settings = PollerSettings.from_env()
+            run = poller.build_poller(settings)
+            reserve = settings.connect_timeout_seconds + settings.read_timeout_seconds
+            budget: float = POLLER_TIMEOUT - settings.time_budget_margin_seconds
+            if window is not None:
+                budget = min(budget, window + reserve)
+            counter.take()
+            started = time.monotonic()
+            deadline = started + budget
+            with silenced():
+                summary = run.run(lambda: deadline - time.monotonic())
+            seconds = time.monotonic() - started
+            calls = Counter(counter.take())
+        reset_handler_caches()
+    return PollerRun(
+        delay=delay,
+        due=due,
+        in_table=due + not_due,
+        budget=budget,
+        window=budget - reserve,
+        seconds=seconds,
+        polled=summary.polled,
+        remaining=summary.remaining,
+        complete=summary.complete,
+        calls=calls,
+    )
+
+
+def measure(items: int = ITEMS, window: float | None = None) -> CapacityReport:
+    """Runs at each delay over ``items`` due jobs, and the first again over a table twice as big."""
+    from infra.spec import POLLER_TIMEOUT
+    from sume.settings import PollerSettings
+
+    defaults = PollerSettings.from_env({"JOBS_TABLE_NAME": "t", "JOBS_QUEUE_URL": "q"})
+    report = CapacityReport(
+        budget=POLLER_TIMEOUT - defaults.time_budget_margin_seconds,
+        reserve=defaults.connect_timeout_seconds + defaults.read_timeout_seconds,
+        every=poll_rate_minutes() * 60,
+        intervals=(defaults.poll_initial_seconds, defaults.poll_max_interval_seconds),
+        parallel=defaults.max_parallel_polls,
+    )
+    first, *others = DELAYS_SECONDS
+    report.runs.append(run_once(first, items, 0, window))
+    report.runs.append(run_once(first, items, items, window))
+    report.runs.extend(run_once(delay, items, 0, window) for delay in others)
+    return report

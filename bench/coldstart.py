@@ -1,0 +1,155 @@
+"""Cold-start proxy: what a fresh process spends importing each handler.
+
+Each figure is the median, over several fresh interpreters, of the CPU time
+from just before the import to just after (interpreter start-up is the same
+for all and left out). CPU time, because on a shared machine the wall clock
+mostly measures the neighbours; wall time is kept alongside. The processes
+look like a Lambda container to Powertools (``LAMBDA_TASK_ROOT`` set), so the
+Tracer is on and patches botocore as it does when deployed.
+
+The floor is what any correct receiver must do before its first answer:
+import boto3, create the DynamoDB, SQS and Secrets Manager clients, and read
+its signing secret once (then keep it). The secret read is answered at
+botocore's ``before-send`` (``bench.secretstub``): serialisation,
+signing and parsing run, the round trip does not, for the floor and the
+receiver alike.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from bench.calls import handler_modules, lambda_runtime_env
+from bench.env import STUB_NAMES
+from bench.runtime import python
+
+# The guard is set before the clock starts: a probe never leaves loopback.
+PROBE = """
+import sys, time
+from bench.env import forbid_network
+forbid_network()
+wall, cpu = time.perf_counter(), time.process_time()
+exec(sys.argv[1])
+print((time.process_time() - cpu) * 1000, (time.perf_counter() - wall) * 1000)
+"""
+
+FLOOR = "floor: boto3, 3 clients, 1 secret read"
+RECEIVER_FIRST_USE = "receiver + what its first delivery builds and reads"
+
+# What each measured variant runs in the fresh process.
+VARIANTS: dict[str, str] = {
+    "import boto3": "import boto3",
+    FLOOR: (
+        "import boto3\n"
+        "from bench.secretstub import answer_secrets\n"
+        "s = boto3.session.Session()\n"
+        "s.client('dynamodb'); s.client('sqs'); sm = s.client('secretsmanager')\n"
+        "answer_secrets(sm)\n"
+        "secret = sm.get_secret_value(SecretId='sume-bench')['SecretString']\n"
+        "assert secret == 'whsec_bench_cold_start'"
+    ),
+    "Powertools Logger, Metrics, Tracer": (
+        "from aws_lambda_powertools import Logger, Metrics, Tracer\n"
+        "Logger(service='b'); Metrics(namespace='b', service='b'); Tracer(service='b')"
+    ),
+    "... + parameters (SecretsProvider)": (
+        "from aws_lambda_powertools import Logger, Metrics, Tracer\n"
+        "from aws_lambda_powertools.utilities.parameters import SecretsProvider\n"
+        "Logger(service='b'); Metrics(namespace='b', service='b'); Tracer(service='b')"
+    ),
+    "import receiver": "import receiver",
+    # The receiver builds its settings, clients and secret provider on the
+    # first delivery, and reads the secret: a cold start pays all of it.
+    RECEIVER_FIRST_USE: (
+        "import receiver\n"
+        "from sume import aws\n"
+        "from bench.secretstub import answer_secrets\n"
+        "r = receiver.receiver()\n"
+        "r._intake()\n"
+        "answer_secrets(aws.client('secretsmanager'))\n"
+        "assert r._secrets.current() == (b'whsec_bench_cold_start',)"
+    ),
+}
+
+
+@dataclass
+class ColdReport:
+    runs: int
+    ms: dict[str, list[float]] = field(default_factory=dict)
+    """CPU ms per run."""
+    wall_ms: dict[str, list[float]] = field(default_factory=dict)
+    tracer_off_ms: dict[str, list[float]] = field(default_factory=dict)
+    heaviest: list[tuple[str, float]] = field(default_factory=list)
+    """Top-level packages by cumulative import time (ms) of ``import receiver``."""
+    heaviest_modules: list[tuple[str, float, float]] = field(default_factory=list)
+    """Modules by own import time: (name, self ms, cumulative ms)."""
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.ms[name])
+
+    def median_wall(self, name: str) -> float:
+        return statistics.median(self.wall_ms[name])
+
+
+def _env(tracer: bool = True) -> dict[str, str]:
+    env = {**lambda_runtime_env(), **STUB_NAMES}
+    if not tracer:
+        env["POWERTOOLS_TRACE_DISABLED"] = "true"
+    return env
+
+
+def _once(code: str, env: dict[str, str]) -> tuple[float, float]:
+    out = python("-c", PROBE, code, env=env)
+    out.check_returncode()
+    cpu, wall = out.stdout.strip().splitlines()[-1].split()
+    return float(cpu), float(wall)
+
+
+def variants() -> dict[str, str]:
+    found = dict(VARIANTS)
+    for module in handler_modules():
+        if module != "receiver":
+            found[f"import {module}"] = f"import {module}"
+    return found
+
+
+def importtime(
+    code: str, env: dict[str, str]
+) -> tuple[list[tuple[str, float]], list[tuple[str, float, float]]]:
+    """``python -X importtime``: totals per top-level package, and the heaviest modules."""
+    out = python("-X", "importtime", "-c", code, env=env)
+    out.check_returncode()
+    per_package: dict[str, float] = {}
+    modules: list[tuple[str, float, float]] = []
+    for line in out.stderr.splitlines():
+        if not line.startswith("import time:") or "imported package" in line:
+            continue
+        self_us, cumulative_us, name = (part.strip() for part in line[12:].split("|"))
+        module = name.strip()
+        modules.append((module, int(self_us) / 1000, int(cumulative_us) / 1000))
+        top = module.split(".")[0]
+        per_package[top] = per_package.get(top, 0.0) + int(self_us) / 1000
+    packages = sorted(per_package.items(), key=lambda kv: kv[1], reverse=True)
+    modules.sort(key=lambda m: m[1], reverse=True)
+    return packages, modules
+
+
+def measure(runs: int) -> ColdReport:
+    report = ColdReport(runs)
+    on, off = _env(), _env(tracer=False)
+    chosen = variants()
+    for code in chosen.values():
+        _once(code, on)  # writes the bytecode cache; not counted
+    # Interleaved, so a noisy moment hits every variant alike.
+    for _ in range(runs):
+        for name, code in chosen.items():
+            cpu, wall = _once(code, on)
+            report.ms.setdefault(name, []).append(cpu)
+            report.wall_ms.setdefault(name, []).append(wall)
+        for name in ("import receiver", RECEIVER_FIRST_USE):
+            report.tracer_off_ms.setdefault(name, []).append(_once(chosen[name], off)[0])
+    packages, modules = importtime("import receiver", on)
+    report.heaviest = packages[:10]
+    report.heaviest_modules = modules[:12]
+    return report

@@ -1,0 +1,139 @@
+"""Cost per million deliveries, from a small price model and the measured figures.
+
+Prices: AWS list prices, us-east-1, on-demand, no free tier, first volume
+tier, as published on the AWS pricing pages and checked on 2026-11-29:
+API Gateway HTTP API $1.00 per million requests (first 300 M; metered per
+512 KB), REST API $3.50 per million (first 333 M); Lambda arm64 $0.20 per
+million requests and $0.0000133334 per GB-second, billed per 1 ms; DynamoDB
+on-demand $0.625 per million write request units (after the November 2024
+halving; one WRU per started KB of the larger of the item before and after
+the write, and a failed conditional write still consumes WRUs for the size of
+the existing item, at least one); SQS standard $0.40 per million requests
+(one per started 64 KB); S3 PUT $0.005 per thousand.
+
+Lambda duration is modelled, not measured in AWS: the CPU time measured here
+scaled by the CPU share Lambda grants at the configured memory (a full vCPU
+at 1,769 MB), plus a typical in-region latency per AWS call. Both are
+assumptions, printed with the table; the request-priced lines (API Gateway,
+Lambda requests, DynamoDB, SQS) do not depend on them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PRICES_CHECKED = "2026-11-29"
+HTTP_API_PER_M = 1.00
+REST_API_PER_M = 3.50
+LAMBDA_REQUEST_PER_M = 0.20
+LAMBDA_GB_SECOND = 0.0000133334
+DDB_WRU_PER_M = 0.625
+SQS_REQUEST_PER_M = 0.40
+S3_PUT_PER_M = 5.00
+
+FULL_VCPU_MB = 1769
+LATENCY_MS = {"dynamodb": 5.0, "sqs": 8.0, "s3": 25.0, "secretsmanager": 15.0}
+"""Typical in-region round trip per call, an assumption of the model."""
+
+DEFAULT_MEMORY_MB = 512
+STACK = Path(__file__).resolve().parents[1] / "infra" / "stack.py"
+
+
+def receiver_memory_mb() -> int:
+    """The receiver's memory as the stack sets it (read from the source, not CDK)."""
+    try:
+        text = STACK.read_text()
+    except OSError:
+        return DEFAULT_MEMORY_MB
+    found = re.search(r'handler="receiver\.handler".*?memory_mb=(\d+)', text, re.S)
+    return int(found.group(1)) if found else DEFAULT_MEMORY_MB
+
+
+def attribute_bytes(value: dict[str, Any]) -> int:
+    """Size of one DynamoDB attribute value, by DynamoDB's sizing rules (close enough)."""
+    ((kind, inner),) = value.items()
+    if kind == "S":
+        size = len(inner.encode("utf-8"))
+    elif kind == "N":
+        size = len(inner.lstrip("-").replace(".", "")) // 2 + 1
+    elif kind in ("BOOL", "NULL"):
+        size = 1
+    elif kind == "M":
+        size = 3 + sum(len(k.encode()) + attribute_bytes(v) + 1 for k, v in inner.items())
+    elif kind == "L":
+        size = 3 + sum(attribute_bytes(v) + 1 for v in inner)
+    else:
+        # B is bytes; the sets (SS, NS, BS) count their members.
+        size = len(inner) if kind == "B" else sum(len(str(v)) for v in inner)
+    return size
+
+
+def item_bytes(item: dict[str, Any]) -> int:
+    return sum(len(name.encode()) + attribute_bytes(v) for name, v in item.items())
+
+
+def wru(size_bytes: int) -> int:
+    return max(1, math.ceil(size_bytes / 1024))
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What one delivery uses of each priced thing."""
+
+    cpu_us: float
+    calls: tuple[str, ...]
+    """``service.Operation`` per AWS call."""
+    wru: int
+    sqs_requests: int
+    s3_puts: int = 0
+
+
+@dataclass(frozen=True)
+class Cost:
+    billed_ms: int
+    api: float
+    lambda_requests: float
+    lambda_duration: float
+    dynamodb: float
+    sqs: float
+    s3: float
+
+    @property
+    def total(self) -> float:
+        return (
+            self.api
+            + self.lambda_requests
+            + self.lambda_duration
+            + self.dynamodb
+            + self.sqs
+            + self.s3
+        )
+
+
+def billed_ms(usage: Usage, memory_mb: int) -> int:
+    cpu_ms = usage.cpu_us / 1000 * max(1.0, FULL_VCPU_MB / memory_mb)
+    wait_ms = sum(LATENCY_MS.get(call.split(".")[0], 10.0) for call in usage.calls)
+    return max(1, math.ceil(cpu_ms + wait_ms))
+
+
+def per_million(usage: Usage, memory_mb: int, api_per_m: float = HTTP_API_PER_M) -> Cost:
+    ms = billed_ms(usage, memory_mb)
+    return Cost(
+        billed_ms=ms,
+        api=api_per_m,
+        lambda_requests=LAMBDA_REQUEST_PER_M,
+        lambda_duration=ms / 1000 * memory_mb / 1024 * LAMBDA_GB_SECOND * 1e6,
+        dynamodb=usage.wru * DDB_WRU_PER_M,
+        sqs=usage.sqs_requests * SQS_REQUEST_PER_M,
+        s3=usage.s3_puts * S3_PUT_PER_M,
+    )
+
+
+def cpu_per_million(cpu_us: float, memory_mb: int) -> float:
+    """USD per million deliveries for ``cpu_us`` of CPU each, before the 1 ms rounding."""
+    seconds = cpu_us / 1e6 * max(1.0, FULL_VCPU_MB / memory_mb)
+    return seconds * memory_mb / 1024 * LAMBDA_GB_SECOND * 1e6

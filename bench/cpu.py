@@ -1,0 +1,334 @@
+"""Receiver CPU per delivery, in-process, with AWS answered by botocore's Stubber.
+
+The Stubber answers at ``before-call``: request validation and serialisation
+run as in AWS, the network and response parsing do not, for all three designs
+alike. Responses are queued before each timed batch (the Stubber validates
+them when queued), and after it the queue must be empty and every answer as
+expected, so each design did exactly the calls it claims, no fewer, no more.
+Batches of the three designs alternate within each round; the figure is the
+median over rounds of CPU time (``process_time``) per delivery.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import gc
+import hashlib
+import io
+import json
+import pstats
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.stub import Stubber
+
+from bench import deliveries as d
+from bench.env import STUB_NAMES, environment, reset_handler_caches
+from bench.references import Handler, floor_handler, powertools_handler
+from bench.runtime import silenced
+from devstack.lambda_context import LambdaContext
+
+KINDS = ("new", "duplicate", "rejected")
+DESIGNS = ("ours", "floor", "powertools")
+EXPECTED = {"new": (200, "new"), "duplicate": (200, "duplicate"), "rejected": (401, None)}
+IDEMPOTENCY_TABLE = "sume-bench-idempotency"
+
+
+@dataclass
+class Design:
+    name: str
+    handler: Handler
+    stubbers: list[Stubber]
+    stage: Callable[[str, list[str], dict[str, bytes]], None]
+    """Queue the AWS answers a batch of ``kind`` deliveries needs."""
+    setting: Callable[[], AbstractContextManager[None]] = nullcontext
+    """Entered around each timed batch."""
+
+
+def _sent(job_id: str) -> dict[str, str]:
+    return {
+        "MessageId": str(uuid.uuid4()),
+        "MD5OfMessageBody": hashlib.md5(job_id.encode(), usedforsecurity=False).hexdigest(),
+    }
+
+
+def _stored_item(job_id: str, raw: bytes, now: int) -> dict[str, Any]:
+    """Our job item as DynamoDB hands it back (ALL_OLD) to a duplicate."""
+    return {
+        "job_id": {"S": job_id},
+        "state": {"S": "received"},
+        "source": {"S": "webhook"},
+        "event": {"S": "job.completed"},
+        "status": {"S": "OK"},
+        "body": {"S": raw.decode()},
+        "first_seen": {"N": str(now)},
+        "received_at": {"N": str(now)},
+        "last_delivery_at": {"N": str(now)},
+        "deliveries": {"N": "1"},
+        "due_shard": {"N": "3"},
+        "due_at": {"N": str(now + 120)},
+    }
+
+
+def _failed_write(stub: Stubber, method: str, item: dict[str, Any] | None) -> None:
+    stub.add_client_error(
+        method,
+        service_error_code="ConditionalCheckFailedException",
+        service_message="The conditional request failed",
+        modeled_fields={"Item": item} if item else None,
+    )
+
+
+def _ours() -> Design:
+    import receiver
+    from sume import aws
+
+    reset_handler_caches()
+    ddb, sqs, secrets = aws.client("dynamodb"), aws.client("sqs"), aws.client("secretsmanager")
+    aws.client("s3")
+    stubs = {name: Stubber(c) for name, c in (("ddb", ddb), ("sqs", sqs), ("sm", secrets))}
+    for stub in stubs.values():
+        stub.activate()
+    stubs["sm"].add_response(
+        "get_secret_value",
+        {"ARN": STUB_NAMES["SIGNING_SECRET_ARN"], "Name": "sume-bench", "SecretString": d.SECRET},
+    )
+
+    def stage(kind: str, jobs: list[str], bodies: dict[str, bytes]) -> None:
+        now = int(time.time())
+        for job in jobs:
+            if kind == "new":
+                stubs["ddb"].add_response("update_item", {})
+                stubs["sqs"].add_response("send_message", _sent(job))
+            elif kind == "duplicate":
+                _failed_write(stubs["ddb"], "update_item", _stored_item(job, bodies[job], now))
+                stubs["ddb"].add_response("update_item", {})
+
+    return Design("ours", receiver.handler, list(stubs.values()), stage)
+
+
+def _floor() -> Design:
+    import boto3
+
+    session = boto3.session.Session()
+    ddb, sqs = session.client("dynamodb"), session.client("sqs")
+    stubs = {"ddb": Stubber(ddb), "sqs": Stubber(sqs)}
+    for stub in stubs.values():
+        stub.activate()
+    handler = floor_handler(
+        ddb, sqs, STUB_NAMES["JOBS_TABLE_NAME"], STUB_NAMES["JOBS_QUEUE_URL"], d.SECRET.encode()
+    )
+
+    def stage(kind: str, jobs: list[str], bodies: dict[str, bytes]) -> None:
+        for job in jobs:
+            if kind == "new":
+                stubs["ddb"].add_response("put_item", {})
+                stubs["sqs"].add_response("send_message", _sent(job))
+            elif kind == "duplicate":
+                _failed_write(stubs["ddb"], "put_item", None)
+
+    return Design("floor", handler, list(stubs.values()), stage)
+
+
+def _powertools() -> Design:
+    import boto3
+
+    from sume.secrets import from_settings
+
+    session = boto3.session.Session()
+    ddb, sqs, sm = (
+        session.client("dynamodb"),
+        session.client("sqs"),
+        session.client("secretsmanager"),
+    )
+    stubs = {"ddb": Stubber(ddb), "sqs": Stubber(sqs), "sm": Stubber(sm)}
+    for stub in stubs.values():
+        stub.activate()
+    stubs["sm"].add_response(
+        "get_secret_value",
+        {"ARN": STUB_NAMES["SIGNING_SECRET_ARN"], "Name": "sume-bench", "SecretString": d.SECRET},
+    )
+    # The same secret handling as ours: Secrets Manager, cached by Powertools.
+    secrets = from_settings(STUB_NAMES["SIGNING_SECRET_ARN"], None, 3600, sm)
+    handler = powertools_handler(ddb, sqs, IDEMPOTENCY_TABLE, STUB_NAMES["JOBS_QUEUE_URL"], secrets)
+
+    def stage(kind: str, jobs: list[str], bodies: dict[str, bytes]) -> None:
+        now = int(time.time())
+        for job in jobs:
+            if kind == "new":
+                stubs["ddb"].add_response("put_item", {})
+                stubs["sqs"].add_response("send_message", _sent(job))
+                stubs["ddb"].add_response("update_item", {})
+            elif kind == "duplicate":
+                key = hashlib.md5(job.encode(), usedforsecurity=False).hexdigest()
+                record = {
+                    "id": {"S": f"sume-bench#{key}"},
+                    "expiration": {"N": str(now + 3600)},
+                    "status": {"S": "COMPLETED"},
+                    "data": {"S": json.dumps({"job_id": job, "token": "first"})},
+                }
+                _failed_write(stubs["ddb"], "put_item", record)
+
+    return Design("powertools", handler, list(stubs.values()), stage)
+
+
+@dataclass
+class Batch:
+    events: list[dict[str, Any]]
+    jobs: list[str]
+    bodies: dict[str, bytes] = field(default_factory=dict)
+
+
+def _batch(kind: str, size: int) -> Batch:
+    jobs = [d.new_job_id() for _ in range(size)]
+    bodies = {job: d.job_body(job) for job in jobs}
+    make = d.forged if kind == "rejected" else d.delivery
+    return Batch([make(bodies[job]) for job in jobs], jobs, bodies)
+
+
+def _run(design: Design, kind: str, batch: Batch) -> float:
+    """CPU seconds per delivery for one batch; checks every answer afterwards."""
+    design.stage(kind, batch.jobs, batch.bodies)
+    context = LambdaContext()
+    handler = design.handler
+    answers = []
+    with silenced(), design.setting():
+        gc.collect()
+        start = time.process_time()
+        for event in batch.events:
+            answers.append(handler(event, context))
+        elapsed = time.process_time() - start
+    for stub in design.stubbers:
+        stub.assert_no_pending_responses()
+    status, result = EXPECTED[kind]
+    for answer in answers:
+        body = json.loads(answer["body"])
+        if answer["statusCode"] != status or (result and body.get("result") != result):
+            raise AssertionError(f"{design.name} answered {kind} with {answer}")
+    return elapsed / len(batch.events)
+
+
+@dataclass
+class CpuReport:
+    rounds: int
+    batch: int
+    seconds: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+
+    def median_us(self, design: str, kind: str) -> float:
+        return statistics.median(self.seconds[(design, kind)]) * 1e6
+
+
+@contextmanager
+def designs() -> Iterator[dict[str, Design]]:
+    """The three receivers, stubbed and warmed up (secret cached, clients built)."""
+    # The secret stays cached for the whole run, as in a warm container.
+    with environment({**STUB_NAMES, "SECRET_CACHE_SECONDS": "3600"}):
+        try:
+            built = {"ours": _ours(), "floor": _floor(), "powertools": _powertools()}
+            for design in built.values():
+                _run(design, "new", _batch("new", 2))
+            yield built
+        finally:
+            # The stubbed clients must not outlive the run in the handler caches.
+            reset_handler_caches()
+
+
+def measure(rounds: int, batch: int) -> CpuReport:
+    report = CpuReport(rounds, batch)
+    with designs() as built:
+        for n in range(rounds):
+            for kind in KINDS:
+                order = DESIGNS[n % 3 :] + DESIGNS[: n % 3]
+                for name in order:
+                    seconds = _run(built[name], kind, _batch(kind, batch))
+                    report.seconds.setdefault((name, kind), []).append(seconds)
+    return report
+
+
+def profile(design: str, kind: str, batch: int, top: int = 25) -> str:
+    """cProfile of one batch, by own time: where the CPU of a delivery goes."""
+    with designs() as built:
+        chosen = built[design]
+        work = _batch(kind, batch)
+        chosen.stage(kind, work.jobs, work.bodies)
+        profiler = cProfile.Profile()
+        with silenced():
+            profiler.enable()
+            for event in work.events:
+                chosen.handler(event, LambdaContext())
+            profiler.disable()
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+BREAKDOWN = (
+    "floor",
+    "ours: domain only (no Powertools layers)",
+    "ours: + EMF metrics line (Metrics.log_metrics; log line below the level)",
+    "ours: + JSON log line",
+    "ours: + Tracer.capture_lambda_handler (X-Ray off)",
+    "ours: + Logger.inject_lambda_context (as deployed)",
+)
+TELEMETRY = {
+    "EMF metrics line": (BREAKDOWN[1], BREAKDOWN[2]),
+    "JSON log line": (BREAKDOWN[2], BREAKDOWN[3]),
+}
+"""Per-delivery telemetry: each part is the difference between two layers."""
+
+
+@contextmanager
+def _log_line_off() -> Iterator[None]:
+    """The handler's ``logger.info`` returns at its level check; warnings still log."""
+    import logging
+
+    from sume.observability import logger
+
+    level = logger.log_level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _domain_only(webhook: Any) -> Handler:
+    """Our receiver without the handler's Powertools layers, logs or metrics."""
+    from sume.http import HttpResponse, request_from_event, to_event_response
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        receipt = webhook.receive(request_from_event(event))
+        body = {"result": receipt.result, "job_id": receipt.job_id}
+        return to_event_response(HttpResponse(200, body))
+
+    return handler
+
+
+def breakdown(rounds: int, batch: int) -> dict[str, list[float]]:
+    """Where the CPU of a new delivery goes: the floor, then ours layer by layer."""
+    import receiver
+
+    seconds: dict[str, list[float]] = {}
+    with designs() as built:
+        ours = built["ours"]
+        full = receiver.handler
+        innermost = full.__wrapped__.__wrapped__
+        layers = [
+            built["floor"],
+            Design(BREAKDOWN[1], _domain_only(receiver.receiver()), ours.stubbers, ours.stage),
+            Design(BREAKDOWN[2], innermost, ours.stubbers, ours.stage, _log_line_off),
+            Design(BREAKDOWN[3], innermost, ours.stubbers, ours.stage),
+            Design(BREAKDOWN[4], full.__wrapped__, ours.stubbers, ours.stage),
+            Design(BREAKDOWN[5], full, ours.stubbers, ours.stage),
+        ]
+        for n in range(rounds):
+            for i in range(len(layers)):
+                layer = layers[(i + n) % len(layers)]
+                name = BREAKDOWN[(i + n) % len(layers)]
+                seconds.setdefault(name, []).append(_run(layer, "new", _batch("new", batch)))
+    return seconds

@@ -1,0 +1,318 @@
+"""A loopback origin for artifact copies: one large generated object, served as a CDN serves it.
+
+The object is generated, never stored. Block ``i`` (1 MiB) is ``i`` as 8
+big-endian bytes followed by a pseudo-random tail fixed by the version's
+seed, so any byte range costs one block build per MiB, every block differs (a
+copy that reorders, repeats or drops a part changes the SHA-256) and a
+256 MiB object costs no memory.
+
+It offers what a ranged, pipelined copier needs to be tested against:
+``Accept-Ranges: bytes`` and single-range ``Range`` requests (206 with
+``Content-Range``; 416 past the end), an ``ETag`` and ``Last-Modified`` per
+version, ``If-Range`` (a stale validator gets the whole current object, 200),
+``HEAD``, ranges switched off (``Range`` ignored, no ``Accept-Ranges``), an
+object replaced after a given number of bytes served (later requests see the
+new version; a response in progress keeps its own), and a bandwidth cap per
+connection, paced by the server, as CDNs cap each connection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from bench.loopback import LoopbackHttp
+
+BLOCK = 1024 * 1024
+CHUNK = 64 * 1024
+PATH = "/renders/artifact.bin"
+# Versions' Last-Modified dates: one second apart, so If-Range by date works too.
+EPOCH = 1_700_000_000
+
+
+class Content:
+    """The bytes of one version of the object."""
+
+    def __init__(self, size: int, seed: int) -> None:
+        self.size = size
+        self.seed = seed
+        self._tail = random.Random(seed).randbytes(BLOCK - 8)
+
+    def _block(self, index: int) -> bytes:
+        return index.to_bytes(8, "big") + self._tail
+
+    def chunks(
+        self, start: int = 0, end: int | None = None, chunk: int = CHUNK
+    ) -> Iterator[memoryview]:
+        """Bytes ``[start, end)`` in pieces of at most ``chunk`` bytes."""
+        end = self.size if end is None else min(end, self.size)
+        position = start
+        while position < end:
+            index, offset = divmod(position, BLOCK)
+            block = memoryview(self._block(index))
+            stop = min(BLOCK, end - index * BLOCK)
+            while offset < stop:
+                piece = block[offset : min(offset + chunk, stop)]
+                yield piece
+                offset += len(piece)
+            position = index * BLOCK + stop
+
+    def read(self, start: int = 0, end: int | None = None) -> bytes:
+        return b"".join(self.chunks(start, end, BLOCK))
+
+    def sha256(self) -> str:
+        digest = hashlib.sha256()
+        for piece in self.chunks(chunk=BLOCK):
+            digest.update(piece)
+        return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Version:
+    content: Content
+    etag: str
+    last_modified: str
+
+    @classmethod
+    def of(cls, size: int, seed: int) -> Version:
+        return cls(
+            Content(size, seed),
+            f'"sume-bench-{seed}-{size}"',
+            formatdate(EPOCH + seed, usegmt=True),
+        )
+
+    def matches(self, validator: str) -> bool:
+        """``If-Range``: an entity tag or a date, compared exactly (a strong comparison)."""
+        return validator.strip() in (self.etag, self.last_modified)
+
+
+class Unsatisfiable(Exception):
+    """A range starting at or past the end of the object (416)."""
+
+
+def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """``[start, end)`` of a single ``bytes=`` range; None to send the whole object.
+
+    Anything this origin does not serve as a range (several ranges, another
+    unit, a malformed value) is ignored, which RFC 9110 allows: the answer is
+    then the whole object with 200.
+    """
+    if not header:
+        return None
+    unit, _, spec = header.strip().partition("=")
+    if unit.strip().lower() != "bytes" or "," in spec:
+        return None
+    first, dash, last = (part.strip() for part in spec.partition("-"))
+    if not dash or not (first or last) or not all(p.isdigit() for p in (first, last) if p):
+        return None
+    if not first:
+        suffix = int(last)
+        if suffix == 0 or size == 0:
+            raise Unsatisfiable(header)
+        return max(0, size - suffix), size
+    start = int(first)
+    if last and int(last) < start:
+        return None
+    if start >= size:
+        raise Unsatisfiable(header)
+    return start, min(int(last) + 1, size) if last else size
+
+
+class Pacer:
+    """Holds one response to ``rate`` bytes per second.
+
+    Before each piece is sent, it waits until the bytes sent before it would
+    have taken their time at that rate, so the first piece leaves at once and
+    the rate is never exceeded by more than one piece.
+    """
+
+    def __init__(
+        self,
+        rate: float | None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Any] = time.sleep,
+    ) -> None:
+        self._rate = rate
+        self._clock = clock
+        self._sleep = sleep
+        self._start: float | None = None
+        self._sent = 0
+
+    def wait(self, size: int) -> None:
+        if self._rate is None:
+            return
+        now = self._clock()
+        if self._start is None:
+            self._start = now
+        due = self._start + self._sent / self._rate
+        if due > now:
+            self._sleep(due - now)
+        self._sent += size
+
+
+@dataclass(frozen=True)
+class Seen:
+    method: str
+    path: str
+    range: str | None
+    if_range: str | None
+    status: int
+    etag: str
+
+
+class Origin:
+    """Serves one generated object at ``url``; see the module docstring.
+
+    ``rate``: bytes per second per connection (None: as fast as it goes).
+    ``change_after``: replace the object once this many body bytes were served.
+    ``clock`` and ``sleep`` pace the answers (tests pass fakes).
+    """
+
+    def __init__(
+        self,
+        size: int,
+        *,
+        rate: float | None = None,
+        ranges: bool = True,
+        change_after: int | None = None,
+        seed: int = 1,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Any] | None = None,
+    ) -> None:
+        self.rate = rate
+        self._clock = clock
+        self.ranges = ranges
+        self.requests: list[Seen] = []
+        self.served = 0
+        self._version = Version.of(size, seed)
+        self._change_after = change_after
+        self._lock = threading.Lock()
+        self._http = LoopbackHttp(_OriginHandler, self)
+        # Waiting on the stop event lets a paced answer end with the server.
+        self._sleep = sleep or self._http.stopping.wait
+
+    @property
+    def url(self) -> str:
+        return self._http.url(PATH)
+
+    @property
+    def version(self) -> Version:
+        with self._lock:
+            return self._version
+
+    def change(self) -> Version:
+        """Replace the object: new bytes, ETag and Last-Modified."""
+        with self._lock:
+            return self._replace()
+
+    def _replace(self) -> Version:
+        old = self._version
+        self._version = Version.of(old.content.size, old.content.seed + 1)
+        return self._version
+
+    def record(self, seen: Seen) -> None:
+        with self._lock:
+            self.requests.append(seen)
+
+    def send(
+        self, write: Callable[[memoryview], Any], version: Version, start: int, end: int
+    ) -> None:
+        pacer = Pacer(self.rate, self._clock, self._sleep)
+        for piece in version.content.chunks(start, end):
+            pacer.wait(len(piece))
+            if self._http.stopping.is_set():
+                return
+            write(piece)
+            self._count(len(piece))
+
+    def _count(self, size: int) -> None:
+        with self._lock:
+            self.served += size
+            if self._change_after is not None and self.served >= self._change_after:
+                self._change_after = None
+                self._replace()
+
+    def __enter__(self) -> Origin:
+        self._http.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.stop()
+
+
+class _OriginHandler(BaseHTTPRequestHandler):
+    # HTTP/1.1: a ranged copier may keep its connections for several parts.
+    protocol_version = "HTTP/1.1"
+
+    def do_HEAD(self) -> None:
+        self._answer(body=False)
+
+    def do_GET(self) -> None:
+        self._answer(body=True)
+
+    def _answer(self, body: bool) -> None:
+        origin: Origin = self.server.owner  # type: ignore[attr-defined]
+        version = origin.version
+        requested = self.headers.get("range")
+        if_range = self.headers.get("if-range")
+        if self.path != PATH:
+            self._empty(origin, version, 404, requested, if_range)
+            return
+        size = version.content.size
+        wanted = requested if origin.ranges else None
+        if wanted and if_range is not None and not version.matches(if_range):
+            wanted = None
+        try:
+            span = parse_range(wanted, size)
+        except Unsatisfiable:
+            self._empty(origin, version, 416, requested, if_range, f"bytes */{size}")
+            return
+        start, end = span or (0, size)
+        status = 200 if span is None else 206
+        origin.record(Seen(self.command, self.path, requested, if_range, status, version.etag))
+        self.send_response(status)
+        self._validators(origin, version)
+        if span is not None:
+            self.send_header("content-range", f"bytes {start}-{end - 1}/{size}")
+        self.send_header("content-type", "application/octet-stream")
+        self.send_header("content-length", str(end - start))
+        self.end_headers()
+        if body:
+            # The client may stop reading first (a size cap, a fallback).
+            try:
+                origin.send(self.wfile.write, version, start, end)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
+
+    def _validators(self, origin: Origin, version: Version) -> None:
+        self.send_header("etag", version.etag)
+        self.send_header("last-modified", version.last_modified)
+        if origin.ranges:
+            self.send_header("accept-ranges", "bytes")
+
+    def _empty(
+        self,
+        origin: Origin,
+        version: Version,
+        status: int,
+        requested: str | None,
+        if_range: str | None,
+        content_range: str | None = None,
+    ) -> None:
+        origin.record(Seen(self.command, self.path, requested, if_range, status, version.etag))
+        self.send_response(status)
+        if content_range:
+            self._validators(origin, version)
+            self.send_header("content-range", content_range)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass

@@ -1,0 +1,9 @@
+"""``make run``: the local stack."""
+
+from __future__ import annotations
+
+import sys
+
+from devstack.stack import main
+
+sys.exit(main())

@@ -1,0 +1,267 @@
+"""Plays the Lambda event sources of the stack: the SQS event source mapping
+(worker) and the EventBridge schedule (poller), plus a tap that reads a queue.
+
+Each runs in its own thread and invokes the handler exactly as Lambda would,
+one invocation at a time (a handler module's globals are per container).
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import threading
+import traceback
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from devstack.lambda_context import LambdaContext
+
+Handler = Callable[[dict[str, Any], Any], Any]
+REGION = "us-east-1"
+
+
+class Loop(abc.ABC):
+    """A daemon thread repeating ``step`` until stopped."""
+
+    name = "loop"
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @abc.abstractmethod
+    def step(self) -> None:
+        """One unit of the loop's work."""
+
+    def pause(self) -> float:
+        """Seconds to wait between steps (long polls wait inside ``step``)."""
+        return 0.0
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.step()
+            except Exception:  # a local loop must survive a bad step
+                if self._stop.is_set():
+                    return
+                traceback.print_exc()
+                self._stop.wait(1.0)
+                continue
+            self._stop.wait(self.pause())
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join()
+
+
+def _lambda_attributes(message: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for name, attribute in (message.get("MessageAttributes") or {}).items():
+        out[name] = {
+            "dataType": attribute.get("DataType"),
+            "stringValue": attribute.get("StringValue"),
+            "binaryValue": attribute.get("BinaryValue"),
+            "stringListValues": [],
+            "binaryListValues": [],
+        }
+    return out
+
+
+def sqs_records(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
+    """An SQS event as Lambda's event source mapping builds it."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": dict(m.get("Attributes") or {}),
+                "messageAttributes": _lambda_attributes(m),
+                "md5OfBody": m.get("MD5OfBody", ""),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": REGION,
+            }
+            for m in messages
+        ]
+    }
+
+
+BatchObserver = Callable[[list[dict[str, Any]], set[str], BaseException | None], None]
+
+
+class SqsEventSource(Loop):
+    """Long-polls a queue and hands batches to a handler, like Lambda's SQS trigger.
+
+    With ``ReportBatchItemFailures`` the handler's ``batchItemFailures`` stay
+    on the queue and the rest are deleted; an exception, or an identifier that
+    is not in the batch, fails the whole batch. A failed message becomes
+    visible again after ``retry_delay_seconds`` (the stack's visibility
+    timeout, shortened locally); the queue's own redrive policy moves it to
+    the DLQ after its maximum receives, so this class never redrives.
+    """
+
+    name = "worker"
+
+    def __init__(
+        self,
+        sqs: Any,
+        queue_url: str,
+        handler: Handler,
+        function_name: str,
+        timeout_seconds: float,
+        retry_delay_seconds: int,
+        batch_size: int = 10,
+        wait_seconds: int = 1,
+        observer: BatchObserver | None = None,
+    ) -> None:
+        super().__init__()
+        self._sqs = sqs
+        self._url = queue_url
+        self._arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        self._handler = handler
+        self._function = function_name
+        self._timeout = timeout_seconds
+        self._retry_delay = retry_delay_seconds
+        self._batch = batch_size
+        self._wait = wait_seconds
+        self._observer = observer
+
+    def step(self) -> None:
+        self.poll_once()
+
+    def poll_once(self) -> int:
+        """Receive one batch and invoke the handler with it; returns its size."""
+        messages = self._sqs.receive_message(
+            QueueUrl=self._url,
+            MaxNumberOfMessages=self._batch,
+            WaitTimeSeconds=self._wait,
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+        if not messages:
+            return 0
+        ids = {m["MessageId"] for m in messages}
+        error: BaseException | None = None
+        try:
+            result = self._handler(
+                sqs_records(messages, self._arn), LambdaContext(self._function, self._timeout)
+            )
+            failures = {
+                f.get("itemIdentifier") for f in (result or {}).get("batchItemFailures", [])
+            }
+            failed = ids if not failures <= ids else {f for f in failures if f}
+        except Exception as exc:  # Lambda retries the whole batch
+            traceback.print_exc()
+            error, failed = exc, ids
+        done = [m for m in messages if m["MessageId"] not in failed]
+        retry = [m for m in messages if m["MessageId"] in failed]
+        if done:
+            self._sqs.delete_message_batch(
+                QueueUrl=self._url,
+                Entries=[
+                    {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done)
+                ],
+            )
+        if retry:
+            self._sqs.change_message_visibility_batch(
+                QueueUrl=self._url,
+                Entries=[
+                    {
+                        "Id": str(i),
+                        "ReceiptHandle": m["ReceiptHandle"],
+                        "VisibilityTimeout": self._retry_delay,
+                    }
+                    for i, m in enumerate(retry)
+                ],
+            )
+        if self._observer:
+            self._observer(messages, failed, error)
+        return len(messages)
+
+
+def scheduled_event(rule_arn: str) -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "123456789012",
+        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": REGION,
+        "resources": [rule_arn],
+        "detail": {},
+    }
+
+
+class Schedule(Loop):
+    """Invokes a handler every ``interval_seconds`` with a scheduled event.
+
+    moto 5.2.5 cannot host the stack's schedule rule: once a rule with a
+    ScheduleExpression exists, its PutEvents raises NotImplementedError, which
+    would break the worker's announcements. So the schedule is a timer here.
+    """
+
+    name = "poller"
+
+    def __init__(
+        self,
+        handler: Handler,
+        interval_seconds: float,
+        function_name: str,
+        timeout_seconds: float,
+        observer: Callable[[Any], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self._handler = handler
+        self._interval = interval_seconds
+        self._function = function_name
+        self._timeout = timeout_seconds
+        self._observer = observer
+        self._lock = threading.Lock()
+
+    def pause(self) -> float:
+        return self._interval
+
+    def step(self) -> None:
+        self.run_once()
+
+    def run_once(self) -> Any:
+        """One scheduled invocation; also callable by hand (never two at once)."""
+        with self._lock:
+            rule = f"arn:aws:events:{REGION}:123456789012:rule/{self._function}-schedule"
+            result = self._handler(
+                scheduled_event(rule), LambdaContext(self._function, self._timeout)
+            )
+        if self._observer:
+            self._observer(result)
+        return result
+
+
+class QueueTap(Loop):
+    """Reads JSON messages from a queue (an EventBridge rule's target) and deletes them."""
+
+    name = "tap"
+
+    def __init__(self, sqs: Any, queue_url: str, on_message: Callable[[dict[str, Any]], None]):
+        super().__init__()
+        self._sqs = sqs
+        self._url = queue_url
+        self._on_message = on_message
+
+    def step(self) -> None:
+        messages = self._sqs.receive_message(
+            QueueUrl=self._url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+        ).get("Messages", [])
+        for message in messages:
+            self._on_message(json.loads(message["Body"]))
+            self._sqs.delete_message(QueueUrl=self._url, ReceiptHandle=message["ReceiptHandle"])

@@ -1,0 +1,270 @@
+"""Make moto refuse what AWS refuses, where this project's correctness rests on it.
+
+moto stores what AWS would refuse: DynamoDB items nested deeper than 32
+levels or larger than 400 KB (and it applies part of an over-size UpdateItem
+before refusing it), SQS message bodies with characters outside XML's
+allowed set, EventBridge entries over 256 KB, S3 keys over 1,024 bytes. Code
+that passes on moto would then fail only in AWS, after deployment. The
+backends are patched (not botocore), so the limits hold for in-process
+``mock_aws`` and for moto's threaded server alike.
+
+Where AWS documents a size as approximate, the estimate here rounds up, so a
+test never accepts what AWS might refuse; moto's own 405,000-byte item check
+stays in place underneath.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+from devstack import moto_atomic
+
+DYNAMODB_MAX_ITEM_BYTES: Final = 400 * 1024
+DYNAMODB_MAX_DEPTH: Final = 32
+EVENTBRIDGE_MAX_ENTRIES_BYTES: Final = 256 * 1024
+S3_MAX_KEY_BYTES: Final = 1024
+
+NESTING_MESSAGE: Final = (
+    "Nesting Levels have exceeded supported limits: "
+    "Attributes in the item have nested levels beyond supported limit"
+)
+EVENTS_SIZE_MESSAGE: Final = "Total size of the entries in the request is over the limit."
+SQS_CHARACTERS_MESSAGE: Final = (
+    "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | "
+    "#x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF"
+)
+S3_KEY_MESSAGE: Final = "Your key is too long"
+
+# SQS message bodies are XML character data (the SQS docs list exactly this set).
+_SQS_FORBIDDEN = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+_installed = False
+
+
+def install() -> None:
+    """Patch moto's DynamoDB, EventBridge, SQS and S3 backends once per process."""
+    global _installed  # noqa: PLW0603 - the patch is process-wide, like moto's backends
+    with moto_atomic.LOCK:
+        if _installed:
+            return
+        _limit_dynamodb()
+        _limit_events()
+        _limit_sqs()
+        _limit_s3()
+        _installed = True
+
+
+def _utf8(text: str) -> int:
+    # A lone surrogate is not UTF-8 at all; count it as the 3 bytes AWS would
+    # see if it let it through, rather than fail the size check itself.
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _typed(value: Any) -> tuple[str, Any]:
+    """``(type, value)`` of an attribute value, as a request carries it or moto stores it."""
+    if isinstance(value, dict):
+        ((kind, inner),) = value.items()
+        return kind, inner
+    return value.type, value.value
+
+
+def _children(kind: str, inner: Any) -> Iterable[Any]:
+    if kind == "M":
+        return inner.values()
+    if kind == "L":
+        return inner
+    return ()
+
+
+def too_deep(value: Any, levels: int = DYNAMODB_MAX_DEPTH) -> bool:
+    """True if an attribute value nests more than ``levels`` levels (a scalar is one).
+
+    AWS accepts a scalar under 31 maps or lists and refuses it under 32. The
+    walk stops at the limit, so a hostile depth costs no more than a legal one.
+    """
+    if levels == 0:
+        return True
+    return any(too_deep(child, levels - 1) for child in _children(*_typed(value)))
+
+
+def _number_size(text: str) -> int:
+    mantissa = re.split("[eE]", text.lstrip("+-"), maxsplit=1)[0]
+    significant = mantissa.replace(".", "").strip("0")
+    return (len(significant) + 1) // 2 + 1
+
+
+def _binary_size(data: bytes | str) -> int:
+    return len(data) if isinstance(data, bytes) else -(-len(data) * 3 // 4)
+
+
+_SCALAR_SIZES: Final[dict[str, Callable[[Any], int]]] = {
+    "S": _utf8,
+    "N": _number_size,
+    "B": _binary_size,
+    "BOOL": lambda _: 1,
+    "NULL": lambda _: 1,
+}
+
+
+def value_size(value: Any) -> int:
+    """Bytes DynamoDB counts for one attribute value (its name not included).
+
+    AWS's rules ("DynamoDB item sizes and formats"): strings in UTF-8 bytes;
+    numbers one byte per two significant digits plus one (rounded up here);
+    binary in raw bytes (base64 text counted as 3/4 of its length, rounded
+    up); null and boolean one byte; a list or map 3 bytes plus one byte and
+    the size of each element (a map element adds its name's UTF-8 bytes).
+    Sets are counted like lists, which AWS does not document and which can
+    only overstate them.
+    """
+    kind, inner = _typed(value)
+    if sizer := _SCALAR_SIZES.get(kind):
+        return sizer(inner)
+    if kind == "M":
+        return 3 + sum(_utf8(name) + 1 + value_size(v) for name, v in inner.items())
+    # A list, or a set (SS, NS, BS) whose elements are bare strings of one type.
+    elements = inner if kind == "L" else [{kind[0]: v} for v in inner]
+    return 3 + sum(1 + value_size(v) for v in elements)
+
+
+def item_size(attributes: Mapping[str, Any]) -> int:
+    """Bytes DynamoDB counts for an item: each attribute's name and value."""
+    return sum(_utf8(name) + value_size(value) for name, value in attributes.items())
+
+
+def put_events_size(entries: Iterable[Mapping[str, Any]]) -> int:
+    """Bytes EventBridge counts for PutEvents entries.
+
+    AWS's rule ("Calculating Amazon EventBridge PutEvents event entry size"):
+    14 bytes for Time if given, and the UTF-8 bytes of Source, DetailType,
+    Detail and each Resources entry. EventBridge and EventBusName do not count.
+    """
+    total = 0
+    for entry in entries:
+        total += 14 if entry.get("Time") is not None else 0
+        total += sum(_utf8(entry.get(field) or "") for field in ("Source", "DetailType", "Detail"))
+        total += sum(_utf8(resource) for resource in entry.get("Resources") or () if resource)
+    return total
+
+
+def _guard(cls: type, name: str, check: Callable[[dict[str, Any]], None]) -> None:
+    """Run ``check`` on a backend method's bound arguments before the method itself."""
+    original = getattr(cls, name)
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        check(signature.bind(self, *args, **kwargs).arguments)
+        return original(self, *args, **kwargs)
+
+    setattr(cls, name, guarded)
+
+
+def _limit_dynamodb() -> None:
+    from moto.dynamodb.exceptions import (
+        ItemSizeTooLarge,
+        ItemSizeToUpdateTooLarge,
+        MockValidationException,
+    )
+    from moto.dynamodb.models import DynamoDBBackend
+
+    def refuse_deep(values: Mapping[str, Any] | None) -> None:
+        # Expression values are checked up front, as several AWS regions do:
+        # a deep value only in a condition is then refused, never compared.
+        if any(too_deep(value) for value in (values or {}).values()):
+            raise MockValidationException(NESTING_MESSAGE)
+
+    def check_put(call: dict[str, Any]) -> None:
+        refuse_deep(call.get("expression_attribute_values"))
+        refuse_deep(call["item_attrs"])
+        if item_size(call["item_attrs"]) > DYNAMODB_MAX_ITEM_BYTES:
+            raise ItemSizeTooLarge()
+
+    _guard(DynamoDBBackend, "put_item", check_put)
+
+    update_item = DynamoDBBackend.update_item
+    signature = inspect.signature(update_item)
+
+    @functools.wraps(update_item)
+    def limited_update_item(self: Any, *args: Any, **kwargs: Any) -> Any:
+        call = signature.bind(self, *args, **kwargs).arguments
+        refuse_deep(call.get("expression_attribute_values"))
+        with moto_atomic.LOCK:
+            table = self.get_table(call["table_name"])
+            hash_key, range_key = self.get_keys_value(table, call["key"])
+            # moto updates the stored item in place, one action at a time, and
+            # creates a missing item before the first action: a refusal half
+            # way through would leave a changed item. AWS changes nothing.
+            before = copy.deepcopy(table.get_item(hash_key, range_key))
+            try:
+                item = update_item(self, *args, **kwargs)
+                refuse_deep(item.attrs)
+                if item_size(item.attrs) > DYNAMODB_MAX_ITEM_BYTES:
+                    raise ItemSizeToUpdateTooLarge()
+            except Exception:
+                _restore(table, hash_key, range_key, before)
+                raise
+            return item
+
+    DynamoDBBackend.update_item = limited_update_item  # type: ignore[method-assign]
+
+
+def _restore(table: Any, hash_key: Any, range_key: Any, before: Any) -> None:
+    items = table.items if range_key is None else table.items[hash_key]
+    key = hash_key if range_key is None else range_key
+    if before is None:
+        items.pop(key, None)
+    else:
+        items[key] = before
+
+
+def _limit_events() -> None:
+    from moto.events.exceptions import ValidationException
+    from moto.events.models import EventsBackend
+
+    def check(call: dict[str, Any]) -> None:
+        # AWS refuses the whole call, not the entry: "the total entry size
+        # must be less than 256KB".
+        if put_events_size(call["events"]) >= EVENTBRIDGE_MAX_ENTRIES_BYTES:
+            raise ValidationException(EVENTS_SIZE_MESSAGE)
+
+    _guard(EventsBackend, "put_events", check)
+
+
+def _limit_sqs() -> None:
+    from moto.sqs.exceptions import SQSException
+    from moto.sqs.models import SQSBackend
+
+    def refuse_characters(bodies: Iterable[str]) -> None:
+        if any(_SQS_FORBIDDEN.search(body) for body in bodies):
+            raise SQSException("InvalidMessageContents", SQS_CHARACTERS_MESSAGE)
+
+    _guard(SQSBackend, "send_message", lambda call: refuse_characters([call["message_body"]]))
+    # A batch is refused whole (moto validates every entry before sending
+    # any); this project sends no batches, so AWS's per-entry answer is moot.
+    _guard(
+        SQSBackend,
+        "send_message_batch",
+        lambda call: refuse_characters(e["MessageBody"] for e in call["entries"].values()),
+    )
+
+
+def _limit_s3() -> None:
+    from moto.s3.exceptions import S3ClientError
+    from moto.s3.models import S3Backend
+
+    def key_check(argument: str) -> Callable[[dict[str, Any]], None]:
+        def check(call: dict[str, Any]) -> None:
+            if _utf8(call[argument]) > S3_MAX_KEY_BYTES:
+                raise S3ClientError("KeyTooLongError", S3_KEY_MESSAGE)
+
+        return check
+
+    _guard(S3Backend, "put_object", key_check("key_name"))
+    _guard(S3Backend, "create_multipart_upload", key_check("key_name"))
+    _guard(S3Backend, "copy_object", key_check("dest_key_name"))

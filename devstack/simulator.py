@@ -1,0 +1,530 @@
+"""Plays Sume: signed webhook deliveries with Sume's retry rules, plus the
+``status_url`` and artifact links Sume serves, on a loopback HTTP server.
+
+What it follows from the contract: every attempt is signed afresh
+(``sume-v1`` over ``"<timestamp>.<raw body>"``, one entry per active secret),
+up to 10 attempts at a fixed spacing, a 10 s timeout, any non-2xx retried, a
+2xx stops. A Redeliver sends the same terminal event again, later, with a new
+timestamp and signature. ``webhook.test`` has no ``job_id``.
+
+Faults it can inject: the first answer lost on its way back (so a delivery
+that was processed is retried), concurrent twin deliveries, a job whose every
+delivery fails to connect (only its ``status_url`` tells), slow answers from
+its own server (status and artifacts), and artifact links that answer 503
+before they work.
+
+CLI::
+
+    python -m devstack.simulator send URL [--secret S] [--event job.failed] ...
+    python -m devstack.simulator scenario [URL] [--secret S] [--table NAME]
+
+``send`` prints each attempt as it is answered, with when the next one goes.
+Exit status: 0 delivered (a 2xx), 1 Sume gave up (every attempt refused or
+unanswered), 2 usage, 130 stopped with Ctrl-C (nothing more is sent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import http.client
+import json
+import os
+import secrets
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+from devstack.apigw import LoopbackHTTPServer
+from sume.signature import sign
+
+MAX_ATTEMPTS = 10
+TIMEOUT_SECONDS = 10.0
+# The contract says "fixed spacing" without a figure; a minute is a plausible
+# production value. Tests and the demo scale it down.
+SPACING_SECONDS = 60.0
+USER_AGENT = "Sume-Webhooks/1 (simulator)"
+ERRORS = {
+    "job.failed": {"code": "RENDER_FAILED", "message": "the encoder exited with status 1"},
+    "job.canceled": {"code": "CANCELED", "message": "canceled by the user"},
+}
+INTERRUPTED = 130
+
+
+@dataclass
+class SumeJob:
+    job_id: str
+    event: str
+    artifacts: dict[str, bytes]
+    status_url: str
+    body: bytes
+    """The terminal event, fixed once: every delivery and Redeliver sends these bytes."""
+    finished: bool = True
+    """Whether ``status_url`` reports the terminal state yet."""
+    slow_seconds: float = 0.0
+    """Delay before Sume's server answers this job's status and artifact requests."""
+    flaky: int = 0
+    """Each artifact link answers 503 this many times before it serves the file."""
+
+    @property
+    def outcome(self) -> str:
+        return self.event.removeprefix("job.")
+
+    def digests(self) -> dict[str, str]:
+        return {name: hashlib.sha256(data).hexdigest() for name, data in self.artifacts.items()}
+
+
+@dataclass(frozen=True)
+class Attempt:
+    number: int
+    status: int | None
+    """HTTP status of the answer; None when none came (refused, timeout)."""
+    answer: dict[str, Any] | None
+    error: str | None = None
+    dropped: bool = False
+    """The answer came but was lost on its way back to Sume (fault injection)."""
+
+    @property
+    def reached(self) -> bool:
+        """The receiver got the request and answered it."""
+        return self.status is not None
+
+    @property
+    def timed_out(self) -> bool:
+        """Sent, but no answer in time: the receiver may or may not have handled it."""
+        return self.error == "timeout"
+
+    @property
+    def acknowledged(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300 and not self.dropped
+
+
+@dataclass
+class Delivery:
+    job_id: str | None
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def delivered(self) -> bool:
+        return any(a.acknowledged for a in self.attempts)
+
+    @property
+    def reached(self) -> int:
+        return sum(a.reached for a in self.attempts)
+
+    @property
+    def timed_out(self) -> int:
+        return sum(a.timed_out for a in self.attempts)
+
+    def results(self) -> list[str]:
+        """The receiver's ``result`` (or ``error``) of every answered attempt."""
+        out = []
+        for a in self.attempts:
+            if a.answer is not None:
+                out.append(str(a.answer.get("result") or a.answer.get("error")))
+        return out
+
+
+def signature_header(raw: bytes, timestamp: str, secrets_: Sequence[str]) -> str:
+    # One entry per active secret, separated by ", " (the contract allows spaces).
+    return ", ".join(sign(s.encode("utf-8"), timestamp, raw) for s in secrets_)
+
+
+def post(url: str, raw: bytes, headers: dict[str, str], timeout: float) -> tuple[int, bytes]:
+    parts = urlsplit(url)
+    connection_class = (
+        http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    )
+    connection = connection_class(parts.netloc, timeout=timeout)
+    try:
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        connection.request("POST", target or "/", body=raw, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+class _SumeServer(LoopbackHTTPServer):
+    sume: Sume
+
+
+class _SumeHandler(BaseHTTPRequestHandler):
+    server: _SumeServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the caller reports what matters."""
+
+    def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        sume = self.server.sume
+        path = self.path.partition("?")[0]
+        sume.hits[path] += 1
+        kind, _, rest = path.strip("/").partition("/")
+        job_id, _, name = (unquote(part) for part in rest.partition("/"))
+        job = sume.jobs.get(job_id)
+        if job is None:
+            self._send(404, b'{"error":"not_found"}')
+            return
+        if job.slow_seconds:
+            time.sleep(job.slow_seconds)
+        if kind == "status":
+            if sume.api_token and self.headers.get("authorization") != f"Bearer {sume.api_token}":
+                self._send(401, b'{"error":"unauthorized"}')
+            elif job.finished:
+                self._send(200, job.body)
+            else:
+                self._send(200, json.dumps({"job_id": job.job_id, "state": "running"}).encode())
+        elif kind == "artifacts" and name in job.artifacts:
+            if sume.hits[path] <= job.flaky:
+                self._send(503, b'{"error":"try_again"}')
+            else:
+                self._send(200, job.artifacts[name], "application/octet-stream")
+        else:
+            self._send(404, b'{"error":"not_found"}')
+
+
+class Sume:
+    """A faithful stand-in for Sume, talking to one webhook URL."""
+
+    def __init__(
+        self,
+        webhook_url: str,
+        signing_secrets: Sequence[str],
+        *,
+        attempts: int = MAX_ATTEMPTS,
+        spacing_seconds: float = SPACING_SECONDS,
+        timeout_seconds: float = TIMEOUT_SECONDS,
+        api_token: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        on_attempt: Callable[[Attempt, float | None], None] | None = None,
+    ) -> None:
+        """``on_attempt`` hears of each attempt as soon as it is answered, with the
+        seconds until the next one (None: the delivery is over)."""
+        if not signing_secrets or not all(signing_secrets):
+            raise ValueError("Sume signs every delivery: give at least one non-empty secret")
+        self.webhook_url = webhook_url
+        self.secrets = list(signing_secrets)
+        self.attempts = attempts
+        self.spacing = spacing_seconds
+        self.timeout = timeout_seconds
+        self.api_token = api_token
+        self.on_attempt = on_attempt
+        self.jobs: dict[str, SumeJob] = {}
+        self.hits: Counter[str] = Counter()
+        self._server = _SumeServer((host, port), _SumeHandler)
+        self._server.sume = self
+        self._thread: threading.Thread | None = None
+        # Bound and never listening: connecting to it is refused at once,
+        # which is how a delivery that cannot reach the receiver fails.
+        self._black_hole = socket.socket()
+        self._black_hole.bind((host, 0))
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def __enter__(self) -> Sume:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> Sume:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread:
+            self._server.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._server.server_close()
+        self._black_hole.close()
+
+    # Jobs
+
+    def new_job(
+        self,
+        event: str = "job.completed",
+        artifacts: int | dict[str, bytes] = 0,
+        *,
+        job_id: str | None = None,
+        artifact_bytes: int = 4096,
+        slow_seconds: float = 0.0,
+        flaky: int = 0,
+        finished: bool = True,
+    ) -> SumeJob:
+        """A job Sume ran, with its terminal event built once."""
+        job_id = job_id or f"job_{uuid.uuid4().hex[:16]}"
+        if isinstance(artifacts, int):
+            artifacts = {
+                f"render-{i}.mp4": secrets.token_bytes(artifact_bytes) for i in range(artifacts)
+            }
+        status_url = f"{self.base_url}/status/{quote(job_id, safe='')}"
+        body: dict[str, Any] = {
+            "event": event,
+            "job_id": job_id,
+            "status": "OK" if event == "job.completed" else "ERROR",
+        }
+        if event == "job.completed":
+            urls = [
+                f"{self.base_url}/artifacts/{quote(job_id, safe='')}/{quote(name)}"
+                for name in artifacts
+            ]
+            # Both shapes Sume may use: a plain URL, or an object with a url.
+            body["payload"] = {
+                "artifacts": [
+                    url if i % 2 == 0 else {"url": url, "name": name}
+                    for i, (url, name) in enumerate(zip(urls, artifacts, strict=True))
+                ]
+            }
+        else:
+            body["error"] = ERRORS.get(event, {"code": "ERROR", "message": event})
+        # Fields this receiver does not know must be kept, not dropped.
+        body["created_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        body["sume_region"] = "eu-west"
+        raw = json.dumps(body, separators=(",", ":")).encode("utf-8")
+        job = SumeJob(
+            job_id, event, dict(artifacts), status_url, raw, finished, slow_seconds, flaky
+        )
+        self.jobs[job_id] = job
+        return job
+
+    # Deliveries
+
+    def headers(self, raw: bytes, signing_secrets: Sequence[str] | None = None) -> dict[str, str]:
+        timestamp = str(int(time.time()))
+        return {
+            "content-type": "application/json",
+            "user-agent": USER_AGENT,
+            "x-sume-webhook-timestamp": timestamp,
+            "x-sume-webhook-signature": signature_header(
+                raw, timestamp, signing_secrets or self.secrets
+            ),
+        }
+
+    def _attempt(
+        self, number: int, url: str, raw: bytes, secrets_: Sequence[str] | None, drop: bool
+    ) -> Attempt:
+        try:
+            status, data = post(url, raw, self.headers(raw, secrets_), self.timeout)
+        except TimeoutError:
+            return Attempt(number, None, None, "timeout")
+        except OSError as exc:
+            return Attempt(number, None, None, type(exc).__name__)
+        try:
+            answer = json.loads(data) if data else {}
+        except ValueError:
+            answer = {"error": data[:80].decode("utf-8", "replace")}
+        return Attempt(number, status, answer if isinstance(answer, dict) else {}, dropped=drop)
+
+    def send(
+        self,
+        raw: bytes,
+        job_id: str | None = None,
+        *,
+        drop_first_response: bool = False,
+        unreachable: bool = False,
+        signing_secrets: Sequence[str] | None = None,
+        attempts: int | None = None,
+    ) -> Delivery:
+        """Deliver ``raw`` with Sume's retry rules until a 2xx or the last attempt."""
+        url = self.webhook_url
+        if unreachable:
+            url = "http://{}:{}/webhooks/sume".format(*self._black_hole.getsockname()[:2])
+        delivery = Delivery(job_id)
+        last = attempts or self.attempts
+        for number in range(1, last + 1):
+            if number > 1:
+                time.sleep(self.spacing)
+            drop = drop_first_response and number == 1
+            attempt = self._attempt(number, url, raw, signing_secrets, drop)
+            delivery.attempts.append(attempt)
+            over = attempt.acknowledged or number == last
+            if self.on_attempt:
+                self.on_attempt(attempt, None if over else self.spacing)
+            if over:
+                break
+        return delivery
+
+    def deliver(self, job: SumeJob, **faults: Any) -> Delivery:
+        return self.send(job.body, job.job_id, **faults)
+
+    def redeliver(self, job: SumeJob) -> Delivery:
+        """Sume's Redeliver button: the same event, a fresh timestamp and signature."""
+        return self.send(job.body, job.job_id)
+
+    def deliver_concurrently(self, job: SumeJob, copies: int) -> list[Delivery]:
+        """Twin deliveries of one job released at the same instant."""
+        barrier = threading.Barrier(copies)
+
+        def one() -> Delivery:
+            barrier.wait()
+            return self.deliver(job)
+
+        with ThreadPoolExecutor(copies) as pool:
+            return list(pool.map(lambda _: one(), range(copies)))
+
+    def ping(self) -> Delivery:
+        """The dashboard's "send test event": no job_id, a request_id."""
+        body = {"event": "webhook.test", "request_id": f"req_{uuid.uuid4().hex[:12]}"}
+        return self.send(json.dumps(body, separators=(",", ":")).encode())
+
+
+def print_attempt(attempt: Attempt, next_in: float | None) -> None:
+    """One line per attempt, as it happens, saying when the next one goes."""
+    a = attempt
+    what = f"{a.status} {json.dumps(a.answer)}" if a.reached else f"no answer ({a.error})"
+    line = f"attempt {a.number}: {what}{' (answer dropped)' if a.dropped else ''}"
+    if next_in is not None:
+        at = time.strftime("%H:%M:%S", time.localtime(time.time() + next_in))
+        line += f"; next in {next_in:g} s (at {at}); Ctrl-C stops"
+    print(line, flush=True)
+
+
+def _secrets(args: argparse.Namespace) -> list[str]:
+    chosen = args.secret or [os.environ.get("SUME_COM_WEBHOOK_SIGNING_SECRET", "")]
+    if not all(chosen):
+        raise SystemExit("give --secret (twice while rotating) or SUME_COM_WEBHOOK_SIGNING_SECRET")
+    return chosen
+
+
+def _send(args: argparse.Namespace) -> int:
+    with Sume(
+        args.url,
+        _secrets(args),
+        attempts=args.attempts,
+        spacing_seconds=args.spacing,
+        timeout_seconds=args.timeout,
+        on_attempt=print_attempt,
+    ) as sume:
+        if args.event == "webhook.test":
+            delivery = sume.ping()
+        else:
+            body: dict[str, Any] = {
+                "event": args.event,
+                "job_id": args.job_id or f"job_{uuid.uuid4().hex[:16]}",
+                "status": "OK" if args.event == "job.completed" else "ERROR",
+            }
+            if args.event == "job.completed":
+                body["payload"] = {"artifacts": args.artifact}
+            else:
+                body["error"] = ERRORS.get(args.event)
+            print(f"job_id {body['job_id']}", flush=True)
+            delivery = sume.send(json.dumps(body).encode(), body["job_id"])
+    print("delivered" if delivery.delivered else "NOT delivered: Sume gives up")
+    return 0 if delivery.delivered else 1
+
+
+def _scenario(args: argparse.Namespace) -> int:
+    from devstack import scenario
+
+    expect = None
+    if args.table:
+        from sume import aws
+        from sume.jobs import JobsTable
+        from sume.names import DUE_SHARDS
+        from sume.registry import Registry
+
+        jobs = JobsTable(aws.client("dynamodb"), args.table, DUE_SHARDS)
+
+        def expect(job_id: str, status_url: str) -> None:
+            # First poll soon, as the local stack's short timings would have it.
+            Registry(jobs, first_poll_after=args.first_poll).expect(job_id, status_url)
+
+    with Sume(
+        args.url,
+        _secrets(args),
+        spacing_seconds=args.spacing,
+        timeout_seconds=args.timeout,
+        api_token=args.api_token,
+    ) as sume:
+        run = scenario.drive(
+            sume, expect, redeliver_after=lambda _job: time.sleep(args.spacing * 10)
+        )
+        # Keep serving status and artifacts while the stack catches up.
+        for line in scenario.delivery_lines(run):
+            print(line)
+        print(f"serving status_url and artifacts for {args.linger:g}s more...", flush=True)
+        time.sleep(args.linger)
+    return 0 if run.as_expected() else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m devstack.simulator", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser, spacing: float) -> None:
+        p.add_argument(
+            "--secret",
+            action="append",
+            help="signing secret; give it twice to sign with two (rotation). "
+            "Default: $SUME_COM_WEBHOOK_SIGNING_SECRET",
+        )
+        p.add_argument("--spacing", type=float, default=spacing, help="seconds between attempts")
+        p.add_argument("--timeout", type=float, default=TIMEOUT_SECONDS, help="per attempt")
+
+    send = sub.add_parser("send", help="send one signed event to any URL, with Sume's retries")
+    send.add_argument("url")
+    send.add_argument(
+        "--event",
+        default="job.completed",
+        choices=["job.completed", "job.failed", "job.canceled", "webhook.test"],
+    )
+    send.add_argument("--job-id")
+    send.add_argument("--artifact", action="append", default=[], help="artifact URL (repeat)")
+    send.add_argument("--attempts", type=int, default=MAX_ATTEMPTS)
+    common(send, SPACING_SECONDS)
+    send.set_defaults(run=_send)
+
+    run = sub.add_parser(
+        "scenario", help="every delivery path against a receiver (e.g. one `make run` serves)"
+    )
+    run.add_argument("url", nargs="?", default="http://127.0.0.1:8080/webhooks/sume")
+    run.add_argument(
+        "--table",
+        help="jobs table, to register the job whose webhooks never arrive "
+        "(uses AWS_ENDPOINT_URL; `make run` prints both). Without it that job is skipped.",
+    )
+    run.add_argument(
+        "--first-poll", type=int, default=2, help="seconds before the registered job's first poll"
+    )
+    run.add_argument(
+        "--api-token", help="bearer token the status_url demands (`make run` prints it)"
+    )
+    run.add_argument("--linger", type=float, default=15.0, help="keep serving after the deliveries")
+    common(run, 0.5)
+    run.set_defaults(run=_scenario)
+
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except KeyboardInterrupt:
+        print("stopped (Ctrl-C): nothing more is sent", file=sys.stderr)
+        return INTERRUPTED
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,209 @@
+"""Which deployment a command talks to, and its clients, built on first use.
+
+Nothing is discovered or connected until a command needs it, so ``send-test``
+with an explicit URL and secret works without any AWS access at all.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import boto3
+import botocore.loaders
+import botocore.session
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from infra import spec
+from sume.jobs import JobsTable
+from sume.names import DUE_SHARDS
+from sume.settings import ConfigurationError, PollerSettings, RegistrySettings
+from sume_cli import USAGE, OpsError
+from sume_cli.stackinfo import LOCAL_PREFIX, Stack, discover_local, discover_stage
+
+# An operator waits on these calls; a few retries ride out throttling.
+CLIENT_CONFIG = Config(connect_timeout=5, read_timeout=30, retries={"max_attempts": 4})
+
+# moto accepts any credentials; an operator pointing at the local stack should
+# not need to invent some.
+LOCAL_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
+LOCAL_REGION = "us-east-1"
+LOCAL_ENDPOINT_HINT = "the moto endpoint `make run` prints (default http://127.0.0.1:5000)"
+
+# The deployed poller is found among the stack's functions by its handler.
+POLLER_HANDLER = "poller.handler"
+POLL_INITIAL = "POLL_INITIAL_SECONDS"
+
+
+@functools.cache
+def _model_loader() -> Any:
+    return botocore.loaders.create_loader()
+
+
+def new_session(**kw: Any) -> boto3.session.Session:
+    """A fresh session that shares parsed service models with every other one.
+
+    Parsing a service's JSON model costs more than its API call; the demo and
+    the tests run many commands in one process, each with its own session.
+    """
+    core = botocore.session.get_session()
+    core.register_component("data_loader", _model_loader())
+    return boto3.session.Session(botocore_session=core, **kw)
+
+
+def checked_endpoint(url: str) -> str:
+    """The endpoint URL, or a one-line error naming the likely mistake."""
+    if not re.match(r"^https?://", url, re.IGNORECASE):
+        if "://" in url:
+            raise OpsError(f"endpoint {url!r}: the scheme must be http or https", USAGE)
+        raise OpsError(f"endpoint {url!r} has no scheme: did you mean http://{url}?", USAGE)
+    parts = urlsplit(url)
+    if not parts.hostname:
+        raise OpsError(f"endpoint {url!r} names no host", USAGE)
+    if parts.path not in ("", "/"):
+        raise OpsError(
+            f"endpoint {url!r} has a path, like the webhook URL: the ops CLI wants "
+            f"{LOCAL_ENDPOINT_HINT}",
+            USAGE,
+        )
+    return url
+
+
+def not_an_aws_api(exc: ClientError, endpoint_url: str | None) -> OpsError | None:
+    """An answer with no AWS error code: the endpoint is some other HTTP server."""
+    error = exc.response.get("Error", {})
+    if not str(error.get("Code", "")).isdigit():
+        return None
+    where = endpoint_url or "AWS_ENDPOINT_URL"
+    answered = f"{exc.operation_name} got HTTP {error.get('Code')} {error.get('Message', '')}"
+    headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    if "apigw-requestid" in headers:
+        return OpsError(
+            f"{where} is the webhook endpoint ({answered} from API Gateway), not moto: "
+            f"use {LOCAL_ENDPOINT_HINT}, not the webhook port",
+            USAGE,
+        )
+    return OpsError(f"{where} is not an AWS API ({answered}): use {LOCAL_ENDPOINT_HINT}", USAGE)
+
+
+@dataclass(frozen=True)
+class FirstPoll:
+    seconds: int
+    source: str
+    """Where the figure comes from, for people."""
+
+
+def local_first_poll(table: str, env: Mapping[str, str] = os.environ) -> FirstPoll:
+    """The local stack's short first-poll delay (``make run`` reads the same variable)."""
+    value = {POLL_INITIAL: env.get(POLL_INITIAL) or spec.LOCAL_TIMINGS[POLL_INITIAL]}
+    seconds = RegistrySettings.from_env(value, table_name=table).poll_initial_seconds
+    return FirstPoll(seconds, f"the local stack's {POLL_INITIAL}")
+
+
+def deployed_first_poll(cloudformation: Any, lambda_: Any, stack_name: str) -> FirstPoll:
+    """``POLL_INITIAL_SECONDS`` of the stack's deployed poller (its default when unset).
+
+    Lists the stack's functions and reads the configuration of the one whose
+    handler is the poller's, trying those whose logical id says Poller first.
+    """
+    functions = [
+        r
+        for page in cloudformation.get_paginator("list_stack_resources").paginate(
+            StackName=stack_name
+        )
+        for r in page["StackResourceSummaries"]
+        if r["ResourceType"] == "AWS::Lambda::Function"
+    ]
+    functions.sort(key=lambda r: "Poller" not in r["LogicalResourceId"])
+    for function in functions:
+        config = lambda_.get_function_configuration(FunctionName=function["PhysicalResourceId"])
+        if config.get("Handler") == POLLER_HANDLER:
+            env = (config.get("Environment") or {}).get("Variables") or {}
+            return FirstPoll(
+                PollerSettings.from_env(env).poll_initial_seconds,
+                f"{POLL_INITIAL} of {config['FunctionName']}",
+            )
+    raise OpsError(f"stack {stack_name} has no function with handler {POLLER_HANDLER}")
+
+
+class Ops:
+    def __init__(
+        self,
+        stage: str | None = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        prefix: str = LOCAL_PREFIX,
+        shards: int = DUE_SHARDS,
+        profile: str | None = None,
+    ) -> None:
+        self.stage = stage
+        self.endpoint_url = checked_endpoint(endpoint_url) if endpoint_url else None
+        self.region = region
+        self.prefix = prefix
+        self.shards = shards
+        self.profile = profile
+
+    @functools.cached_property
+    def session(self) -> Any:
+        session = new_session(region_name=self.region, profile_name=self.profile)
+        if self.endpoint_url:
+            kw: dict[str, Any] = {"region_name": session.region_name or LOCAL_REGION}
+            if session.get_credentials() is None:
+                kw.update(LOCAL_CREDENTIALS)
+            else:
+                kw["profile_name"] = self.profile
+            return new_session(**kw)
+        if not session.region_name:
+            raise OpsError("no AWS region: pass --region or set AWS_REGION")
+        return session
+
+    def require_deployment(self) -> None:
+        if not (self.stage or self.endpoint_url):
+            raise OpsError(
+                "which deployment? pass --stage STAGE (deployed) "
+                "or --endpoint-url URL (local stack)",
+                USAGE,
+            )
+
+    @functools.cache  # noqa: B019 - one Ops per CLI run; the cache dies with it
+    def client(self, service: str) -> Any:
+        self.require_deployment()
+        kw = {"endpoint_url": self.endpoint_url} if self.endpoint_url else {}
+        return self.session.client(service, config=CLIENT_CONFIG, **kw)
+
+    @functools.cached_property
+    def stack(self) -> Stack:
+        if self.endpoint_url:
+            clients = {s: self.client(s) for s in ("dynamodb", "sqs", "secretsmanager")}
+            return discover_local(clients, self.endpoint_url, self.prefix)
+        self.require_deployment()
+        assert self.stage is not None
+        return discover_stage(self.client("cloudformation"), self.stage)
+
+    def first_poll(self) -> FirstPoll:
+        """How long after ``expect`` this deployment's poller first asks ``status_url``."""
+        table = self.stack.names.table
+        if self.endpoint_url:
+            return local_first_poll(table)
+        assert self.stage is not None
+        try:
+            return deployed_first_poll(
+                self.client("cloudformation"), self.client("lambda"), spec.stack_name(self.stage)
+            )
+        except (ClientError, ConfigurationError, OpsError) as exc:
+            reason = exc.response["Error"].get("Code") if isinstance(exc, ClientError) else exc
+            return FirstPoll(
+                RegistrySettings.from_env(table_name=table).poll_initial_seconds,
+                f"assumed: the deployed poller's configuration could not be read ({reason})",
+            )
+
+    @functools.cached_property
+    def jobs(self) -> JobsTable:
+        table = self.stack.names.table
+        return JobsTable(self.client("dynamodb"), table, self.shards)

@@ -1,0 +1,65 @@
+"""Operator actions on one job: read its story, register it for polling, replay it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sume.jobs import JobsTable, State
+from sume.queue import JobQueue
+from sume.registry import Registry
+from sume_cli import USAGE, OpsError
+
+# As the receiver's SWEEP_AFTER_SECONDS: if the replay message is lost, the
+# sweeper re-enqueues the job after this long.
+REPLAY_SWEEP_AFTER_SECONDS = 120
+
+
+def load(jobs: JobsTable, job_id: str) -> dict[str, Any]:
+    item = jobs.get(job_id)
+    if item is None:
+        raise OpsError(f"no job {job_id!r} in the jobs table")
+    return item
+
+
+def parse_metadata(pairs: list[str]) -> dict[str, str]:
+    metadata = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise OpsError(f"--metadata {pair!r}: expected KEY=VALUE", USAGE)
+        metadata[key.strip()] = value
+    return metadata
+
+
+def expect(
+    jobs: JobsTable,
+    job_id: str,
+    status_url: str,
+    metadata: dict[str, str],
+    first_poll_after: int,
+) -> tuple[bool, dict[str, Any]]:
+    """Register a submitted job as the application API does; a known job is left as it is.
+
+    ``first_poll_after`` is the deployment's own ``POLL_INITIAL_SECONDS``, so the
+    job is due when that deployment's poller would have made it due. Returns
+    whether it was registered now, and the job's item either way.
+    """
+    try:
+        created = Registry(jobs, first_poll_after).expect(job_id, status_url, metadata or None)
+    except ValueError as exc:
+        raise OpsError(str(exc), USAGE) from None
+    return created, load(jobs, job_id)
+
+
+def replay(jobs: JobsTable, queue: JobQueue, job_id: str, now: int) -> None:
+    """Make a finished job's follow-up work owed again and queue it.
+
+    The conditional write comes first: if the send then fails, the item says
+    the work is owed and the sweeper queues it; the worker sees ``replay`` and
+    copies the artifacts again instead of trusting the ones already stored.
+    """
+    if not jobs.request_replay(job_id, now, now + REPLAY_SWEEP_AFTER_SECONDS):
+        state = load(jobs, job_id).get("state")
+        finished = f"{State.PROCESSED.value} or {State.PROCESSING_ERROR.value}"
+        raise OpsError(f"job {job_id!r} is {state}: only {finished} jobs can be replayed")
+    queue.send(job_id)

@@ -1,0 +1,589 @@
+"""``sume-webhooks``: the operator's CLI, against a deployed stage or the local stack.
+
+A thin layer: argparse, one small function per command over ``sume_cli``,
+and one place (``main``) that turns expected failures into a one-line message
+on stderr and an exit code. See the README's "Ops CLI" section.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from importlib.metadata import version as package_version
+from typing import Any
+
+import boto3
+import botocore
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    ProfileNotFound,
+)
+
+from sume.envelope import TERMINAL_EVENTS
+from sume.names import DUE_SHARDS
+from sume.queue import JobQueue
+from sume.secrets import parse_secrets
+from sume.settings import ConfigurationError
+from sume_cli import CHECK_FAILED, FAILED, OK, USAGE, OpsError, dlq, jobs, rotation
+from sume_cli.context import LOCAL_ENDPOINT_HINT, Ops, not_an_aws_api
+from sume_cli.listing import DEFAULT_STATE, SCANNED, STATES, list_jobs
+from sume_cli.sendtest import MAX_SHOWN_BODY, send
+from sume_cli.stackinfo import LOCAL_PREFIX, DiscoveryError
+from sume_cli.story import as_json, render
+from sume_cli.times import iso, parse_since
+
+PROG = "sume-webhooks"
+Command = Callable[[Ops, argparse.Namespace], int]
+JSON, TABLE = "json", "table"
+
+
+def out(text: str = "") -> None:
+    print(text, file=sys.stdout)
+
+
+def note(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def dump(value: Any) -> None:
+    out(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str))
+
+
+def as_json_output(args: argparse.Namespace) -> bool:
+    return bool(args.output == JSON)
+
+
+def version() -> str:
+    return (
+        f"{PROG} {package_version('sume-webhooks')} Python/{platform.python_version()} "
+        f"boto3/{boto3.__version__} botocore/{botocore.__version__}"
+    )
+
+
+def table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        out("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def deployment_option(ops: Ops) -> str:
+    if ops.endpoint_url:
+        return f"--endpoint-url {ops.endpoint_url}"
+    return f"--stage {ops.stage}"
+
+
+def cmd_status(ops: Ops, args: argparse.Namespace) -> int:
+    item = jobs.load(ops.jobs, args.job_id)
+    if as_json_output(args):
+        dump(as_json(item))
+    else:
+        out(render(item))
+    return OK
+
+
+def cmd_list(ops: Ops, args: argparse.Namespace) -> int:
+    state = args.state or DEFAULT_STATE
+    since = parse_since(args.since, time.time()) if args.since else None
+    listing = list_jobs(
+        ops.client("dynamodb"),
+        ops.stack.names.table,
+        ops.shards,
+        state,
+        since,
+        args.limit,
+        args.scan_budget if args.scan else None,
+    )
+    scanned = state in SCANNED
+    source = "by a bounded Scan" if scanned else "from the due-work index"
+    if as_json_output(args):
+        dump(
+            {
+                "state": state,
+                "jobs": [as_json(i) for i in listing.items],
+                "items_read": listing.read,
+                "complete": listing.complete,
+                "source": "scan" if scanned else "index",
+            }
+        )
+    elif listing.items:
+        times = listing.time_attributes
+        table(
+            [
+                [
+                    str(i["job_id"]),
+                    str(i.get("state", "")),
+                    str(i.get("event", "")),
+                    *(iso(i.get(attribute)) or "-" for attribute in times),
+                    iso(i.get("due_at")) or "-",
+                ]
+                for i in listing.items
+            ],
+            ["JOB_ID", "STATE", "EVENT", *(a.upper() for a in times), "DUE_AT"],
+        )
+    else:
+        out(f"no {state} jobs")
+    summary = f"{len(listing.items)} {state} job(s); read {listing.read} item(s) {source}"
+    if not listing.complete:
+        summary += "; stopped early, more may exist (raise --limit"
+        summary += " or --scan-budget)" if scanned else ")"
+    note(summary)
+    return OK
+
+
+def cmd_expect(ops: Ops, args: argparse.Namespace) -> int:
+    metadata = jobs.parse_metadata(args.metadata)
+    first = ops.first_poll()
+    created, item = jobs.expect(ops.jobs, args.job_id, args.status_url, metadata, first.seconds)
+    if as_json_output(args):
+        dump(
+            {
+                "registered": created,
+                "first_poll_after_seconds": first.seconds,
+                "first_poll_after_source": first.source,
+                "job": as_json(item),
+            }
+        )
+    elif created:
+        out(
+            f"registered {args.job_id}: first status poll at {iso(item.get('due_at'))} "
+            f"(after {first.seconds} s: {first.source})"
+        )
+    else:
+        out(f"{args.job_id} is already known (state {item.get('state')}); nothing changed")
+    return OK
+
+
+def cmd_replay(ops: Ops, args: argparse.Namespace) -> int:
+    queue = JobQueue(ops.client("sqs"), ops.stack.names.queue_url)
+    jobs.replay(ops.jobs, queue, args.job_id, int(time.time()))
+    if as_json_output(args):
+        dump({"job_id": args.job_id, "state": "received", "replay": True, "queued": True})
+    else:
+        out(
+            f"replay queued for {args.job_id}: state received, replay=true; "
+            "the worker copies its artifacts again"
+        )
+    return OK
+
+
+def _letters_table(letters: list[dlq.DeadLetter]) -> None:
+    rows = []
+    for letter in letters:
+        row = letter.as_dict()
+        state = row["state"] if row["found"] else "(no such job)"
+        rows.append(
+            [
+                letter.job_id,
+                str(letter.receive_count),
+                letter.sent_at or "-",
+                str(state),
+                str(row["processing_error"] or ""),
+            ]
+        )
+    table(rows, ["JOB_ID", "RECEIVES", "SENT", "STATE", "PROCESSING_ERROR"])
+
+
+def cmd_dlq_peek(ops: Ops, args: argparse.Namespace) -> int:
+    sqs = ops.client("sqs")
+    url = ops.stack.names.dlq_url
+    letters = dlq.peek(sqs, ops.jobs, url, args.limit)
+    if as_json_output(args):
+        dump([letter.as_dict() for letter in letters])
+    elif letters:
+        _letters_table(letters)
+    else:
+        out("the DLQ is empty")
+    note(f"{len(letters)} shown; about {dlq.depth(sqs, url)} message(s) in {url}")
+    return OK
+
+
+def cmd_dlq_redrive(ops: Ops, args: argparse.Namespace) -> int:
+    names = ops.stack.names
+    letters = dlq.redrive(ops.client("sqs"), ops.jobs, names.dlq_url, names.queue_url, args.limit)
+    if as_json_output(args):
+        dump({"moved": [letter.as_dict() for letter in letters]})
+    else:
+        if letters:
+            _letters_table(letters)
+        out(f"moved {len(letters)} message(s) back to the jobs queue")
+    for letter in letters:
+        state = (letter.item or {}).get("state")
+        if state in ("processed", "processing_error"):
+            note(
+                f"{letter.job_id} is {state}: the worker will leave it alone; "
+                f"`{PROG} {deployment_option(ops)} replay {letter.job_id}` redoes its work"
+            )
+    return OK
+
+
+def _signing_secrets(ops: Ops, args: argparse.Namespace) -> list[bytes]:
+    if args.secret:
+        return [s.encode("utf-8") for s in args.secret]
+    if value := os.environ.get("SUME_COM_WEBHOOK_SIGNING_SECRET", "").strip():
+        return list(parse_secrets(value))
+    if not (ops.stage or ops.endpoint_url):
+        raise OpsError(
+            "no signing secret: pass --secret, set SUME_COM_WEBHOOK_SIGNING_SECRET, or name "
+            "the deployment (--stage / --endpoint-url) to read it from Secrets Manager",
+            USAGE,
+        )
+    arn = _secret_arn(ops)
+    return [s.encode("utf-8") for s in rotation.read(ops.client("secretsmanager"), arn)]
+
+
+def cmd_send_test(ops: Ops, args: argparse.Namespace) -> int:
+    url = args.url
+    if not url:
+        if not ops.stage:
+            raise OpsError("no URL: pass the webhook URL, or --stage to use its WebhookUrl", USAGE)
+        url = ops.stack.webhook_url
+        if not url:
+            raise OpsError(f"{ops.stack.description} has no WebhookUrl output")
+    answers = send(url, _signing_secrets(ops, args), args.job, args.event, args.artifact)
+    shown = [(a, a.body[:MAX_SHOWN_BODY]) for a in answers]
+    if as_json_output(args):
+        dump([{"sent": a.label, "status": a.status, "body": body} for a, body in shown])
+    else:
+        for answer, body in shown:
+            cut = "..." if len(answer.body) > len(body) else ""
+            out(f"{answer.label} -> {answer.status} {body}{cut}".rstrip())
+    failed = [a.label for a in answers if not a.ok]
+    if failed:
+        note(f"not accepted: {', '.join(failed)} (see the status and body above)")
+        return CHECK_FAILED
+    return OK
+
+
+def _secret_arn(ops: Ops) -> str:
+    arn = ops.stack.names.signing_secret_arn
+    if not arn:
+        raise OpsError(
+            f"{ops.stack.description} keeps no signing secret in Secrets Manager "
+            "(its receiver reads SUME_COM_WEBHOOK_SIGNING_SECRET)"
+        )
+    return arn
+
+
+def _positions(secrets: list[str], new: str | None = None) -> list[dict[str, Any]]:
+    return [
+        {"position": position, "fingerprint": rotation.fingerprint(secret), "new": secret == new}
+        for position, secret in enumerate(secrets)
+    ]
+
+
+def _show_positions(positions: list[dict[str, Any]]) -> None:
+    for p in positions:
+        out(f"  {p['position']}  {p['fingerprint']}{'  (new)' if p['new'] else ''}")
+
+
+STDIN = "-"
+
+
+def cmd_secrets_rotate(ops: Ops, args: argparse.Namespace) -> int:
+    # "-" keeps the secret out of the shell history and the process list.
+    new = sys.stdin.readline() if args.new_secret == STDIN else args.new_secret
+    arn = _secret_arn(ops)
+    secrets = rotation.rotate(ops.client("secretsmanager"), arn, new)
+    positions = _positions(secrets, new.strip())
+    next_steps = [
+        "Give Sume the new secret; the receiver accepts both meanwhile.",
+        rotation.metric_hint(len(secrets) - 1, deployment_option(ops)),
+        f"Then: {PROG} {deployment_option(ops)} secrets retire",
+    ]
+    if as_json_output(args):
+        dump({"secret_arn": arn, "secrets": positions})
+        for line in next_steps:
+            note(line)
+    else:
+        out(f"{arn} now holds {len(secrets)} secrets, newest first:")
+        _show_positions(positions)
+        for line in next_steps:
+            out(line)
+    return OK
+
+
+def cmd_secrets_retire(ops: Ops, args: argparse.Namespace) -> int:
+    arn = _secret_arn(ops)
+    retired, remaining = rotation.retire(ops.client("secretsmanager"), arn, args.position)
+    positions = _positions(remaining)
+    if as_json_output(args):
+        dump({"secret_arn": arn, "retired": rotation.fingerprint(retired), "secrets": positions})
+    else:
+        out(f"retired {rotation.fingerprint(retired)}; {arn} now holds:")
+        _show_positions(positions)
+    return OK
+
+
+def cmd_secrets_status(ops: Ops, args: argparse.Namespace) -> int:
+    arn = _secret_arn(ops)
+    secrets = rotation.read(ops.client("secretsmanager"), arn)
+    now = datetime.now(UTC)
+    # The end reaches into the next minute, so the current minute's deliveries count.
+    start, end = now - timedelta(hours=args.hours), now + timedelta(minutes=1)
+    usage = rotation.usage(ops.client("cloudwatch"), secrets, start, end)
+    if as_json_output(args):
+        positions = [
+            {
+                "position": u.position,
+                "fingerprint": u.fingerprint,
+                "metric": rotation.metric_name(u.position),
+                "matches": u.matches,
+            }
+            for u in usage
+        ]
+        dump({"secret_arn": arn, "hours": args.hours, "positions": positions})
+        return OK
+    out(f"{arn}: deliveries verified per position in the last {args.hours} h")
+    table(
+        [
+            [
+                str(u.position),
+                u.fingerprint,
+                rotation.metric_name(u.position),
+                "no data" if u.matches is None else f"{u.matches:g}",
+            ]
+            for u in usage
+        ],
+        ["POSITION", "FINGERPRINT", "METRIC", "MATCHES"],
+    )
+    return OK
+
+
+def _global_options(parser: argparse.ArgumentParser, default: Any) -> None:
+    """Accepted before or after the command (the command's copy must not reset them)."""
+    group = parser.add_argument_group("deployment and output")
+    group.add_argument(
+        "--stage", default=default, help="deployed stage: resources from its stack outputs"
+    )
+    group.add_argument(
+        "--endpoint-url",
+        default=default,
+        help="the local stack's moto endpoint, e.g. http://127.0.0.1:5000 "
+        "(default: AWS_ENDPOINT_URL, unless --stage)",
+    )
+    group.add_argument(
+        "--profile", default=default, help="AWS profile (default: AWS_PROFILE, else default)"
+    )
+    group.add_argument(
+        "--region", default=default, help="AWS region (default: AWS_REGION, else AWS config)"
+    )
+    group.add_argument(
+        "--output",
+        choices=(TABLE, JSON),
+        default=default if default is argparse.SUPPRESS else TABLE,
+        help="table (for people, the default) or json (for scripts)",
+    )
+    group.add_argument(
+        "--prefix",
+        default=default,
+        help=f"name prefix of the local stack's resources (default {LOCAL_PREFIX})",
+    )
+    group.add_argument(
+        "--shards",
+        type=int,
+        default=default,
+        help=f"shards of the due-work index (default: DUE_SHARDS, else {DUE_SHARDS})",
+    )
+
+
+def json_alias(parser: argparse.ArgumentParser, help_text: str = "same as --output json") -> None:
+    parser.add_argument(
+        "--json",
+        dest="output",
+        action="store_const",
+        const=JSON,
+        default=argparse.SUPPRESS,
+        help=help_text,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Operate the Sume webhook receiver: jobs, DLQ, test deliveries, secrets.",
+        epilog="Exit codes: 0 ok, 1 failed, 2 usage, 3 send-test not accepted by the endpoint.",
+    )
+    _global_options(parser, None)
+    parser.add_argument("--version", action="version", version=version())
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, argparse.SUPPRESS)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(
+        group: Any, name: str, run: Command | None, help_text: str
+    ) -> argparse.ArgumentParser:
+        sub: argparse.ArgumentParser = group.add_parser(
+            name, parents=[common], help=help_text, description=help_text
+        )
+        if run:
+            sub.set_defaults(run=run)
+        return sub
+
+    status = command(commands, "status", cmd_status, "a job's whole story from its item")
+    status.add_argument("job_id", metavar="JOB_ID")
+    json_alias(status, "the item as JSON (times in ISO UTC)")
+
+    listing = command(commands, "list", cmd_list, "jobs in a state (default: unfinished ones)")
+    listing.add_argument(
+        "--state",
+        choices=STATES,
+        help=f"default {DEFAULT_STATE}: awaiting and owed jobs, all the due-work index holds",
+    )
+    listing.add_argument("--since", help="30m, 2h, 7d, or an ISO time (UTC)")
+    listing.add_argument("--limit", type=int, default=50, help="at most this many jobs (50)")
+    listing.add_argument(
+        "--scan",
+        action="store_true",
+        help="allow a bounded Scan for states in no index (processed, failed, lost, ...)",
+    )
+    listing.add_argument(
+        "--scan-budget", type=int, default=1000, help="items a Scan may read (1000)"
+    )
+    json_alias(listing)
+
+    expect = command(commands, "expect", cmd_expect, "register a submitted job for status polling")
+    expect.add_argument("job_id", metavar="JOB_ID")
+    expect.add_argument("status_url", metavar="STATUS_URL")
+    expect.add_argument(
+        "--metadata", action="append", default=[], metavar="KEY=VALUE", help="repeatable"
+    )
+
+    replay = command(
+        commands, "replay", cmd_replay, "redo a finished job's follow-up work (re-copy artifacts)"
+    )
+    replay.add_argument("job_id", metavar="JOB_ID")
+
+    dlq_parser = command(commands, "dlq", None, "the dead-letter queue")
+    dlq_commands = dlq_parser.add_subparsers(dest="dlq_command", required=True, metavar="ACTION")
+    peek = command(dlq_commands, "peek", cmd_dlq_peek, "show DLQ messages with their jobs' state")
+    peek.add_argument("--limit", type=int, default=10, help="at most this many messages (10)")
+    json_alias(peek)
+    redrive = command(
+        dlq_commands, "redrive", cmd_dlq_redrive, "move DLQ messages back to the jobs queue"
+    )
+    redrive.add_argument("--limit", type=int, default=100, help="at most this many messages (100)")
+
+    send_test = command(
+        commands, "send-test", cmd_send_test, "send a signed webhook.test (and a job event)"
+    )
+    send_test.add_argument(
+        "url", nargs="?", metavar="URL", help="webhook URL (default: the stage's WebhookUrl)"
+    )
+    send_test.add_argument(
+        "--secret",
+        action="append",
+        help="signing secret, repeatable (default: SUME_COM_WEBHOOK_SIGNING_SECRET, "
+        "else the deployment's secret in Secrets Manager)",
+    )
+    send_test.add_argument("--job", metavar="JOB_ID", help="also send a terminal event for it")
+    send_test.add_argument("--event", choices=list(TERMINAL_EVENTS), default="job.completed")
+    send_test.add_argument(
+        "--artifact", action="append", default=[], metavar="URL", help="for job.completed"
+    )
+
+    secrets_parser = command(commands, "secrets", None, "rotate the signing secret")
+    secrets_commands = secrets_parser.add_subparsers(
+        dest="secrets_command", required=True, metavar="ACTION"
+    )
+    rotate = command(
+        secrets_commands, "rotate", cmd_secrets_rotate, "add a new secret before the current one"
+    )
+    rotate.add_argument(
+        "--new-secret", required=True, metavar="VALUE", help="the new secret, or - for stdin"
+    )
+    retire = command(
+        secrets_commands, "retire", cmd_secrets_retire, "remove an old secret (never the last)"
+    )
+    retire.add_argument("--position", type=int, help="which one (default: the oldest, last)")
+    usage = command(
+        secrets_commands, "status", cmd_secrets_status, "deliveries each secret verified"
+    )
+    usage.add_argument("--hours", type=int, default=24, help="window, in hours (24)")
+    return parser
+
+
+def _aws_error(exc: ClientError) -> str:
+    error = exc.response.get("Error", {})
+    return f"AWS refused {exc.operation_name}: {error.get('Code')}: {error.get('Message')}"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.stage and args.endpoint_url:
+        raise OpsError("pass either --stage or --endpoint-url, not both", USAGE)
+    # As the AWS CLI: AWS_ENDPOINT_URL names where the calls go. Without a
+    # --stage that is the local stack; with one, the stack is found through
+    # CloudFormation at that endpoint (boto3 honours the variable itself).
+    endpoint = args.endpoint_url
+    if not args.stage and not endpoint:
+        endpoint = os.environ.get("AWS_ENDPOINT_URL", "").strip() or None
+    ops = Ops(
+        stage=args.stage,
+        endpoint_url=endpoint,
+        # AWS_REGION: the AWS CLI and SDKs read it; botocore only AWS_DEFAULT_REGION.
+        region=args.region or os.environ.get("AWS_REGION", "").strip() or None,
+        prefix=args.prefix or LOCAL_PREFIX,
+        shards=args.shards or int(os.environ.get("DUE_SHARDS") or DUE_SHARDS),
+        profile=args.profile,
+    )
+    command: Command = args.run
+    try:
+        return command(ops, args)
+    except ClientError as exc:
+        if (mistake := not_an_aws_api(exc, ops.endpoint_url)) is not None:
+            raise mistake from None
+        raise
+    except EndpointConnectionError as exc:
+        if ops.endpoint_url:
+            raise OpsError(
+                f"cannot reach {exc.kwargs.get('endpoint_url')}: is the local stack up? "
+                f"Use {LOCAL_ENDPOINT_HINT}"
+            ) from None
+        raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit_:
+        # argparse already printed help, the version or the usage error.
+        return exit_.code if isinstance(exit_.code, int) else USAGE
+    try:
+        return run(args)
+    except OpsError as exc:
+        message, code = str(exc), exc.exit_code
+    except (DiscoveryError, ConfigurationError) as exc:
+        message, code = str(exc), FAILED
+    except NoCredentialsError:
+        message, code = "no AWS credentials found (AWS_PROFILE, environment or SSO)", FAILED
+    except ProfileNotFound as exc:
+        message = (
+            f"no AWS profile {exc.kwargs.get('profile')!r} (--profile or AWS_PROFILE): "
+            "`aws configure list-profiles` shows the ones there are"
+        )
+        code = FAILED
+    except NoRegionError:
+        message, code = "no AWS region: pass --region or set AWS_REGION", FAILED
+    except EndpointConnectionError as exc:
+        message, code = f"cannot reach {exc.kwargs.get('endpoint_url')}", FAILED
+    except ClientError as exc:
+        message, code = _aws_error(exc), FAILED
+    except BotoCoreError as exc:
+        message, code = f"AWS call failed: {exc}", FAILED
+    except KeyboardInterrupt:
+        return 130
+    note(f"{PROG}: {message}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Where a deployment's resources are: a stage's stack outputs, or the local stack's names.
+
+A deployed stage is described by its CloudFormation outputs (the keys in
+``infra.spec``), so the ops tools never guess physical names that CDK chose.
+The local stack (moto) has no CloudFormation; its resources carry the fixed
+``sume-local`` prefix of ``devstack.resources``, and each is looked up by name
+so a wrong endpoint or prefix fails here, not halfway through a command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from infra import spec
+from infra.spec import ResourceNames
+
+# The default prefix of devstack.resources.create_resources, used by the local stack.
+LOCAL_PREFIX = "sume-local"
+
+
+class DiscoveryError(Exception):
+    """The resources could not be found; the message says where we looked."""
+
+
+@dataclass(frozen=True)
+class Stack:
+    names: ResourceNames
+    webhook_url: str | None
+    description: str
+
+
+def _error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def from_outputs(outputs: Mapping[str, str], description: str) -> Stack:
+    """Map CloudFormation outputs onto resource names; every required key must be there."""
+    optional = {"signing_secret_arn", "api_token_secret_arn"}
+    missing = [
+        key for field, key in spec.OUTPUTS.items() if field not in optional and key not in outputs
+    ]
+    if missing:
+        raise DiscoveryError(f"{description} lacks the output(s) {', '.join(sorted(missing))}")
+    values = {
+        field: outputs[key] for field, key in spec.OUTPUTS.items() if outputs.get(key) is not None
+    }
+    return Stack(ResourceNames(**values), outputs.get(spec.OUTPUT_WEBHOOK_URL), description)
+
+
+def discover_stage(cloudformation: Any, stage: str) -> Stack:
+    """Read the stage's stack outputs."""
+    name = spec.stack_name(stage)
+    region = cloudformation.meta.region_name
+    try:
+        stacks = cloudformation.describe_stacks(StackName=name)["Stacks"]
+    except ClientError as exc:
+        if _error_code(exc) == "ValidationError":
+            raise DiscoveryError(
+                f"no stack {name} in {region} (is stage {stage!r} deployed in this region?)"
+            ) from None
+        raise
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+    return from_outputs(outputs, f"stack {name} ({region})")
+
+
+def discover_local(clients: Mapping[str, Any], endpoint_url: str, prefix: str) -> Stack:
+    """Find the local stack's resources by name on ``endpoint_url``.
+
+    ``clients`` maps service names (dynamodb, sqs, secretsmanager) to clients
+    already pointed at the endpoint. Buckets and the bus are named the same way
+    and need no call to be found.
+    """
+    where = f"{endpoint_url} (prefix {prefix})"
+    table = f"{prefix}-jobs"
+    try:
+        clients["dynamodb"].describe_table(TableName=table)
+    except ClientError as exc:
+        if _error_code(exc) == "ResourceNotFoundException":
+            raise DiscoveryError(f"no table {table} at {where}") from None
+        raise
+    queues = {}
+    for field, queue in (("queue_url", f"{prefix}-jobs"), ("dlq_url", f"{prefix}-jobs-dlq")):
+        try:
+            queues[field] = clients["sqs"].get_queue_url(QueueName=queue)["QueueUrl"]
+        except ClientError as exc:
+            if "NonExistentQueue" in _error_code(exc):
+                raise DiscoveryError(f"no queue {queue} at {where}") from None
+            raise
+    secrets = {}
+    for field, secret in (
+        ("signing_secret_arn", f"{prefix}-signing-secret"),
+        ("api_token_secret_arn", f"{prefix}-sume-api-token"),
+    ):
+        try:
+            secrets[field] = clients["secretsmanager"].describe_secret(SecretId=secret)["ARN"]
+        except ClientError as exc:
+            # A local stack may take its secrets from the environment instead.
+            if _error_code(exc) != "ResourceNotFoundException":
+                raise
+    names = ResourceNames(
+        table=table,
+        artifacts_bucket=f"{prefix}-artifacts",
+        payloads_bucket=f"{prefix}-payloads",
+        event_bus=f"{prefix}-jobs-bus",
+        **queues,
+        **secrets,
+    )
+    return Stack(names, None, f"local stack at {where}")

@@ -1,0 +1,133 @@
+"""The local stack as an object: what it tells, what it refuses."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from devstack.simulator import Sume
+from devstack.stack import DevStack, ensure_free
+from infra import spec
+from sume.envelope import JobEvent, parse
+from sume.jobs import JobsTable, Source
+from sume.names import DUE_SHARDS
+from tests.builders import job_body, raw_of
+
+
+def test_a_taken_port_is_an_error_not_a_hang() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(OSError):
+            ensure_free(taken.getsockname()[1], "webhook")
+    ensure_free(0, "moto")
+
+
+def test_a_second_stack_in_one_process_is_refused(stack: DevStack) -> None:
+    with pytest.raises(RuntimeError, match="already running"):
+        DevStack().start()
+    assert stack.url.startswith("http://127.0.0.1:")
+
+
+def test_the_banner_names_everything_needed_to_look_inside(stack: DevStack) -> None:
+    assert stack.names is not None
+    banner = "\n".join(stack.describe())
+    for value in (
+        stack.url,
+        stack.signing_secret,
+        stack.endpoint_url,
+        stack.names.table,
+        stack.names.queue_url,
+        stack.names.dlq_url,
+        stack.names.artifacts_bucket,
+        stack.names.payloads_bucket,
+        stack.names.event_bus,
+        str(stack.names.signing_secret_arn),
+        "ALLOW_HTTP_URLS=true ALLOW_PRIVATE_HOSTS=true",
+    ):
+        assert value in banner
+    send_one = next(line for line in banner.splitlines() if line.startswith("Send one:"))
+    assert send_one.endswith(f"--secret {stack.signing_secret} --spacing 5")
+
+
+def start_devstack(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`make run`, as a process: it must exit by itself (the timeout fails the test)."""
+    return subprocess.run(
+        [sys.executable, "-m", "devstack.stack", *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_bad_setting_stops_the_start_in_one_line() -> None:
+    """It used to start, then fail every job with a traceback per retry until the DLQ."""
+    result = start_devstack("--port", "0", "--moto-port", "0", LEASE_SECONDS="abc")
+    assert result.returncode == 1
+    assert result.stderr == (
+        "cannot start: the worker's settings: LEASE_SECONDS must be an integer, got 'abc'\n"
+    )
+    assert result.stdout == ""
+
+
+def test_a_taken_port_is_named() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        webhook = start_devstack("--port", str(port), "--moto-port", "0")
+        moto = start_devstack("--port", "0", MOTO_PORT=str(port))
+    assert (webhook.returncode, webhook.stdout) == (1, "")
+    assert webhook.stderr == (
+        f"cannot start: webhook port {port} is already in use: set PORT (or --port) to a free one\n"
+    )
+    assert (moto.returncode, moto.stdout) == (1, "")
+    assert moto.stderr == (
+        f"cannot start: moto port {port} is already in use: "
+        "set MOTO_PORT (or --moto-port) to a free one\n"
+    )
+
+
+def test_retry_and_dlq_lines_carry_the_error_code(stack: DevStack) -> None:
+    assert stack.names is not None
+    table = JobsTable(stack.client("dynamodb"), stack.names.table, DUE_SHARDS)
+    event = parse(raw_of(job_body("job_held_elsewhere")))
+    assert isinstance(event, JobEvent)
+    now = int(time.time())
+    assert table.record(event, Source.WEBHOOK, now, sweep_at=now + 3600).new
+    # Another worker holds it for a day: every receive here is refused as busy.
+    assert table.claim("job_held_elsewhere", now, lease_seconds=86400)[0] is not None
+    sqs = stack.client("sqs")
+    sqs.send_message(QueueUrl=stack.names.queue_url, MessageBody="job_held_elsewhere")
+    # SQS moves the message on its next receive, after the line was written;
+    # deleted then (not purged: SQS allows one purge a minute, other tests purge).
+    while not (dead := sqs.receive_message(QueueUrl=stack.names.dlq_url).get("Messages")):
+        time.sleep(0.1)
+    assert [m["Body"] for m in dead] == ["job_held_elsewhere"]
+    sqs.delete_message(QueueUrl=stack.names.dlq_url, ReceiptHandle=dead[0]["ReceiptHandle"])
+    lines = [
+        (e.kind, e.detail) for e in stack.journal.entries() if e.job_id == "job_held_elsewhere"
+    ]
+    assert lines == [
+        *[("retry", "JobBusy; retried in 1s")] * (spec.MAX_RECEIVES - 1),
+        ("dlq", f"JobBusy; receive {spec.MAX_RECEIVES}: to the DLQ"),
+    ]
+
+
+def test_a_processing_error_line_carries_its_code(stack: DevStack) -> None:
+    with Sume(stack.url, [stack.signing_secret], spacing_seconds=0.05) as sume:
+        job = sume.new_job(artifacts=1)
+        job.artifacts.clear()  # its link now answers 404: retrying cannot fix that
+        assert sume.deliver(job).delivered
+        while stack.announced()[job.job_id] == 0:
+            time.sleep(0.05)
+    [entry] = [e for e in stack.journal.entries() if e.job_id == job.job_id][1:]
+    assert entry.kind == "processing_error"
+    assert entry.detail.startswith("http_404: ")
