@@ -97,13 +97,19 @@ class FirstPoll:
     seconds: int
     source: str
     """Where the figure comes from, for people."""
+    allowed_hosts: tuple[str, ...] = ()
+    """The same poller's ``STATUS_ALLOWED_HOSTS``: a status_url off it is refused."""
 
 
 def local_first_poll(table: str, env: Mapping[str, str] = os.environ) -> FirstPoll:
     """The local stack's short first-poll delay (``make run`` reads the same variable)."""
-    value = {POLL_INITIAL: env.get(POLL_INITIAL) or spec.LOCAL_TIMINGS[POLL_INITIAL]}
-    seconds = RegistrySettings.from_env(value, table_name=table).poll_initial_seconds
-    return FirstPoll(seconds, f"the local stack's {POLL_INITIAL}")
+    value = {**env, POLL_INITIAL: env.get(POLL_INITIAL) or spec.LOCAL_TIMINGS[POLL_INITIAL]}
+    settings = RegistrySettings.from_env(value, table_name=table)
+    return FirstPoll(
+        settings.poll_initial_seconds,
+        f"the local stack's {POLL_INITIAL}",
+        settings.status_allowed_hosts,
+    )
 
 
 def deployed_first_poll(cloudformation: Any, lambda_: Any, stack_name: str) -> FirstPoll:
@@ -125,9 +131,11 @@ def deployed_first_poll(cloudformation: Any, lambda_: Any, stack_name: str) -> F
         config = lambda_.get_function_configuration(FunctionName=function["PhysicalResourceId"])
         if config.get("Handler") == POLLER_HANDLER:
             env = (config.get("Environment") or {}).get("Variables") or {}
+            poller = PollerSettings.from_env(env)
             return FirstPoll(
-                PollerSettings.from_env(env).poll_initial_seconds,
+                poller.poll_initial_seconds,
                 f"{POLL_INITIAL} of {config['FunctionName']}",
+                poller.url_policy.allowed_hosts,
             )
     raise OpsError(f"stack {stack_name} has no function with handler {POLLER_HANDLER}")
 
@@ -198,9 +206,11 @@ class Ops:
             )
         except (ClientError, ConfigurationError, OpsError) as exc:
             reason = exc.response["Error"].get("Code") if isinstance(exc, ClientError) else exc
+            assumed = RegistrySettings.from_env(table_name=table)
             return FirstPoll(
-                RegistrySettings.from_env(table_name=table).poll_initial_seconds,
+                assumed.poll_initial_seconds,
                 f"assumed: the deployed poller's configuration could not be read ({reason})",
+                assumed.status_allowed_hosts,
             )
 
     @functools.cached_property

@@ -37,6 +37,7 @@ def expect(
     status_url: str,
     metadata: dict[str, str],
     first_poll_after: int,
+    allowed_hosts: tuple[str, ...] = (),
 ) -> tuple[bool, dict[str, Any]]:
     """Register a submitted job as the application API does; a known job is left as it is.
 
@@ -45,7 +46,8 @@ def expect(
     whether it was registered now, and the job's item either way.
     """
     try:
-        created = Registry(jobs, first_poll_after).expect(job_id, status_url, metadata or None)
+        registry = Registry(jobs, first_poll_after, allowed_hosts=allowed_hosts)
+        created = registry.expect(job_id, status_url, metadata or None)
     except ValueError as exc:
         raise OpsError(str(exc), USAGE) from None
     return created, load(jobs, job_id)

@@ -143,7 +143,9 @@ def cmd_list(ops: Ops, args: argparse.Namespace) -> int:
 def cmd_expect(ops: Ops, args: argparse.Namespace) -> int:
     metadata = jobs.parse_metadata(args.metadata)
     first = ops.first_poll()
-    created, item = jobs.expect(ops.jobs, args.job_id, args.status_url, metadata, first.seconds)
+    created, item = jobs.expect(
+        ops.jobs, args.job_id, args.status_url, metadata, first.seconds, first.allowed_hosts
+    )
     if as_json_output(args):
         dump(
             {
