@@ -32,6 +32,7 @@ from devtools.ops.story import as_json, render
 from devtools.ops.times import iso, parse_since
 from devtools.stackinfo import LOCAL_PREFIX, DiscoveryError
 from sume.envelope import TERMINAL_EVENTS
+from sume.ids import InvalidJobId, check_job_id
 from sume.queue import JobQueue
 from sume.schema import DUE_SHARDS
 from sume.secrets import parse_secrets
@@ -427,6 +428,11 @@ def _aws_error(exc: ClientError) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.stage and args.endpoint_url:
         raise OpsError("pass either --stage or --endpoint-url, not both", USAGE)
+    if (job_id := getattr(args, "job_id", None)) is not None:
+        try:
+            check_job_id(job_id)
+        except InvalidJobId as exc:
+            raise OpsError(f"JOB_ID: {exc}", USAGE) from None
     ops = Ops(
         stage=args.stage,
         endpoint_url=args.endpoint_url,

@@ -15,21 +15,13 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
+from sume.ids import check_job_id
 from sume.jobs import JobsTable
 from sume.settings import RegistrySettings
 
 # DynamoDB caps an item at 400 KB and an inline event body may take 256 KiB.
 MAX_METADATA_BYTES = 64 * 1024
-MAX_JOB_ID_BYTES = 1024
 MAX_URL_CHARS = 2048
-
-
-def _checked_job_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not job_id.strip():
-        raise ValueError("job_id must be a non-empty string")
-    if len(job_id.encode("utf-8")) > MAX_JOB_ID_BYTES:
-        raise ValueError(f"job_id must be at most {MAX_JOB_ID_BYTES} bytes")
-    return job_id
 
 
 def _checked_url(status_url: str) -> str:
@@ -70,7 +62,7 @@ class Registry:
         self, job_id: str, status_url: str, metadata: Mapping[str, Any] | None = None
     ) -> bool:
         """See ``sume.registry.expect``."""
-        job_id = _checked_job_id(job_id)
+        job_id = check_job_id(job_id)
         status_url = _checked_url(status_url)
         checked = _checked_metadata(metadata)
         now = int(self._clock())
@@ -106,8 +98,8 @@ def expect(
         (received, processed, or registered before): then nothing changed.
 
     Raises:
-        ValueError: an empty or over-long job id, a URL that is not absolute
-            http(s), metadata that is not a JSON object.
+        ValueError: a job id ``sume.ids.check_job_id`` refuses (``InvalidJobId``),
+            a URL that is not absolute http(s), metadata that is not a JSON object.
         botocore.exceptions.ClientError / BotoCoreError: DynamoDB failed; calling
             again is safe.
     """
