@@ -24,6 +24,7 @@ from sume import aws
 from sume.announce import AnnounceFailed, Announcer
 from sume.artifacts import ArtifactStore
 from sume.fetch import SafeHttp, TransientFetchError
+from sume.ids import InvalidJobId, check_job_id
 from sume.jobs import JobsTable
 from sume.observability import logger, metrics, tracer
 from sume.payloads import PayloadStore
@@ -114,7 +115,19 @@ def observe(result: JobResult) -> None:
 
 
 def record_handler(record: SQSRecord) -> None:
-    job_id = record.body.strip()
+    try:
+        # The body exactly as sent: an id is never stripped or rewritten.
+        job_id = check_job_id(record.body)
+    except InvalidJobId as exc:
+        # No job can have this id, so a retry cannot help: acknowledge it.
+        metrics.add_metric(name="InvalidMessages", unit="Count", value=1)
+        logger.warning(
+            "message body is not a job id; dropped",
+            reason=exc.reason,
+            rule=str(exc),
+            message_id=record.message_id,
+        )
+        return
     logger.append_keys(job_id=job_id, message_id=record.message_id)
     try:
         result = processor().process(job_id)
