@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from devtools.ops.times import iso
-from sume.ids import InvalidJobId, check_job_id
+from sume.ids import is_job_id
 from sume.jobs import JobsTable
 
 # A peek hides messages only briefly and releases them when done; a redrive
@@ -68,17 +68,9 @@ def _letter(jobs: JobsTable, message: dict[str, Any]) -> DeadLetter:
         job_id=job_id,
         receive_count=int(attributes.get("ApproximateReceiveCount", 0)),
         sent_at=iso(int(sent) / 1000) if sent else None,
-        item=_item(jobs, job_id),
+        # A body no job can have (sent before the id rule) is shown, not looked up.
+        item=jobs.get(job_id, consistent=False) if is_job_id(job_id) else None,
     )
-
-
-def _item(jobs: JobsTable, job_id: str) -> dict[str, Any] | None:
-    try:
-        check_job_id(job_id)
-    except InvalidJobId:
-        # No job can have this id: only a message sent before the id rule holds one.
-        return None
-    return jobs.get(job_id, consistent=False)
 
 
 def depth(sqs: Any, queue_url: str) -> int:

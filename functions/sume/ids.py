@@ -91,6 +91,14 @@ def check_job_id(value: object) -> str:
     return value
 
 
+def is_job_id(value: object) -> bool:
+    try:
+        check_job_id(value)
+    except InvalidJobId:
+        return False
+    return True
+
+
 def key_segment(job_id: str) -> str:
     """An accepted id as one S3 key segment: percent-encoded, so no ``/`` and ASCII only.
 

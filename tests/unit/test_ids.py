@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sume.artifacts import object_key
-from sume.ids import MAX_JOB_ID_BYTES, InvalidJobId, check_job_id, key_segment
+from sume.ids import MAX_JOB_ID_BYTES, InvalidJobId, check_job_id, is_job_id, key_segment
 from sume.payloads import PayloadStore
 
 S3_MAX_KEY_BYTES = 1024
@@ -22,14 +22,6 @@ def sqs_allows(text: str) -> bool:
         or 0x10000 <= ord(c) <= 0x10FFFF
         for c in text
     )
-
-
-def accepted(value: str) -> bool:
-    try:
-        check_job_id(value)
-    except InvalidJobId:
-        return False
-    return True
 
 
 def within_id_bytes(text: str) -> str:
@@ -55,7 +47,7 @@ accepted_ids = st.one_of(
     st.text(st.characters(exclude_categories=["Cc", "Cs", "Cf", "Zl", "Zp"]), min_size=1).map(
         within_id_bytes
     ),
-).filter(accepted)
+).filter(is_job_id)
 
 
 @pytest.mark.parametrize(
@@ -123,7 +115,7 @@ def test_refused_ids(value):
 @settings(max_examples=400)
 @given(st.text(any_character, min_size=1, max_size=80))
 def test_every_accepted_id_is_carried_unchanged_everywhere(value):
-    if not accepted(value):
+    if not is_job_id(value):
         return
     encoded = value.encode("utf-8")  # DynamoDB, S3, EventBridge and logs take UTF-8
     assert len(encoded) <= MAX_JOB_ID_BYTES
