@@ -20,8 +20,9 @@ escapes or rewrites one:
   reads, and text tools drop a leading BOM. Machine-made ids never need them.
   Which code points are Cf comes from the runtime's Unicode database; newer
   Unicode versions only add a few rare ones;
-- no whitespace at either end (what ``str.strip`` removes): the old worker
-  stripped message bodies, and copy and paste loses it.
+- no whitespace at either end (what ``str.strip`` removes): it cannot be seen
+  in a log line, copy and paste loses it, and any tool that trims would then
+  name another job.
 
 Whitespace inside an id, private-use characters and unassigned code points are
 accepted: every service carries them and they are visible or at least typeable.
