@@ -171,8 +171,8 @@ payloads = st.one_of(
     st.fixed_dictionaries({"artifacts": st.lists(st.one_of(odd_text, json_values), max_size=3)}),
 )
 terminal_events = st.fixed_dictionaries(
-    {"event": events, "job_id": job_ids},
-    optional={"status": json_values, "error": json_values, "payload": payloads, "x": json_values},
+    {"event": events, "job_id": job_ids, "error": json_values, "payload": payloads},
+    optional={"status": json_values, "x": json_values},
 )
 
 
