@@ -27,6 +27,7 @@ from sume import aws
 from sume.announce import AnnounceFailed, Announcer
 from sume.artifacts import ArtifactStore
 from sume.fetch import SafeHttp, TransientFetchError
+from sume.ids import InvalidJobId, check_job_id
 from sume.jobs import JobsTable
 from sume.observability import logger, metrics, tracer
 from sume.payloads import PayloadStore
@@ -143,7 +144,19 @@ def remaining_time(context: Any) -> TimeLeft | None:
 
 
 def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
-    job_id = record.body.strip()
+    try:
+        # The body exactly as sent: an id is never stripped or rewritten.
+        job_id = check_job_id(record.body)
+    except InvalidJobId as exc:
+        # No job can have this id, so a retry cannot help: acknowledge it.
+        metrics.add_metric(name="InvalidMessages", unit="Count", value=1)
+        logger.warning(
+            "message body is not a job id; dropped",
+            reason=exc.reason,
+            rule=str(exc),
+            message_id=record.message_id,
+        )
+        return
     logger.append_keys(job_id=job_id, message_id=record.message_id)
     try:
         result = processor().process(job_id, remaining_time(lambda_context))

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from sume.ids import is_job_id
 from sume.jobs import JobsTable
 from sume_cli.times import iso
 
@@ -61,13 +62,14 @@ def _receive(sqs: Any, queue_url: str, limit: int, hold: int) -> Iterator[dict[s
 def _letter(jobs: JobsTable, message: dict[str, Any]) -> DeadLetter:
     attributes = message.get("Attributes", {})
     sent = attributes.get("SentTimestamp")
-    job_id = message["Body"].strip()
+    job_id = message["Body"]
     return DeadLetter(
         message_id=message["MessageId"],
         job_id=job_id,
         receive_count=int(attributes.get("ApproximateReceiveCount", 0)),
         sent_at=iso(int(sent) / 1000) if sent else None,
-        item=jobs.get(job_id, consistent=False) if job_id else None,
+        # A body no job can have (sent before the id rule) is shown, not looked up.
+        item=jobs.get(job_id, consistent=False) if is_job_id(job_id) else None,
     )
 
 

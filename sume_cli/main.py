@@ -30,6 +30,7 @@ from botocore.exceptions import (
 )
 
 from sume.envelope import TERMINAL_EVENTS
+from sume.ids import InvalidJobId, check_job_id
 from sume.names import DUE_SHARDS
 from sume.queue import JobQueue
 from sume.secrets import parse_secrets
@@ -528,6 +529,11 @@ def run(args: argparse.Namespace) -> int:
     endpoint = args.endpoint_url
     if not args.stage and not endpoint:
         endpoint = os.environ.get("AWS_ENDPOINT_URL", "").strip() or None
+    if (job_id := getattr(args, "job_id", None)) is not None:
+        try:
+            check_job_id(job_id)
+        except InvalidJobId as exc:
+            raise OpsError(f"JOB_ID: {exc}", USAGE) from None
     ops = Ops(
         stage=args.stage,
         endpoint_url=endpoint,

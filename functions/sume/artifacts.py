@@ -17,18 +17,20 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sume.bounded import clean_text
 from sume.fetch import SafeHttp
+from sume.ids import key_segment
 from sume.urls import redact_url
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 # A media type is printable ASCII; the remote server's header is kept only if it is one.
 _CONTENT_TYPE = re.compile(r"[\x21-\x7e][\x20-\x7e]{0,254}")
 MAX_PARTS = 10_000  # S3's limit per multipart upload
+MAX_NAME_CHARS = 120
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -59,10 +61,21 @@ def artifact_urls(payload: Any) -> list[str]:
 
 
 def object_key(job_id: str, position: int, url: str) -> str:
-    """``jobs/<job_id>/<position>-<file name>``: stable, so a retry overwrites, never adds."""
-    name = posixpath.basename(unquote(urlsplit(url).path)) or "artifact"
-    name = _UNSAFE_NAME.sub("_", name).strip("._")[:120] or "artifact"
-    return f"jobs/{quote(job_id, safe='')}/{position:03d}-{name}"
+    """``jobs/<job_id>/<position>-<file name>``: stable, so a retry overwrites, never adds.
+
+    An accepted id takes at most 768 bytes percent-encoded, so the key is at
+    most 895 bytes plus the position's digits: within S3's 1,024 for any
+    position a list can hold.
+    """
+    try:
+        path = urlsplit(url).path
+    except ValueError:
+        # A URL urllib cannot split ("http://[x/y"): the copy refuses it, but
+        # naming its key must not fail, or the job would be retried instead.
+        path = ""
+    name = posixpath.basename(unquote(path)) or "artifact"
+    name = _UNSAFE_NAME.sub("_", name).strip("._")[:MAX_NAME_CHARS] or "artifact"
+    return f"jobs/{key_segment(job_id)}/{position:03d}-{name}"
 
 
 def source_digest(url: str) -> str:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
+
+from sume.ids import InvalidJobId, check_job_id
 
 TERMINAL_EVENTS = {
     "job.completed": "completed",
@@ -12,6 +16,20 @@ TERMINAL_EVENTS = {
     "job.canceled": "canceled",
 }
 TEST_EVENT = "webhook.test"
+# Sume's envelopes nest a few levels (payload.artifacts[].url is four). 64 is
+# far beyond any real event and far below Python's recursion limit, so the
+# parser and every later walk of the data (serializers, the status wrapper,
+# the worker) are safe. Checked on the text, before parsing, without recursion.
+MAX_DEPTH = 64
+# Sume's status is "OK" or "ERROR". The item and the announcement keep a
+# bounded copy, so no value can push the item past DynamoDB's 400 KB; the
+# stored body keeps the value whole.
+MAX_STATUS_CHARS = 64
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class MalformedEvent(Exception):
@@ -50,10 +68,37 @@ class UnknownEvent:
 Delivery = JobEvent | Ping | UnknownEvent
 
 
+def _too_deep(text: str) -> bool:
+    # A body with fewer brackets than the limit cannot nest deeper (nearly all).
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0) > MAX_DEPTH
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def load_json(text: str) -> Any:
+    """Parse JSON text from outside: strict JSON (no NaN or Infinity), at most MAX_DEPTH deep.
+
+    Raises ``MalformedEvent("body_too_deep")`` or ``ValueError``.
+    """
+    if _too_deep(text):
+        raise MalformedEvent("body_too_deep")
+    return json.loads(text, parse_constant=_no_constant)
+
+
+def bounded_text(value: str, limit: int = MAX_STATUS_CHARS) -> str:
+    """``value`` cut to ``limit`` characters, lone surrogates replaced: storable anywhere."""
+    return _SURROGATE.sub("\ufffd", value[:limit])
+
+
 def parse(raw_body: bytes) -> Delivery:
     try:
         text = raw_body.decode("utf-8")
-        data = json.loads(text)
+        data = load_json(text)
     except (UnicodeDecodeError, ValueError) as exc:
         raise MalformedEvent("body_not_json") from exc
     if not isinstance(data, dict):
@@ -62,25 +107,25 @@ def parse(raw_body: bytes) -> Delivery:
 
 
 def from_mapping(data: dict[str, Any], raw: str) -> Delivery:
-    """Classify an envelope; shared by webhook bodies and status-poll answers."""
+    """Classify an envelope; shared by webhook bodies, status-poll answers and the worker."""
     event = data.get("event")
+    if not isinstance(event, str):
+        return UnknownEvent(None)
     if event == TEST_EVENT:
         request_id = data.get("request_id")
         return Ping(request_id if isinstance(request_id, str) else None)
     if event not in TERMINAL_EVENTS:
         # A signed event we do not know is acknowledged, not retried ten times.
-        return UnknownEvent(event if isinstance(event, str) else None)
-    job_id = data.get("job_id")
-    if not isinstance(job_id, str) or not job_id.strip():
-        raise MalformedEvent("missing_job_id")
-    if len(job_id.encode("utf-8")) > 1024:
-        # DynamoDB caps a partition key at 2048 bytes; no real job id is near this.
-        raise MalformedEvent("job_id_too_long")
+        return UnknownEvent(bounded_text(event))
+    try:
+        job_id = check_job_id(data.get("job_id"))
+    except InvalidJobId as exc:
+        raise MalformedEvent(exc.reason) from None
     status = data.get("status")
     return JobEvent(
         job_id=job_id,
         event=event,
-        status=status if isinstance(status, str) else "",
+        status=bounded_text(status) if isinstance(status, str) else "",
         raw=raw,
         data=data,
     )

@@ -6,7 +6,8 @@ import functools
 import hashlib
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import quote
+
+from sume.ids import key_segment
 
 # DynamoDB caps an item at 400 KB including attribute names and the other
 # attributes; the raw body stays inline below this, with ample headroom.
@@ -28,7 +29,7 @@ class PayloadStore:
         """
         data = raw.encode("utf-8")
         digest = hashlib.sha256(data).hexdigest()
-        key = f"events/{quote(job_id, safe='')}/{digest}.json"
+        key = f"events/{key_segment(job_id)}/{digest}.json"
         self._client().put_object(
             Bucket=self._bucket, Key=key, Body=data, ContentType="application/json"
         )

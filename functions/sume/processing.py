@@ -37,6 +37,7 @@ from sume.artifacts import (
 from sume.bounded import bounded_text, scrub_urls, stored_error
 from sume.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, from_mapping
 from sume.fetch import FetchError, PermanentFetchError
+from sume.ids import check_job_id
 from sume.jobs import MAX_ITEM_BYTES, InvalidWrite, JobsTable, State, attribute_size, item_size
 from sume.payloads import PayloadStore
 from sume.urls import redact_url
@@ -219,8 +220,7 @@ class JobProcessor:
         ``TransientFetchError``, ``AnnounceFailed`` or botocore errors when a
         retry later should be made (the claim is released first).
         """
-        if not job_id.strip():
-            raise ValueError("message body is not a job id")
+        check_job_id(job_id)
         # Claiming costs an attempt; with no time to finish it would be wasted.
         self._work_deadline(time_left)
         claimed, stored = self._jobs.claim(job_id, self._now(), self._lease)

@@ -15,22 +15,14 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
+from sume.ids import check_job_id
 from sume.jobs import JobsTable
 from sume.settings import RegistrySettings
 from sume.status import host_listed
 
 # DynamoDB caps an item at 400 KB and an inline event body may take 256 KiB.
 MAX_METADATA_BYTES = 64 * 1024
-MAX_JOB_ID_BYTES = 1024
 MAX_URL_CHARS = 2048
-
-
-def _checked_job_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not job_id.strip():
-        raise ValueError("job_id must be a non-empty string")
-    if len(job_id.encode("utf-8")) > MAX_JOB_ID_BYTES:
-        raise ValueError(f"job_id must be at most {MAX_JOB_ID_BYTES} bytes")
-    return job_id
 
 
 def _checked_url(status_url: str, allowed_hosts: Sequence[str]) -> str:
@@ -83,7 +75,7 @@ class Registry:
         self, job_id: str, status_url: str, metadata: Mapping[str, Any] | None = None
     ) -> bool:
         """See ``sume.registry.expect``."""
-        job_id = _checked_job_id(job_id)
+        job_id = check_job_id(job_id)
         status_url = _checked_url(status_url, self._allowed_hosts)
         checked = _checked_metadata(metadata)
         now = int(self._clock())
@@ -120,9 +112,9 @@ def expect(
         (received, processed, or registered before): then nothing changed.
 
     Raises:
-        ValueError: an empty or over-long job id, a URL that is not absolute
-            http(s) or whose host is not on ``STATUS_ALLOWED_HOSTS``, metadata
-            that is not a JSON object.
+        ValueError: a job id ``sume.ids.check_job_id`` refuses (``InvalidJobId``),
+            a URL that is not absolute http(s) or whose host is not on
+            ``STATUS_ALLOWED_HOSTS``, metadata that is not a JSON object.
         botocore.exceptions.ClientError / BotoCoreError: DynamoDB failed; calling
             again is safe.
     """

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from sume.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, from_mapping
+from sume.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, from_mapping, load_json
 from sume.fetch import FetchError, SafeHttp, host_allowed
+from sume.ids import InvalidJobId, check_job_id
 from sume.secrets import parse_api_token, secret_fetcher
 from sume.settings import UrlPolicy
 
@@ -110,8 +111,13 @@ def build_envelope(job_id: str, event: str, status: str, data: Mapping[str, Any]
     else:
         envelope["error"] = _error(data, event)
     envelope["status_response"] = dict(data)
-    raw = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
-    return JobEvent(job_id=job_id, event=event, status=status, raw=raw, data=envelope)
+    # ASCII escapes: a lone surrogate in the answer stays an escape, so the
+    # stored text is valid UTF-8.
+    raw = json.dumps(envelope, separators=(",", ":"))
+    # The same rules as a webhook body (job id, bounded status).
+    delivery = from_mapping(envelope, raw)
+    assert isinstance(delivery, JobEvent)
+    return delivery
 
 
 def _from_envelope(job_id: str, data: dict[str, Any], text: str) -> StatusResult | None:
@@ -154,7 +160,9 @@ def _status_code_verdict(http_status: int) -> StatusResult | None:
 def _json_object(text: str) -> dict[str, Any] | str:
     """The body as a JSON object, or why it is not one."""
     try:
-        data = json.loads(text)
+        data = load_json(text)
+    except MalformedEvent as exc:
+        return exc.reason
     except ValueError:
         return "body_not_json"
     return data if isinstance(data, dict) else "body_not_object"
@@ -162,6 +170,11 @@ def _json_object(text: str) -> dict[str, Any] | str:
 
 def interpret(job_id: str, http_status: int, text: str) -> StatusResult:
     """Map one answer of the status endpoint (status code and body text)."""
+    try:
+        check_job_id(job_id)
+    except InvalidJobId as exc:
+        # Only a job registered before the id rule: never recorded, ops should look.
+        return StatusResult(Verdict.UNREACHABLE, exc.reason, permanent=True)
     if (decided := _status_code_verdict(http_status)) is not None:
         return decided
     data = _json_object(text)

@@ -366,6 +366,24 @@ def test_missing_local_stack_is_a_one_line_error(cli, endpoint):
     assert f"no table sume-local-jobs at {endpoint}" in one_line_error(err)
 
 
+@pytest.mark.parametrize(
+    ("argv", "rule"),
+    [
+        (["status", " job_x"], "must not start or end with whitespace"),
+        (["replay", "job\tx"], "must not contain U+0009, a control character"),
+        (
+            ["expect", "job_\u200b", "https://sume.example/jobs/1"],
+            "must not contain U+200B, an invisible format character",
+        ),
+        (["status", "é" * 129], "must be at most 256 UTF-8 bytes"),
+    ],
+)
+def test_an_invalid_job_id_is_a_usage_error_before_any_call(argv, rule, capsys):
+    # Nothing listens on port 9: any AWS call would end in "cannot reach".
+    assert main(["--endpoint-url", "http://127.0.0.1:9", *argv]) == 2
+    assert one_line_error(capsys.readouterr().err) == f"sume-webhooks: JOB_ID: job_id {rule}"
+
+
 def test_unreachable_endpoint_is_a_one_line_error(capsys):
     assert main(["--endpoint-url", "http://127.0.0.1:9", "status", "job_x"]) == 1
     assert "cannot reach" in one_line_error(capsys.readouterr().err)
@@ -559,6 +577,16 @@ def test_dlq_peek_shows_jobs_and_leaves_messages_then_redrive_moves_them(
 
     code, out, _ = cli("dlq", "peek")
     assert (code, out.strip()) == (0, "the DLQ is empty")
+
+
+def test_dlq_shows_each_body_exactly_as_sent(cli, table, names, endpoint):
+    received(table, "job_padded")
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    sqs.send_message(QueueUrl=names.dlq_url, MessageBody=" job_padded ")
+    code, out, _ = cli("dlq", "peek", "--json")
+    assert code == 0
+    [letter] = json.loads(out)
+    assert (letter["job_id"], letter["found"]) == (" job_padded ", False)
 
 
 def test_dlq_redrive_is_bounded(cli, names, endpoint):

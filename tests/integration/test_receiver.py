@@ -9,7 +9,7 @@ import boto3
 import pytest
 
 import receiver
-from sume.envelope import JobEvent, parse
+from sume.envelope import MAX_STATUS_CHARS, JobEvent, parse
 from sume.intake import Outcome
 from sume.jobs import Source
 from tests.awscalls import counting_aws_calls
@@ -216,11 +216,37 @@ def test_wrong_secret_is_401(aws):
     [
         (b"not json", "body_not_json"),
         (b"[]", "body_not_object"),
-        (b'{"event":"job.completed","status":"OK"}', "missing_job_id"),
+        (b'{"event":"job.completed","status":"OK"}', "invalid_job_id"),
+        (b'{"event":"job.completed","job_id":" job "}', "invalid_job_id"),
+        (b'{"event":"job.completed","job_id":"job\\u0007"}', "invalid_job_id"),
+        (b'{"event":"job.completed","job_id":"job_\\ud800"}', "invalid_job_id"),
+        (b'{"event":"job.failed","job_id":7}', "invalid_job_id"),
+        (json.dumps({"event": "job.completed", "job_id": "é" * 400}).encode(), "invalid_job_id"),
+        (
+            b'{"event":"job.failed","job_id":"j","e":' + b"[" * 5000 + b"]" * 5000 + b"}",
+            "body_too_deep",
+        ),
     ],
 )
-def test_signed_but_malformed_is_400(aws, body, reason):
+def test_signed_but_malformed_is_400_and_costs_no_aws_call(aws_calls, body, reason):
     assert call(apigw_event(body, signed_headers(body))) == (400, {"error": reason})
+    assert aws_calls.total == 0
+
+
+def test_an_event_that_is_not_a_string_is_ignored(aws_calls):
+    body = raw_of({"event": ["job.completed"], "job_id": "job_odd"})
+    assert call(apigw_event(body, signed_headers(body))) == (200, {"result": "ignored"})
+    assert aws_calls.total == 0
+
+
+def test_a_huge_status_is_stored_bounded_and_the_body_kept_whole(aws):
+    body = job_body("job_loud", event="job.failed", status="E" * 600_000)
+    assert call(delivery_event(body)) == (200, {"result": "new", "job_id": "job_loud"})
+    stored = item(aws, "job_loud")
+    assert stored["status"]["S"] == "E" * MAX_STATUS_CHARS
+    bucket, _, key = stored["body_ref"]["S"].removeprefix("s3://").partition("/")
+    kept = boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+    assert json.loads(kept)["status"] == body["status"]
 
 
 def test_dynamodb_failure_is_503_and_nothing_queued(aws):

@@ -409,8 +409,7 @@ def test_an_event_stored_in_s3_is_read_from_there(world, server, local_urls):
 
 
 def test_unknown_and_empty_messages(aws):
-    ids, failed = run("job_that_was_never_received", " ")
-    assert failed == [ids[1]]
+    assert run("job_that_was_never_received", " ", "")[1] == []
 
 
 # -- the invocation's deadline -------------------------------------------------------
@@ -498,3 +497,20 @@ def test_presigned_query_strings_stay_out_of_the_logs_and_the_item(world, server
     for text in (logs.text, json.dumps(last_error)):
         assert "s3cr3t" not in text
         assert "AKIDEXAMPLE" not in text
+
+
+def test_a_body_that_is_not_a_job_id_is_dropped_and_counted_never_claimed(world, capsys, caplog):
+    job_id = deliver(job_body(event="job.failed"))
+    capsys.readouterr()
+
+    assert run(f" {job_id} ", f"{job_id}\n", "job_\x00")[1] == []
+
+    stored = world.item(job_id)
+    assert (stored["state"], stored.get("attempts")) == ("received", None)
+    assert world.announcements() == []
+    dropped = [
+        r for r in caplog.records if r.getMessage() == "message body is not a job id; dropped"
+    ]
+    assert [(r.levelname, r.reason) for r in dropped] == [("WARNING", "invalid_job_id")] * 3
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    assert [metrics["InvalidMessages"] for metrics in emitted] == [[1.0] * 3]

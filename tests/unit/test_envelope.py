@@ -2,7 +2,15 @@ import json
 
 import pytest
 
-from sume.envelope import JobEvent, MalformedEvent, Ping, UnknownEvent, parse
+from sume.envelope import (
+    MAX_DEPTH,
+    MAX_STATUS_CHARS,
+    JobEvent,
+    MalformedEvent,
+    Ping,
+    UnknownEvent,
+    parse,
+)
 
 
 @pytest.mark.parametrize(
@@ -35,23 +43,62 @@ def test_unknown_events_are_not_jobs(event):
     assert isinstance(parsed, UnknownEvent)
 
 
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
 @pytest.mark.parametrize(
     ("raw", "reason"),
     [
         (b"", "body_not_json"),
         (b"not json", "body_not_json"),
         (b"\xff\xfe{}", "body_not_json"),
+        (b'{"event":"job.completed","job_id":"j","n":NaN}', "body_not_json"),
+        (b'{"event":"job.completed","job_id":"j","n":-Infinity}', "body_not_json"),
         (b"[1,2]", "body_not_object"),
         (b'"job.completed"', "body_not_object"),
-        (b'{"event":"job.completed"}', "missing_job_id"),
-        (b'{"event":"job.completed","job_id":""}', "missing_job_id"),
-        (b'{"event":"job.completed","job_id":"   "}', "missing_job_id"),
-        (b'{"event":"job.failed","job_id":42}', "missing_job_id"),
-        (b'{"event":"job.canceled","job_id":null}', "missing_job_id"),
-        (json.dumps({"event": "job.failed", "job_id": "x" * 1025}).encode(), "job_id_too_long"),
+        (b'{"event":"job.completed"}', "invalid_job_id"),
+        (b'{"event":"job.completed","job_id":""}', "invalid_job_id"),
+        (b'{"event":"job.completed","job_id":"   "}', "invalid_job_id"),
+        (b'{"event":"job.completed","job_id":" job "}', "invalid_job_id"),
+        (b'{"event":"job.completed","job_id":"job\\u0001"}', "invalid_job_id"),
+        (b'{"event":"job.completed","job_id":"job_\\ud800"}', "invalid_job_id"),
+        (b'{"event":"job.failed","job_id":42}', "invalid_job_id"),
+        (b'{"event":"job.failed","job_id":["j"]}', "invalid_job_id"),
+        (b'{"event":"job.canceled","job_id":null}', "invalid_job_id"),
+        (json.dumps({"event": "job.failed", "job_id": "x" * 257}).encode(), "invalid_job_id"),
+        (json.dumps({"event": "job.failed", "job_id": "é" * 400}).encode(), "invalid_job_id"),
+        (f'{{"event":"job.completed","job_id":"j","e":{nested(5000)}}}'.encode(), "body_too_deep"),
+        (nested(5000).encode(), "body_too_deep"),
+        (f'{{"a":{nested(MAX_DEPTH)}}}'.encode(), "body_too_deep"),
     ],
 )
 def test_malformed(raw, reason):
     with pytest.raises(MalformedEvent) as err:
         parse(raw)
     assert err.value.reason == reason
+
+
+def test_nesting_up_to_the_limit_is_accepted_and_brackets_in_strings_do_not_count():
+    deepest = f'{{"event":"job.failed","job_id":"j","error":{nested(MAX_DEPTH - 1)}}}'
+    assert isinstance(parse(deepest.encode()), JobEvent)
+    quoted = json.dumps({"event": "job.failed", "job_id": "j", "error": "[{" * 5000 + '\\"['})
+    assert isinstance(parse(quoted.encode()), JobEvent)
+
+
+@pytest.mark.parametrize("event", [["job.completed"], {"job.completed": 1}, 1.5, True])
+def test_an_event_that_is_not_a_string_is_ignored(event):
+    assert parse(json.dumps({"event": event, "job_id": "j"}).encode()) == UnknownEvent(None)
+
+
+def test_the_stored_status_is_bounded_and_the_body_kept_whole():
+    raw = json.dumps({"event": "job.failed", "job_id": "j", "status": "E" * 500_000 + "\ud800"})
+    parsed = parse(raw.encode())
+    assert isinstance(parsed, JobEvent)
+    assert parsed.status == "E" * MAX_STATUS_CHARS
+    assert parsed.raw == raw
+    surrogate = parse(b'{"event":"job.failed","job_id":"j","status":"ERR\\udc00"}')
+    assert isinstance(surrogate, JobEvent)
+    assert surrogate.status == "ERR\ufffd"
+    unknown = parse(json.dumps({"event": "x" * 100_000}).encode())
+    assert unknown == UnknownEvent("x" * MAX_STATUS_CHARS)

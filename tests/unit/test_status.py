@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from sume.envelope import MAX_STATUS_CHARS
 from sume.settings import ConfigurationError
 from sume.status import (
     StatusClient,
@@ -128,6 +129,8 @@ def test_failed_carries_error_object_or_message_or_a_default():
         (200, json.dumps({"event": "webhook.test", "request_id": "r"}), "not_terminal"),
         (200, json.dumps(["completed"]), "body_not_object"),
         (200, "<html>completed</html>", "body_not_json"),
+        (200, '{"status":"completed","progress":NaN}', "body_not_json"),
+        (200, '{"status":"completed","x":' + "[" * 5000 + "]" * 5000 + "}", "body_too_deep"),
         (404, "", "http_404"),
         (410, "", "http_410"),
     ],
@@ -135,6 +138,41 @@ def test_failed_carries_error_object_or_message_or_a_default():
 def test_anything_else_is_not_yet(status, text, reason):
     result = interpret("job_1", status, text)
     assert (result.verdict, result.reason, result.event) == (Verdict.PENDING, reason, None)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"status": "completed"},
+        {"event": "job.completed"},
+        job_body(" job_1 "),
+    ],
+)
+def test_a_job_registered_under_an_invalid_id_is_never_recorded(data):
+    # Only a job registered before the id rule can have one.
+    result = interpret(" job_1 ", *answer(data))
+    assert (result.verdict, result.reason, result.event) == (
+        Verdict.UNREACHABLE,
+        "invalid_job_id",
+        None,
+    )
+    assert result.permanent
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"status": "failed", "detail": "x\ud800", "note": "E" * 100_000},
+        {"event": "job.failed", "status": "E" * 100_000 + "\ud800"},
+        job_body("job_1", event="job.failed", status="E" * 100_000),
+    ],
+)
+def test_what_a_poll_stores_is_bounded_and_valid_utf8(data):
+    result = interpret("job_1", *answer(data))
+    assert result.event is not None
+    assert len(result.event.status) <= MAX_STATUS_CHARS
+    result.event.raw.encode("utf-8")
+    assert json.loads(result.event.raw)["job_id"] == "job_1"
 
 
 @pytest.mark.parametrize(
