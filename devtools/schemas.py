@@ -19,12 +19,11 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Final
 
+from infra.spec import SCHEMAS_DIR
 from sume.schema import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE
 
-SCHEMAS_DIR: Final = Path(__file__).resolve().parent.parent / "schemas"
 DRAFT_4: Final = "http://json-schema.org/draft-04/schema#"
 # What sume.announce writes: processed_at, and each artifact's ARN.
 ISO_SECOND: Final = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"

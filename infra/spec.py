@@ -7,6 +7,7 @@ index and queues on moto that ``infra`` deploys, and they cannot drift.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 from sume.schema import (
@@ -37,6 +38,10 @@ TTL: Final = TTL_ATTRIBUTE
 # jobs queue); after MAX_RECEIVES failed attempts a message goes to its DLQ.
 REGISTRATION_PATTERN: Final = {"detail-type": [REGISTRATION_DETAIL_TYPE]}
 REGISTRATIONS_VISIBILITY_TIMEOUT: Final = 6 * POLLER_TIMEOUT
+
+# The JSON Schemas of the events on the bus (built by devtools.schemas),
+# registered in the stack's schema registry as they are.
+SCHEMAS_DIR: Final = Path(__file__).resolve().parent.parent / "schemas"
 
 
 def table_definition(table_name: str) -> dict[str, Any]:

@@ -13,7 +13,8 @@ import pytest
 from jsonschema import Draft4Validator
 
 import worker
-from devtools.schemas import SCHEMAS_DIR, file_name
+from devtools.schemas import file_name
+from infra.spec import SCHEMAS_DIR
 from sume.schema import DETAIL_TYPES
 from sume.settings import WorkerSettings
 from tests.builders import job_body

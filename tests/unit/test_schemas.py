@@ -6,7 +6,8 @@ import pytest
 from jsonschema import Draft4Validator
 
 from devtools import schemas
-from devtools.schemas import SCHEMAS_DIR, file_name
+from devtools.schemas import file_name
+from infra.spec import SCHEMAS_DIR
 from sume.schema import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE
 
 
