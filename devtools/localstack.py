@@ -31,13 +31,14 @@ from types import FrameType
 from typing import Any, TextIO
 
 import boto3
+from botocore.exceptions import ClientError
 
 from devtools.apigw import HttpApiServer, LambdaContext, http_api_event
 from devtools.eventsources import QueueTap, Schedule, SqsEventSource
 from devtools.resources import create_resources, environment
 from infra import spec
 from infra.spec import ResourceNames
-from sume.schema import DETAIL_TYPES, EVENT_SOURCE, WEBHOOK_PATH
+from sume.schema import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH
 
 HOST = "127.0.0.1"
 REGION = "us-east-1"
@@ -95,7 +96,7 @@ class Entry:
     at: float
     kind: str
     """received, duplicate, conflict, test, ignored, rejected, error, retry, dlq, poll,
-    processed, recovered"""
+    processed, recovered, registered, refused"""
     job_id: str | None
     detail: str
 
@@ -184,6 +185,8 @@ class LocalStack:
         self._clients: dict[str, Any] = {}
         self._session: boto3.session.Session | None = None
         self._clients_lock = threading.Lock()
+        # One poller container: a registration batch and a scheduled run never overlap.
+        self._poller_lock = threading.Lock()
         self.endpoint_url = ""
         self.url = ""
         self.port = 0
@@ -268,8 +271,21 @@ class LocalStack:
                 )
             )
         poller = importlib.import_module("poller")
+        poller_handler = self._one_at_a_time(self._contained(poller.handler))
+        # Registration events: the rule on the bus fills this queue, as in AWS.
+        self._loops.append(
+            SqsEventSource(
+                sqs,
+                self.names.registrations_queue_url,
+                poller_handler,
+                f"{self.prefix}-poller",
+                spec.POLLER_TIMEOUT,
+                self.settings.retry_delay_seconds,
+                observer=self._on_registrations,
+            )
+        )
         self._schedule = Schedule(
-            self._contained(poller.handler),
+            poller_handler,
             self.settings.poll_every_seconds,
             f"{self.prefix}-poller",
             spec.POLLER_TIMEOUT,
@@ -465,6 +481,13 @@ class LocalStack:
 
         return invoke
 
+    def _one_at_a_time(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        def invoke(event: dict[str, Any], context: Any) -> Any:
+            with self._poller_lock:
+                return handler(event, context)
+
+        return invoke
+
     def _on_delivery(self, event: dict[str, Any], response: dict[str, Any]) -> None:
         status = int(response.get("statusCode", 0))
         try:
@@ -503,6 +526,23 @@ class LocalStack:
                     f"{why}; retried in {self.settings.retry_delay_seconds}s",
                 )
 
+    def _on_registrations(
+        self, messages: list[dict[str, Any]], failed: set[str], error: BaseException | None
+    ) -> None:
+        for message in messages:
+            job_id = _registered_job_id(message["Body"])
+            if message["MessageId"] in failed:
+                self.journal.add("retry", job_id, "registration failed; SQS retries it")
+                continue
+            try:
+                state = self._stored(job_id, "state")
+            except ClientError:  # an id DynamoDB refuses as a key, which expect refused too
+                state = None
+            if state is None:
+                self.journal.add("refused", job_id, "registration event: in the registrations DLQ")
+            else:
+                self.journal.add("registered", job_id, f"by event; the job is {state}")
+
     def _on_poll(self, result: Any) -> None:
         if isinstance(result, dict) and any(
             isinstance(v, int) and not isinstance(v, bool) and v for v in result.values()
@@ -520,7 +560,7 @@ class LocalStack:
         outcome = OUTCOME_OF_DETAIL_TYPE.get(event.get("detail-type", ""), "?")
         artifacts = detail.get("artifacts") or []
         words = outcome + (f", {len(artifacts)} artifact(s) stored" if artifacts else "")
-        source = self._source_of(job_id)
+        source = self._stored(job_id, "source")
         if source == "poll":
             self.journal.add("recovered", job_id, f"by status_url poll: {words}")
         else:
@@ -529,7 +569,8 @@ class LocalStack:
         with self._announced:
             self.announcements.append(event)
 
-    def _source_of(self, job_id: str | None) -> str | None:
+    def _stored(self, job_id: str | None, attribute: str) -> str | None:
+        """A string attribute of the job's item, if both exist."""
         if not job_id or not self.names:
             return None
         item = (
@@ -537,12 +578,12 @@ class LocalStack:
             .get_item(
                 TableName=self.names.table,
                 Key={"job_id": {"S": job_id}},
-                ProjectionExpression="#s",
-                ExpressionAttributeNames={"#s": "source"},
+                ProjectionExpression="#a",
+                ExpressionAttributeNames={"#a": attribute},
             )
             .get("Item")
         )
-        return item["source"]["S"] if item and "source" in item else None
+        return item[attribute]["S"] if item and attribute in item else None
 
     def _subscribe_announcements(self) -> str:
         """A queue subscribed to the bus, as any consumer of the announcements would."""
@@ -585,6 +626,10 @@ class LocalStack:
         yield f"  artifacts bucket  {n.artifacts_bucket}"
         yield f"  payloads bucket   {n.payloads_bucket}"
         yield f"  event bus         {n.event_bus}"
+        yield (
+            f"  registrations     put '{REGISTRATION_DETAIL_TYPE}' on the bus; "
+            f"refused ones wait in {n.registrations_dlq_url}"
+        )
         yield f"  signing secret    {n.signing_secret_arn}"
         yield f"  API token secret  {n.api_token_secret_arn}"
         yield f"  announcements     {self.announcements_queue_url}   (a rule on the bus; read here)"
@@ -610,6 +655,16 @@ class LocalStack:
             "Send one:  .venv/bin/python -m devtools.simulator send "
             f"{self.url} --secret {self.signing_secret}"
         )
+
+
+def _registered_job_id(body: str) -> str | None:
+    """The job id a registration event names, for the journal (None if it names none)."""
+    try:
+        detail = json.loads(body).get("detail")
+        job_id = detail.get("job_id")
+    except (ValueError, AttributeError):
+        return None
+    return job_id if isinstance(job_id, str) and job_id else None
 
 
 def _port(name: str, default: int) -> int:
