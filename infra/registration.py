@@ -14,17 +14,17 @@ ready to be moved back to the queue once the cause is fixed.
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import spec
+from infra.messaging import queue_with_dlq
 from infra.monitoring import PERIOD, Monitoring, app_metric
 from sume.schema import REGISTRATION_DETAIL_TYPE
 
@@ -41,25 +41,10 @@ class JobRegistrations(Construct):
         is_dev: bool,
     ) -> None:
         super().__init__(scope, construct_id)
-        removal = RemovalPolicy.DESTROY if is_dev else RemovalPolicy.RETAIN
-        self.dlq = sqs.Queue(
+        self.queue, self.dlq = queue_with_dlq(
             self,
-            "DeadLetters",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.seconds(spec.DLQ_RETENTION_SECONDS),
-            removal_policy=removal,
-        )
-        self.queue = sqs.Queue(
-            self,
-            "Queue",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            visibility_timeout=Duration.seconds(spec.REGISTRATIONS_VISIBILITY_TIMEOUT),
-            dead_letter_queue=sqs.DeadLetterQueue(
-                queue=self.dlq, max_receive_count=spec.MAX_RECEIVES
-            ),
-            removal_policy=removal,
+            visibility_timeout_seconds=spec.REGISTRATIONS_VISIBILITY_TIMEOUT,
+            is_dev=is_dev,
         )
         self.rule = events.Rule(
             self,

@@ -9,7 +9,7 @@ from typing import Any
 
 from devtools.localstack import LocalStack
 from devtools.simulator import Sume
-from sume.schema import REGISTRATION_DETAIL_TYPE
+from tests.builders import registration_entry
 
 BOUND = 60.0
 
@@ -18,14 +18,7 @@ def put_registration(stack: LocalStack, detail: dict[str, Any]) -> None:
     """What an application in any language does: one PutEvents on the stack's bus."""
     assert stack.names is not None
     response = stack.client("events").put_events(
-        Entries=[
-            {
-                "EventBusName": stack.names.event_bus,
-                "Source": "com.example.orders",
-                "DetailType": REGISTRATION_DETAIL_TYPE,
-                "Detail": json.dumps(detail),
-            }
-        ]
+        Entries=[registration_entry(stack.names.event_bus, detail)]
     )
     assert response["FailedEntryCount"] == 0
 

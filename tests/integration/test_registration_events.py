@@ -16,7 +16,7 @@ from sume.queue import DeadLetterQueue
 from sume.registration import MAX_LOGGED_BYTES, Registrations
 from sume.registry import Registry
 from sume.schema import DUE_SHARDS, REGISTRATION_DETAIL_TYPE
-from tests.builders import LambdaContext, scheduled_event
+from tests.builders import LambdaContext, registration_entry, scheduled_event
 
 URL = "https://api.sume.example/v1/jobs/"
 METADATA = {"customer": "c-1234", "email": "someone@example.com"}
@@ -32,14 +32,7 @@ class Bus:
 
     def put(self, detail: Any, detail_type: str = REGISTRATION_DETAIL_TYPE) -> None:
         response = self.events.put_events(
-            Entries=[
-                {
-                    "EventBusName": self.names.event_bus,
-                    "Source": "com.example.orders",
-                    "DetailType": detail_type,
-                    "Detail": json.dumps(detail),
-                }
-            ]
+            Entries=[registration_entry(self.names.event_bus, detail, detail_type)]
         )
         assert response["FailedEntryCount"] == 0
 

@@ -116,17 +116,23 @@ def record(i, path="x" * 200):
     }
 
 
+def completed(**fields):
+    """A completed job's announcement, with ``fields`` instead of the defaults."""
+    defaults = {
+        "job_id": "j",
+        "result": "completed",
+        "outcome": "completed",
+        "event": "job.completed",
+        "status": "OK",
+        "processed_at": 0,
+    }
+    return Announcement(**{**defaults, **fields})
+
+
 def test_an_artifact_list_too_long_to_announce_keeps_its_first_records():
     records = [record(i) for i in range(2000)]
-    announcement = Announcement(
-        job_id="j",
-        result="completed",
-        outcome="completed",
-        event="job.completed",
-        status="OK" * 100_000,
-        processed_at=0,
-        error={"message": "m" * 500_000},
-        artifacts=records,
+    announcement = completed(
+        status="OK" * 100_000, error={"message": "m" * 500_000}, artifacts=records
     )
 
     detail, resources = announcement.contents()
@@ -157,15 +163,7 @@ class RecordingEvents:
 
 
 def test_the_announcement_names_each_listed_artifact_by_its_s3_arn():
-    announcement = Announcement(
-        job_id="j",
-        result="completed",
-        outcome="completed",
-        event="job.completed",
-        status="OK",
-        processed_at=0,
-        artifacts=[record(0), record(1)],
-    )
+    announcement = completed(artifacts=[record(0), record(1)])
     events = RecordingEvents()
 
     Announcer(events, "bus", "aws-cn").announce(announcement)
