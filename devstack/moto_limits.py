@@ -6,7 +6,9 @@ before refusing it), SQS message bodies with characters outside XML's
 allowed set, EventBridge entries over 256 KB, S3 keys over 1,024 bytes. Code
 that passes on moto would then fail only in AWS, after deployment. The
 backends are patched (not botocore), so the limits hold for in-process
-``mock_aws`` and for moto's threaded server alike.
+``mock_aws`` and for moto's threaded server alike. One gap the other way:
+moto delivers events to rule targets without their ``account``, which AWS
+always sets and the published schemas require; it is added here.
 
 Where AWS documents a size as approximate, the estimate here rounds up, so a
 test never accepts what AWS might refuse; moto's own 405,000-byte item check
@@ -54,6 +56,7 @@ def install() -> None:
             return
         _limit_dynamodb()
         _limit_events()
+        _whole_events()
         _limit_sqs()
         _limit_s3()
         _installed = True
@@ -234,6 +237,16 @@ def _limit_events() -> None:
             raise ValidationException(EVENTS_SIZE_MESSAGE)
 
     _guard(EventsBackend, "put_events", check)
+
+
+def _whole_events() -> None:
+    from moto.events.utils import EventTemplateParser
+
+    template = EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE
+    if '"account"' not in template:
+        EventTemplateParser.DEFAULT_EVENT_INPUT_TEMPLATE = template.replace(
+            '"source": "<source>",', '"source": "<source>", "account": "<account>",'
+        )
 
 
 def _limit_sqs() -> None:

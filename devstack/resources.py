@@ -30,22 +30,7 @@ def create_resources(
         TimeToLiveSpecification={"Enabled": True, "AttributeName": spec.TTL},
     )
 
-    dlq_url = sqs.create_queue(
-        QueueName=f"{prefix}-jobs-dlq",
-        Attributes={"MessageRetentionPeriod": str(spec.DLQ_RETENTION_SECONDS)},
-    )["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
-    queue_url = sqs.create_queue(
-        QueueName=f"{prefix}-jobs",
-        Attributes={
-            "VisibilityTimeout": str(spec.QUEUE_VISIBILITY_TIMEOUT),
-            "RedrivePolicy": json.dumps(
-                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(spec.MAX_RECEIVES)}
-            ),
-        },
-    )["QueueUrl"]
+    queue_url, dlq_url = _queue_with_dlq(sqs, f"{prefix}-jobs", spec.QUEUE_VISIBILITY_TIMEOUT)
 
     artifacts = f"{prefix}-artifacts"
     payloads = f"{prefix}-payloads"
@@ -54,6 +39,7 @@ def create_resources(
 
     bus = f"{prefix}-jobs-bus"
     events.create_event_bus(Name=bus)
+    registrations_url, registrations_dlq_url = _registrations(sqs, events, prefix, bus)
 
     secrets = session.client("secretsmanager", **kw)
     signing_arn = api_token_arn = None
@@ -74,7 +60,57 @@ def create_resources(
         event_bus=bus,
         signing_secret_arn=signing_arn,
         api_token_secret_arn=api_token_arn,
+        registrations_queue_url=registrations_url,
+        registrations_dlq_url=registrations_dlq_url,
     )
+
+
+def _queue_with_dlq(sqs: Any, name: str, visibility_timeout: int) -> tuple[str, str]:
+    """A queue whose messages go to ``<name>-dlq`` after ``spec.MAX_RECEIVES`` receives."""
+    dlq_url = sqs.create_queue(
+        QueueName=f"{name}-dlq",
+        Attributes={"MessageRetentionPeriod": str(spec.DLQ_RETENTION_SECONDS)},
+    )["QueueUrl"]
+    dlq_arn = _arn(sqs, dlq_url)
+    queue_url = sqs.create_queue(
+        QueueName=name,
+        Attributes={
+            "VisibilityTimeout": str(visibility_timeout),
+            "RedrivePolicy": json.dumps(
+                {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(spec.MAX_RECEIVES)}
+            ),
+        },
+    )["QueueUrl"]
+    return queue_url, dlq_url
+
+
+def _arn(sqs: Any, queue_url: str) -> str:
+    return str(
+        sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+    )
+
+
+def _registrations(sqs: Any, events: Any, prefix: str, bus: str) -> tuple[str, str]:
+    """The registrations queue and DLQ, and the rule on the bus that fills the queue."""
+    url, dlq_url = _queue_with_dlq(
+        sqs, f"{prefix}-registrations", spec.REGISTRATIONS_VISIBILITY_TIMEOUT
+    )
+    rule = f"{prefix}-registrations"
+    events.put_rule(Name=rule, EventBusName=bus, EventPattern=json.dumps(spec.REGISTRATION_PATTERN))
+    events.put_targets(
+        Rule=rule,
+        EventBusName=bus,
+        Targets=[
+            {
+                "Id": "registrations",
+                "Arn": _arn(sqs, url),
+                "DeadLetterConfig": {"Arn": _arn(sqs, dlq_url)},
+            }
+        ],
+    )
+    return url, dlq_url
 
 
 def environment(names: ResourceNames) -> dict[str, str]:
@@ -90,4 +126,6 @@ def environment(names: ResourceNames) -> dict[str, str]:
         env["SIGNING_SECRET_ARN"] = names.signing_secret_arn
     if names.api_token_secret_arn:
         env["SUME_API_TOKEN_ARN"] = names.api_token_secret_arn
+    if names.registrations_dlq_url:
+        env["REGISTRATION_DLQ_URL"] = names.registrations_dlq_url
     return env

@@ -31,6 +31,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 import boto3
+from botocore.exceptions import ClientError
 
 from devstack.apigw import HttpApiServer, http_api_event
 from devstack.eventsources import QueueTap, Schedule, SqsEventSource
@@ -39,7 +40,7 @@ from devstack.resources import create_resources, environment
 from infra import spec
 from infra.spec import ResourceNames
 from sume.jobs import from_item
-from sume.names import DETAIL_TYPES, EVENT_SOURCE, WEBHOOK_PATH
+from sume.names import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH
 from sume.settings import ConfigurationError, PollerSettings, ReceiverSettings, WorkerSettings
 
 HOST = "127.0.0.1"
@@ -96,7 +97,7 @@ class Entry:
     at: float
     kind: str
     """received, duplicate, conflict, test, ignored, rejected, error, retry, dlq, poll,
-    processed, recovered, processing_error"""
+    processed, recovered, processing_error, registered, refused"""
     job_id: str | None
     detail: str
 
@@ -210,6 +211,8 @@ class DevStack:
         self._clients: dict[str, Any] = {}
         self._session: boto3.session.Session | None = None
         self._clients_lock = threading.Lock()
+        # One poller container: a registration batch and a scheduled run never overlap.
+        self._poller_lock = threading.Lock()
         self.endpoint_url = ""
         self.url = ""
         self.port = 0
@@ -300,8 +303,21 @@ class DevStack:
                 )
             )
         poller = importlib.import_module("poller")
+        poller_handler = self._one_at_a_time(self._contained(poller.handler))
+        # Registration events: the rule on the bus fills this queue, as in AWS.
+        self._loops.append(
+            SqsEventSource(
+                sqs,
+                self.names.registrations_queue_url,
+                poller_handler,
+                f"{self.prefix}-poller",
+                spec.POLLER_TIMEOUT,
+                self.settings.retry_delay_seconds,
+                observer=self._on_registrations,
+            )
+        )
         self._schedule = Schedule(
-            self._contained(poller.handler),
+            poller_handler,
             self.settings.poll_every_seconds,
             f"{self.prefix}-poller",
             spec.POLLER_TIMEOUT,
@@ -497,6 +513,13 @@ class DevStack:
 
         return invoke
 
+    def _one_at_a_time(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        def invoke(event: dict[str, Any], context: Any) -> Any:
+            with self._poller_lock:
+                return handler(event, context)
+
+        return invoke
+
     def _on_delivery(self, event: dict[str, Any], response: dict[str, Any]) -> None:
         status = int(response.get("statusCode", 0))
         try:
@@ -545,6 +568,24 @@ class DevStack:
             return "JobBusy"
         last_error = item.get("last_error")
         return str(last_error.get("code")) if isinstance(last_error, dict) else "reported failed"
+
+    def _on_registrations(
+        self, messages: list[dict[str, Any]], failed: set[str], error: BaseException | None
+    ) -> None:
+        for message in messages:
+            job_id = _registered_job_id(message["Body"])
+            if message["MessageId"] in failed:
+                self.journal.add("retry", job_id, "registration failed; SQS retries it")
+                continue
+            try:
+                item = self._item(job_id, "state") if job_id else None
+            except ClientError:  # an id DynamoDB refuses as a key, which expect refused too
+                item = None
+            state = item.get("state") if item else None
+            if state is None:
+                self.journal.add("refused", job_id, "registration event: in the registrations DLQ")
+            else:
+                self.journal.add("registered", job_id, f"by event; the job is {state}")
 
     def _on_poll(self, result: Any) -> None:
         if isinstance(result, dict) and any(
@@ -636,6 +677,10 @@ class DevStack:
         yield f"  artifacts bucket  {n.artifacts_bucket}"
         yield f"  payloads bucket   {n.payloads_bucket}"
         yield f"  event bus         {n.event_bus}"
+        yield (
+            f"  registrations     put '{REGISTRATION_DETAIL_TYPE}' on the bus; "
+            f"refused ones wait in {n.registrations_dlq_url}"
+        )
         yield f"  signing secret    {n.signing_secret_arn}"
         yield f"  API token secret  {n.api_token_secret_arn}"
         yield f"  announcements     {self.announcements_queue_url}   (a rule on the bus; read here)"
@@ -668,6 +713,16 @@ def start_problem(exc: OSError | ConfigurationError, port_variables: Mapping[str
     if isinstance(exc, PortTaken):
         return f"cannot start: {exc}: set {port_variables[exc.role]} to a free one"
     return f"cannot start: {exc}"
+
+
+def _registered_job_id(body: str) -> str | None:
+    """The job id a registration event names, for the journal (None if it names none)."""
+    try:
+        detail = json.loads(body).get("detail")
+        job_id = detail.get("job_id")
+    except (ValueError, AttributeError):
+        return None
+    return job_id if isinstance(job_id, str) and job_id else None
 
 
 def _port(name: str, default: int) -> int:

@@ -66,6 +66,7 @@ def build_processor(
     clock: Callable[[], float] = time.time,
 ) -> JobProcessor:
     s3 = client("s3", patient=True)
+    events = client("events", patient=True)
     http = SafeHttp(
         settings.url_policy,
         settings.connect_timeout_seconds,
@@ -87,7 +88,8 @@ def build_processor(
             settings.max_artifact_bytes,
             settings.part_size_bytes,
         ),
-        announcer=Announcer(client("events", patient=True), settings.event_bus_name),
+        # The artifacts' ARNs name the bucket's partition, which is the bus's.
+        announcer=Announcer(events, settings.event_bus_name, events.meta.partition),
         clock=clock,
         lease_seconds=settings.lease_seconds,
         retention_days=settings.retention_days,

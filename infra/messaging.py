@@ -20,26 +20,35 @@ class JobsQueue(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, is_dev: bool) -> None:
         super().__init__(scope, construct_id)
-        removal = RemovalPolicy.DESTROY if is_dev else RemovalPolicy.RETAIN
-        self.dlq = sqs.Queue(
-            self,
-            "DeadLetters",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.seconds(spec.DLQ_RETENTION_SECONDS),
-            removal_policy=removal,
+        self.queue, self.dlq = queue_with_dlq(
+            self, visibility_timeout_seconds=spec.QUEUE_VISIBILITY_TIMEOUT, is_dev=is_dev
         )
-        self.queue = sqs.Queue(
-            self,
-            "Queue",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            visibility_timeout=Duration.seconds(spec.QUEUE_VISIBILITY_TIMEOUT),
-            dead_letter_queue=sqs.DeadLetterQueue(
-                queue=self.dlq, max_receive_count=spec.MAX_RECEIVES
-            ),
-            removal_policy=removal,
-        )
+
+
+def queue_with_dlq(
+    scope: Construct, *, visibility_timeout_seconds: int, is_dev: bool
+) -> tuple[sqs.Queue, sqs.Queue]:
+    """``scope``'s ``Queue`` and its ``DeadLetters``, where a message goes after
+    ``spec.MAX_RECEIVES`` receives: encrypted, TLS only, kept with the data."""
+    removal = RemovalPolicy.DESTROY if is_dev else RemovalPolicy.RETAIN
+    dlq = sqs.Queue(
+        scope,
+        "DeadLetters",
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        retention_period=Duration.seconds(spec.DLQ_RETENTION_SECONDS),
+        removal_policy=removal,
+    )
+    queue = sqs.Queue(
+        scope,
+        "Queue",
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        visibility_timeout=Duration.seconds(visibility_timeout_seconds),
+        dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=spec.MAX_RECEIVES),
+        removal_policy=removal,
+    )
+    return queue, dlq
 
 
 class AnnouncementBus(Construct):

@@ -195,6 +195,14 @@ class Monitoring(Construct):
         ]
         self.dashboard = self._dashboard(dashboard_name, w, errors)
 
+    def add_alarm(
+        self, construct_id: str, metric: cw.IMetric, threshold: int, text: str
+    ) -> cw.Alarm:
+        """One more alarm on the topic, for a concern whose construct lives elsewhere."""
+        alarm = self._alarm(construct_id, metric, threshold, text)
+        self.alarms.append(alarm)
+        return alarm
+
     def _alarm(self, construct_id: str, metric: cw.IMetric, threshold: int, text: str) -> cw.Alarm:
         alarm = cw.Alarm(
             self,

@@ -7,9 +7,17 @@ index and queues on moto that ``infra`` deploys, and they cannot drift.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
-from sume.names import DUE_AT, DUE_INDEX, DUE_SHARD, JOB_ID, TTL_ATTRIBUTE
+from sume.names import (
+    DUE_AT,
+    DUE_INDEX,
+    DUE_SHARD,
+    JOB_ID,
+    REGISTRATION_DETAIL_TYPE,
+    TTL_ATTRIBUTE,
+)
 
 # Lambda timeouts (seconds). The receiver answers well inside Sume's 10 s.
 RECEIVER_TIMEOUT: Final = 8
@@ -24,6 +32,16 @@ MAX_RECEIVES: Final = 5
 DLQ_RETENTION_SECONDS: Final = 14 * 24 * 3600
 
 TTL: Final = TTL_ATTRIBUTE
+
+# Registration events: a rule on the bus sends them to the registrations queue,
+# whose event source hands them to the poller (same visibility rule as the
+# jobs queue); after MAX_RECEIVES failed attempts a message goes to its DLQ.
+REGISTRATION_PATTERN: Final = {"detail-type": [REGISTRATION_DETAIL_TYPE]}
+REGISTRATIONS_VISIBILITY_TIMEOUT: Final = 6 * POLLER_TIMEOUT
+
+# The JSON Schemas of the events on the bus (built by infra.schema_files),
+# registered in the stack's schema registry as they are.
+SCHEMAS_DIR: Final = Path(__file__).resolve().parent.parent / "schemas"
 
 
 def table_definition(table_name: str) -> dict[str, Any]:
@@ -66,6 +84,8 @@ OUTPUTS: Final = {
     "event_bus": "EventBusName",
     "signing_secret_arn": "SigningSecretArn",
     "api_token_secret_arn": "SumeApiTokenSecretArn",
+    "registrations_queue_url": "RegistrationQueueUrl",
+    "registrations_dlq_url": "RegistrationDlqUrl",
 }
 
 
@@ -81,6 +101,8 @@ class ResourceNames:
     event_bus: str
     signing_secret_arn: str | None = None
     api_token_secret_arn: str | None = None
+    registrations_queue_url: str = ""
+    registrations_dlq_url: str = ""
 
 
 # The local stack's timings: seconds instead of minutes, so a crash, a lost
@@ -100,3 +122,9 @@ LOCAL_TIMINGS: Final = {
 # Outputs for people rather than the ops CLI: where alarms go, what to open.
 OUTPUT_ALARM_TOPIC: Final = "AlarmTopicArn"
 OUTPUT_DASHBOARD: Final = "DashboardName"
+
+# Outputs for applications that register jobs by event (what to put, and the
+# managed policy that lets them put it) or read the events' schemas.
+OUTPUT_REGISTRATION_DETAIL_TYPE: Final = "RegistrationDetailType"
+OUTPUT_REGISTRATION_POLICY: Final = "RegistrationPolicyArn"
+OUTPUT_SCHEMA_REGISTRY: Final = "SchemaRegistryName"

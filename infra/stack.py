@@ -24,10 +24,12 @@ from infra.functions import FunctionFactory, FunctionSpec
 from infra.messaging import AnnouncementBus, JobsQueue
 from infra.monitoring import Monitored, Monitoring
 from infra.nag import acknowledge
+from infra.registration import JobRegistrations
 from infra.scheduling import PollerSchedule
+from infra.schemas import EventSchemas
 from infra.secrets import SumeSecrets
 from infra.storage import Buckets, JobsTable
-from sume.names import DUE_INDEX, SERVICE_NAME
+from sume.names import DUE_INDEX, REGISTRATION_DETAIL_TYPE, SERVICE_NAME
 
 # sume.payloads.PayloadStore keys every large event under this prefix.
 PAYLOADS_PREFIX: Final = "events/*"
@@ -210,6 +212,16 @@ class SumeWebhooksStack(Stack):
             api_client_error_threshold=config.api_client_error_threshold,
             removal_policy=removal,
         )
+        registrations = JobRegistrations(
+            self,
+            "Registrations",
+            bus=bus,
+            poller=poller,
+            policy_name=f"{name}-register-jobs",
+            is_dev=config.is_dev,
+        )
+        registrations.watch(monitoring)
+        schemas = EventSchemas(self, "Schemas", registry_name=f"{name}-events")
 
         outputs = {
             spec.OUTPUT_WEBHOOK_URL: (api.webhook_url, "Give this URL to Sume"),
@@ -226,6 +238,26 @@ class SumeWebhooksStack(Stack):
             spec.OUTPUTS["api_token_secret_arn"]: (
                 secrets.api_token.secret_arn,
                 "Put the Sume API token here",
+            ),
+            spec.OUTPUTS["registrations_queue_url"]: (
+                registrations.queue.queue_url,
+                "Registration events, queued for the poller",
+            ),
+            spec.OUTPUTS["registrations_dlq_url"]: (
+                registrations.dlq.queue_url,
+                "Registration events that did not register",
+            ),
+            spec.OUTPUT_REGISTRATION_DETAIL_TYPE: (
+                REGISTRATION_DETAIL_TYPE,
+                "Put this detail-type on the EventBusName bus to register a job",
+            ),
+            spec.OUTPUT_REGISTRATION_POLICY: (
+                registrations.put_policy.managed_policy_arn,
+                "Attach to an application's role to let it register jobs by event",
+            ),
+            spec.OUTPUT_SCHEMA_REGISTRY: (
+                schemas.registry.attr_registry_name,
+                "JSON Schemas of the events on the bus",
             ),
             spec.OUTPUT_ALARM_TOPIC: (monitoring.topic.topic_arn, "Alarm notifications"),
             spec.OUTPUT_DASHBOARD: (monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),

@@ -39,7 +39,13 @@ def _error_code(exc: ClientError) -> str:
 
 def from_outputs(outputs: Mapping[str, str], description: str) -> Stack:
     """Map CloudFormation outputs onto resource names; every required key must be there."""
-    optional = {"signing_secret_arn", "api_token_secret_arn"}
+    # Stacks deployed before registration by event have no registration queues.
+    optional = {
+        "signing_secret_arn",
+        "api_token_secret_arn",
+        "registrations_queue_url",
+        "registrations_dlq_url",
+    }
     missing = [
         key for field, key in spec.OUTPUTS.items() if field not in optional and key not in outputs
     ]

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from devstack.lambda_context import LambdaContext
-from sume.names import WEBHOOK_PATH
+from sume.names import REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH
 from sume.signature import sign
 
 SECRET = "whsec_test_secret"
@@ -126,6 +126,18 @@ def sqs_event(job_ids: Iterable[str], receive_count: int = 1) -> dict[str, Any]:
     }
 
 
+def registration_entry(
+    bus_name: str, detail: Any, detail_type: str = REGISTRATION_DETAIL_TYPE
+) -> dict[str, Any]:
+    """A PutEvents entry registering a job, as an application puts it on the bus."""
+    return {
+        "EventBusName": bus_name,
+        "Source": "com.example.orders",
+        "DetailType": detail_type,
+        "Detail": json.dumps(detail),
+    }
+
+
 def scheduled_event() -> dict[str, Any]:
     return {
         "version": "0",
@@ -147,6 +159,7 @@ __all__ = [
     "delivery_event",
     "job_body",
     "raw_of",
+    "registration_entry",
     "scheduled_event",
     "signed_headers",
     "sqs_event",

@@ -5,12 +5,16 @@ and a detail whose shape is documented in the README. Other services subscribe
 with a rule; nothing here changes when they do. Fields are only ever added;
 ``version`` changes if one ever has to change meaning.
 
+The entry's ``resources`` are the S3 object ARNs of the artifacts the detail
+lists, in the same order, as AWS services name what an event is about.
+
 EventBridge refuses an entry over 256 KB, and a refused announcement would be
-retried forever, so the detail is bounded by construction: Sume's ``error``
+retried forever, so the entry is bounded by construction: Sume's ``error``
 goes through ``sume.bounded.announced_error``, ``event`` and ``status`` are
-cut, and the artifact list keeps its first records while the whole detail
-stays within ``MAX_DETAIL_BYTES``; ``artifact_count`` always says how many
-there were, ``artifacts_truncated`` whether some were left out.
+cut, and the artifact list keeps its first records while the detail and the
+resources together stay within ``MAX_ENTRY_BYTES``; a record and its ARN are
+kept or left out together. ``artifact_count`` always says how many there
+were, ``artifacts_truncated`` whether some were left out of both.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from sume.names import DETAIL_TYPES, EVENT_SOURCE
 
 DETAIL_VERSION = 1
 ARTIFACT_FIELDS = ("bucket", "key", "uri", "size", "sha256", "content_type", "source_url")
-# EventBridge's entry limit is 256 KiB for Source, DetailType, Detail and Time
-# together; the rest of the entry is far under the 16 KiB this leaves.
-MAX_DETAIL_BYTES = 240 * 1024
+# EventBridge's entry limit is 256 KiB for Source, DetailType, Detail, Time and
+# Resources together; Detail and Resources get this much, and the rest of the
+# entry is far under the 16 KiB this leaves.
+MAX_ENTRY_BYTES = 240 * 1024
 MAX_NAME_BYTES = 256
 
 
@@ -59,6 +64,10 @@ class Announcement:
         return DETAIL_TYPES[self.result]
 
     def detail(self) -> dict[str, Any]:
+        return self.contents()[0]
+
+    def contents(self, partition: str = "aws") -> tuple[dict[str, Any], list[str]]:
+        """The detail and the resources (S3 object ARNs in ``partition``), cut together."""
         error, error_truncated = announced_error(self.error)
         detail = {
             "version": DETAIL_VERSION,
@@ -75,16 +84,24 @@ class Announcement:
             "processed_at": iso_time(self.processed_at),
             "replay": self.replay,
         }
-        room = MAX_DETAIL_BYTES - len(to_json(detail))
+        room = MAX_ENTRY_BYTES - len(to_json(detail))
         kept = detail["artifacts"]
+        resources: list[str] = []
         for artifact in self.artifacts:
             record = {k: artifact.get(k) for k in ARTIFACT_FIELDS}
-            room -= len(to_json(record)) + (1 if kept else 0)
+            arn = object_arn(partition, str(record["bucket"]), str(record["key"]))
+            room -= len(to_json(record)) + (1 if kept else 0) + len(arn.encode("utf-8"))
             if room < 0:
                 detail["artifacts_truncated"] = True
                 break
             kept.append(record)
-        return detail
+            resources.append(arn)
+        return detail, resources
+
+
+def object_arn(partition: str, bucket: str, key: str) -> str:
+    """The ARN of an S3 object: no region or account, the key as it is."""
+    return f"arn:{partition}:s3:::{bucket}/{key}"
 
 
 def _name(value: str | None) -> str | None:
@@ -97,23 +114,25 @@ def to_json(detail: dict[str, Any]) -> str:
 
 
 class Announcer:
-    def __init__(self, events: Any, bus_name: str) -> None:
+    def __init__(self, events: Any, bus_name: str, partition: str = "aws") -> None:
         self._events = events
         self._bus = bus_name
+        self._partition = partition
 
     def announce(self, announcement: Announcement) -> None:
         """Put one event; raise ``AnnounceFailed`` if EventBridge rejected it."""
+        detail, resources = announcement.contents(self._partition)
         response = self._events.put_events(
             Entries=[
                 {
                     "Source": EVENT_SOURCE,
                     "DetailType": announcement.detail_type,
-                    "Detail": to_json(announcement.detail()),
+                    "Detail": to_json(detail),
                     "EventBusName": self._bus,
                     "Time": datetime.datetime.fromtimestamp(
                         announcement.processed_at, datetime.UTC
                     ),
-                    "Resources": [],
+                    "Resources": resources,
                 }
             ]
         )

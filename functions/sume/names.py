@@ -33,6 +33,9 @@ DETAIL_TYPES: Final = {
     "canceled": "Sume Job Canceled",
     "processing_error": "Sume Job Processing Error",
 }
+# What an application puts on the same bus to register a job it submitted
+# (sume.registration); its source is the application's own.
+REGISTRATION_DETAIL_TYPE: Final = "Sume Job Submitted"
 
 METRICS_NAMESPACE: Final = "SumeWebhooks"
 SERVICE_NAME: Final = "sume-webhooks"

@@ -1,4 +1,4 @@
-"""The jobs queue: a message is only a pointer to the job item."""
+"""The jobs queue (a message is only a pointer to the job item), and dead letters."""
 
 from __future__ import annotations
 
@@ -14,3 +14,28 @@ class JobQueue:
         # The body is just the job id: the item is the source of truth, and a
         # small message keeps the hot path cheap.
         self._client.send_message(QueueUrl=self._url, MessageBody=job_id)
+
+
+# SQS message attribute values are XML character data like bodies; ASCII with
+# backslash escapes always is, and an attribute this long is still readable.
+MAX_ATTRIBUTE_CHARS = 1024
+
+
+def _attribute(text: str) -> dict[str, str]:
+    value = text.encode("ascii", "backslashreplace").decode("ascii")[:MAX_ATTRIBUTE_CHARS]
+    return {"DataType": "String", "StringValue": value or "-"}
+
+
+class DeadLetterQueue:
+    """Where a message that can never be handled is parked for an operator, with why."""
+
+    def __init__(self, client: Any, queue_url: str) -> None:
+        self._client = client
+        self._url = queue_url
+
+    def park(self, body: str, reason: str, message: str) -> None:
+        self._client.send_message(
+            QueueUrl=self._url,
+            MessageBody=body,
+            MessageAttributes={"reason": _attribute(reason), "message": _attribute(message)},
+        )

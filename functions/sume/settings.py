@@ -235,3 +235,19 @@ class RegistrySettings:
             poll_initial_seconds=_int(env, "POLL_INITIAL_SECONDS", 900, minimum=1),
             status_allowed_hosts=_list(env, "STATUS_ALLOWED_HOSTS"),
         )
+
+
+@dataclass(frozen=True)
+class RegistrationSettings:
+    """What registering jobs by event needs (``sume.registration``, in the poller)."""
+
+    registry: RegistrySettings
+    dead_letter_queue_url: str
+    """The registrations DLQ: refused events are parked there at once."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> RegistrationSettings:
+        return cls(
+            registry=RegistrySettings.from_env(env),
+            dead_letter_queue_url=_required(env, "REGISTRATION_DLQ_URL"),
+        )

@@ -47,6 +47,7 @@ def test_the_banner_names_everything_needed_to_look_inside(stack: DevStack) -> N
         stack.names.artifacts_bucket,
         stack.names.payloads_bucket,
         stack.names.event_bus,
+        stack.names.registrations_dlq_url,
         str(stack.names.signing_secret_arn),
         "ALLOW_HTTP_URLS=true ALLOW_PRIVATE_HOSTS=true",
     ):

@@ -18,11 +18,17 @@ from sume.names import (
     EVENT_SOURCE,
     JOB_ID,
     METRICS_NAMESPACE,
+    REGISTRATION_DETAIL_TYPE,
     SERVICE_NAME,
     TTL_ATTRIBUTE,
     WEBHOOK_ROUTE_KEY,
 )
-from sume.settings import PollerSettings, ReceiverSettings, WorkerSettings
+from sume.settings import (
+    PollerSettings,
+    ReceiverSettings,
+    RegistrationSettings,
+    WorkerSettings,
+)
 from tests.infra.conftest import ROOT, Stage, base_name
 from tests.infra.synth_stages import PROD_OVERRIDES
 
@@ -89,6 +95,9 @@ def test_outputs_have_the_stable_names_the_ops_cli_reads(dev: Stage, prod: Stage
         *spec.OUTPUTS.values(),
         spec.OUTPUT_ALARM_TOPIC,
         spec.OUTPUT_DASHBOARD,
+        spec.OUTPUT_REGISTRATION_DETAIL_TYPE,
+        spec.OUTPUT_REGISTRATION_POLICY,
+        spec.OUTPUT_SCHEMA_REGISTRY,
     }
     for stage in (dev, prod):
         outputs = stage.template["Outputs"]
@@ -104,6 +113,16 @@ def test_outputs_have_the_stable_names_the_ops_cli_reads(dev: Stage, prod: Stage
         token = outputs[spec.OUTPUTS["api_token_secret_arn"]]["Value"]
         assert ref_name(token) == "SecretsSumeApiToken"
         assert ref_name(outputs[spec.OUTPUT_WEBHOOK_URL]["Value"]) == "WebhookApi/webhooks/sume"
+        registrations = outputs[spec.OUTPUTS["registrations_queue_url"]]["Value"]
+        assert ref_name(registrations) == "RegistrationsQueue"
+        registrations_dlq = outputs[spec.OUTPUTS["registrations_dlq_url"]]["Value"]
+        assert ref_name(registrations_dlq) == "RegistrationsDeadLetters"
+        detail_type = outputs[spec.OUTPUT_REGISTRATION_DETAIL_TYPE]["Value"]
+        assert detail_type == REGISTRATION_DETAIL_TYPE
+        policy = outputs[spec.OUTPUT_REGISTRATION_POLICY]["Value"]
+        assert ref_name(policy) == "RegistrationsPutPolicy"
+        registry = outputs[spec.OUTPUT_SCHEMA_REGISTRY]["Value"]
+        assert ref_name(registry) == "SchemasRegistry"
 
 
 # -- HTTP API ------------------------------------------------------------------
@@ -237,6 +256,10 @@ def test_each_function_environment_satisfies_its_settings(dev: Stage, prod: Stag
     assert poller.url_policy.allowed_hosts == ("api.sume.example",)
     assert "ARTIFACT_ALLOWED_HOSTS" not in _env(dev, "Worker")
 
+    registration = RegistrationSettings.from_env(_env(prod, "Poller"))
+    assert registration.dead_letter_queue_url == "resolved-RegistrationsDeadLetters"
+    assert registration.registry.status_allowed_hosts == ("api.sume.example",)
+
 
 # -- least privilege ---------------------------------------------------------------
 
@@ -244,6 +267,13 @@ LOGS = {"logs:CreateLogStream", "logs:PutLogEvents"}
 XRAY = {"xray:PutTelemetryRecords", "xray:PutTraceSegments"}
 SEND = {"sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"}
 SECRET = {"secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"}
+CONSUME = {
+    "sqs:ChangeMessageVisibility",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+    "sqs:GetQueueUrl",
+    "sqs:ReceiveMessage",
+}
 
 
 @pytest.mark.parametrize(
@@ -266,13 +296,7 @@ SECRET = {"secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"}
                 "FunctionsWorkerLogs": LOGS,
                 "*": XRAY,
                 "JobsTable": {"dynamodb:GetItem", "dynamodb:UpdateItem"},
-                "JobsQueue": {
-                    "sqs:ChangeMessageVisibility",
-                    "sqs:DeleteMessage",
-                    "sqs:GetQueueAttributes",
-                    "sqs:GetQueueUrl",
-                    "sqs:ReceiveMessage",
-                },
+                "JobsQueue": CONSUME,
                 "BucketsPayloads/events/*": {"s3:GetObject"},
                 "BucketsArtifacts/*": {"s3:PutObject", "s3:AbortMultipartUpload"},
                 "AnnouncementsBus": {"events:PutEvents"},
@@ -288,6 +312,8 @@ SECRET = {"secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"}
                 "JobsQueue": SEND,
                 "BucketsPayloads/events/*": {"s3:PutObject"},
                 "SecretsSumeApiToken": SECRET,
+                "RegistrationsQueue": CONSUME,
+                "RegistrationsDeadLetters": SEND,
             },
         ),
     ],
@@ -377,17 +403,25 @@ def test_queue_visibility_redrive_encryption_and_tls(dev: Stage) -> None:
     for q in (props, dlq["Properties"]):
         assert q["SqsManagedSseEnabled"] is True
     for policy in dev.of_type("AWS::SQS::QueuePolicy").values():
-        (statement,) = policy["Properties"]["PolicyDocument"]["Statement"]
-        assert statement["Effect"] == "Deny"
-        assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+        deny = policy["Properties"]["PolicyDocument"]["Statement"][0]
+        assert deny["Effect"] == "Deny"
+        assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def event_source(stage: Stage, queue: str) -> dict[str, Any]:
+    (mapping,) = [
+        m["Properties"]
+        for m in stage.of_type("AWS::Lambda::EventSourceMapping").values()
+        if ref_name(m["Properties"]["EventSourceArn"]) == queue
+    ]
+    return mapping
 
 
 def test_worker_event_source_reports_item_failures_with_window_and_cap(
     dev: Stage, prod: Stage
 ) -> None:
     for stage, batch, window, cap in ((dev, 10, 5, 10), (prod, 5, 2, 4)):
-        (mapping,) = stage.of_type("AWS::Lambda::EventSourceMapping").values()
-        props = mapping["Properties"]
+        props = event_source(stage, "JobsQueue")
         assert ref_name(props["EventSourceArn"]) == "JobsQueue"
         assert ref_name(props["FunctionName"]) == "FunctionsWorkerFunction"
         assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
@@ -401,8 +435,7 @@ def test_worker_event_source_reports_item_failures_with_window_and_cap(
 
 def test_poller_runs_on_a_configurable_schedule(dev: Stage, prod: Stage) -> None:
     for stage, rate in ((dev, "rate(5 minutes)"), (prod, "rate(10 minutes)")):
-        (rule,) = stage.of_type("AWS::Events::Rule").values()
-        props = rule["Properties"]
+        props = stage.one("PollerScheduleRule", "AWS::Events::Rule")[1]["Properties"]
         assert props["ScheduleExpression"] == rate
         assert props["State"] == "ENABLED"
         (target,) = props["Targets"]
@@ -416,6 +449,109 @@ def test_announcements_go_to_a_custom_bus(dev: Stage) -> None:
     _, bus = dev.one("AnnouncementsBus", "AWS::Events::EventBus")
     assert bus["Properties"]["Name"] == "SumeWebhooks-dev-jobs"
     assert EVENT_SOURCE == "sume.webhooks"
+
+
+# -- registration by event -------------------------------------------------------
+
+
+def test_a_rule_on_the_bus_queues_registration_events_with_a_dlq(dev: Stage) -> None:
+    props = dev.one("RegistrationsRule", "AWS::Events::Rule")[1]["Properties"]
+    assert ref_name(props["EventBusName"]) == "AnnouncementsBus"
+    assert props["EventPattern"] == {"detail-type": [REGISTRATION_DETAIL_TYPE]}
+    assert props["EventPattern"] == spec.REGISTRATION_PATTERN
+    (target,) = props["Targets"]
+    assert ref_name(target["Arn"]) == "RegistrationsQueue"
+    # What EventBridge cannot deliver lands where refused events do.
+    assert ref_name(target["DeadLetterConfig"]["Arn"]) == "RegistrationsDeadLetters"
+
+    queue = dev.one("RegistrationsQueue", "AWS::SQS::Queue")[1]["Properties"]
+    assert queue["VisibilityTimeout"] >= 6 * function(dev, "Poller")["Timeout"]
+    redrive = queue["RedrivePolicy"]
+    assert ref_name(redrive["deadLetterTargetArn"]) == "RegistrationsDeadLetters"
+    assert redrive["maxReceiveCount"] == spec.MAX_RECEIVES
+    dlq = dev.one("RegistrationsDeadLetters", "AWS::SQS::Queue")[1]["Properties"]
+    assert dlq["MessageRetentionPeriod"] == spec.DLQ_RETENTION_SECONDS
+    for q in (queue, dlq):
+        assert q["SqsManagedSseEnabled"] is True
+    for name in ("RegistrationsQueuePolicy", "RegistrationsDeadLettersPolicy"):
+        statements = dev.one(name, "AWS::SQS::QueuePolicy")[1]["Properties"]["PolicyDocument"]
+        (allow,) = [s for s in statements["Statement"] if s["Effect"] == "Allow"]
+        assert allow["Principal"] == {"Service": "events.amazonaws.com"}
+        assert "sqs:SendMessage" in allow["Action"]
+        assert ref_name(allow["Condition"]["ArnEquals"]["aws:SourceArn"]) == "RegistrationsRule"
+
+
+def test_the_poller_takes_registrations_from_their_queue(dev: Stage) -> None:
+    props = event_source(dev, "RegistrationsQueue")
+    assert ref_name(props["FunctionName"]) == "FunctionsPollerFunction"
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert props["BatchSize"] == 10
+
+
+def test_putting_registration_events_is_a_managed_policy_and_nothing_more(
+    dev: Stage, prod: Stage
+) -> None:
+    for stage in (dev, prod):
+        _, policy = stage.one("RegistrationsPutPolicy", "AWS::IAM::ManagedPolicy")
+        props = policy["Properties"]
+        assert props["ManagedPolicyName"] == f"{stage.name}-register-jobs"
+        (statement,) = props["PolicyDocument"]["Statement"]
+        assert (statement["Effect"], statement["Action"]) == ("Allow", "events:PutEvents")
+        assert ref_name(statement["Resource"]) == "AnnouncementsBus"
+        assert statement["Condition"] == {
+            "StringEquals": {"events:detail-type": REGISTRATION_DETAIL_TYPE}
+        }
+        # Attached by the applications that register jobs, by no role here.
+        assert not {"Roles", "Users", "Groups"} & set(props)
+
+
+def test_every_registration_that_did_not_register_is_alarmed(dev: Stage) -> None:
+    alarms = _alarms(dev)
+    rejected = alarms["RegistrationsRejected"]
+    assert (rejected["Namespace"], rejected["MetricName"]) == (
+        METRICS_NAMESPACE,
+        "RegistrationsRejected",
+    )
+    assert rejected["Dimensions"] == [{"Name": "service", "Value": SERVICE_NAME}]
+    dlq = alarms["RegistrationDlqNotEmpty"]
+    assert (dlq["Namespace"], dlq["MetricName"]) == (
+        "AWS/SQS",
+        "ApproximateNumberOfMessagesVisible",
+    )
+    assert ref_name(dlq["Dimensions"][0]["Value"]) == "RegistrationsDeadLetters"
+    for props in (rejected, dlq):
+        assert (props["Threshold"], props["ComparisonOperator"]) == (
+            1,
+            "GreaterThanOrEqualToThreshold",
+        )
+        assert [ref_name(a) for a in props["AlarmActions"]] == ["MonitoringAlarmTopic"]
+
+
+# -- event schemas -----------------------------------------------------------------
+
+
+def test_the_schema_registry_holds_the_committed_schemas_as_they_are(dev: Stage) -> None:
+    _, registry = dev.one("SchemasRegistry", "AWS::EventSchemas::Registry")
+    assert registry["Properties"]["RegistryName"] == "SumeWebhooks-dev-events"
+    published = {
+        r["Properties"]["SchemaName"]: r["Properties"]
+        for r in dev.of_type("AWS::EventSchemas::Schema").values()
+    }
+    files = {p.name: json.loads(p.read_text()) for p in spec.SCHEMAS_DIR.glob("*.json")}
+    names = {
+        f"{EVENT_SOURCE}@SumeJobCompleted",
+        f"{EVENT_SOURCE}@SumeJobFailed",
+        f"{EVENT_SOURCE}@SumeJobCanceled",
+        f"{EVENT_SOURCE}@SumeJobProcessingError",
+        "SumeJobSubmitted",
+    }
+    assert set(published) == names
+    assert len(files) == len(names)
+    for props in published.values():
+        assert props["Type"] == "JSONSchemaDraft4"
+        assert ref_name(props["RegistryName"]) == "SchemasRegistry"
+        content = json.loads(props["Content"])
+        assert content == files[f"{content['title']}.json"]
 
 
 # -- S3 ----------------------------------------------------------------------------
@@ -579,5 +715,7 @@ def test_dashboard_shows_the_key_metrics(dev: Stage) -> None:
         "5xx",
         "Duration",
         "Throttles",
+        "JobsRegistered",
+        "RegistrationsRejected",
     ):
         assert f'\\"{metric}\\"' in body, metric

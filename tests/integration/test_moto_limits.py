@@ -235,6 +235,22 @@ def test_put_events_of_256_kb_or_more_is_refused_whole(client: Client) -> None:
     assert events.put_events(Entries=[entry(limit - 29)])["FailedEntryCount"] == 0
 
 
+def test_events_reach_a_queue_target_whole_with_their_account(client: Client) -> None:
+    events, sqs = client("events"), client("sqs")
+    bus = events.create_event_bus(Name=unique("bus"))["EventBusArn"].rsplit("/", 1)[1]
+    url = sqs.create_queue(QueueName=unique("target"))["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    events.put_rule(Name="all", EventBusName=bus, EventPattern=json.dumps({"source": ["src"]}))
+    events.put_targets(Rule="all", EventBusName=bus, Targets=[{"Id": "q", "Arn": arn["QueueArn"]}])
+
+    events.put_events(Entries=[{**entry(100), "EventBusName": bus}])
+
+    (message,) = sqs.receive_message(QueueUrl=url)["Messages"]
+    event = json.loads(message["Body"])
+    assert set(event) >= {"version", "id", "detail-type", "source", "account", "time"}
+    assert event["account"] == arn["QueueArn"].split(":")[4]
+
+
 # -- SQS -----------------------------------------------------------------------
 
 

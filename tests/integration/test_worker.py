@@ -147,6 +147,12 @@ def test_completed_job_is_archived_recorded_and_announced(world, server, local_u
         "source_url": u1,
     }
     assert detail["processed_at"].endswith("Z")
+    # As AWS services do: the event names the objects it is about.
+    bucket = world.names.artifacts_bucket
+    assert event["resources"] == [
+        f"arn:aws:s3:::{bucket}/{first['key']}",
+        f"arn:aws:s3:::{bucket}/{second['key']}",
+    ]
 
 
 def test_failed_and_canceled_jobs_are_written_down_with_their_error(world):

@@ -221,6 +221,8 @@ def test_an_artifact_list_past_256_kb_is_cut_in_the_announcement(
     announced = detail["artifacts"]
     assert 0 < len(announced) < 130
     assert [a["source_url"] for a in announced] == urls[: len(announced)]
+    bucket = world.names.artifacts_bucket
+    assert event["resources"] == [f"arn:aws:s3:::{bucket}/{a['key']}" for a in announced]
 
 
 def test_presigned_artifact_urls_never_show_their_query(world, put_events, server, local_urls):

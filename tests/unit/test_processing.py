@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from sume.announce import MAX_DETAIL_BYTES, Announcement, to_json
+from sume.announce import MAX_ENTRY_BYTES, Announcement, Announcer, to_json
 from sume.artifacts import (
     InvalidArtifacts,
     StoredArtifact,
@@ -116,30 +116,64 @@ def record(i, path="x" * 200):
     }
 
 
+def completed(**fields):
+    """A completed job's announcement, with ``fields`` instead of the defaults."""
+    defaults = {
+        "job_id": "j",
+        "result": "completed",
+        "outcome": "completed",
+        "event": "job.completed",
+        "status": "OK",
+        "processed_at": 0,
+    }
+    return Announcement(**{**defaults, **fields})
+
+
 def test_an_artifact_list_too_long_to_announce_keeps_its_first_records():
     records = [record(i) for i in range(2000)]
-    announcement = Announcement(
-        job_id="j",
-        result="completed",
-        outcome="completed",
-        event="job.completed",
-        status="OK" * 100_000,
-        processed_at=0,
-        error={"message": "m" * 500_000},
-        artifacts=records,
+    announcement = completed(
+        status="OK" * 100_000, error={"message": "m" * 500_000}, artifacts=records
     )
 
-    detail = announcement.detail()
+    detail, resources = announcement.contents()
 
-    assert len(to_json(detail)) <= MAX_DETAIL_BYTES
+    def size(detail, resources):
+        return len(to_json(detail)) + sum(len(arn) for arn in resources)
+
+    assert size(detail, resources) <= MAX_ENTRY_BYTES
     assert (detail["artifact_count"], detail["artifacts_truncated"]) == (2000, True)
     kept = detail["artifacts"]
     assert 100 < len(kept) < 2000
     assert [a["key"] for a in kept] == [r["key"] for r in records[: len(kept)]]
-    # One more record would not have fit.
-    assert len(to_json({**detail, "artifacts": [*kept, kept[0]]})) > MAX_DETAIL_BYTES
+    # A record and its ARN are cut together, and one more pair would not have fit.
+    assert resources == [f"arn:aws:s3:::b/{a['key']}" for a in kept]
+    one_more = ({**detail, "artifacts": [*kept, kept[0]]}, [*resources, resources[0]])
+    assert size(*one_more) > MAX_ENTRY_BYTES
     assert len(detail["status"]) == 256
     assert detail["error_truncated"] is True
+
+
+class RecordingEvents:
+    def __init__(self):
+        self.entries = []
+
+    def put_events(self, Entries):
+        self.entries.extend(Entries)
+        return {"FailedEntryCount": 0, "Entries": [{"EventId": "1"}]}
+
+
+def test_the_announcement_names_each_listed_artifact_by_its_s3_arn():
+    announcement = completed(artifacts=[record(0), record(1)])
+    events = RecordingEvents()
+
+    Announcer(events, "bus", "aws-cn").announce(announcement)
+
+    (entry,) = events.entries
+    assert entry["Resources"] == [
+        "arn:aws-cn:s3:::b/jobs/j/000-x.mp4",
+        "arn:aws-cn:s3:::b/jobs/j/001-x.mp4",
+    ]
+    assert json.loads(entry["Detail"]) == announcement.detail()
 
 
 PRESIGNED = "https://cdn.example/out/a.mp4?X-Amz-Credential=AKIA&X-Amz-Signature=5ecre7"

@@ -1,0 +1,214 @@
+"""Registering a job by an event on the bus: rule, queue, poller, DLQ (on moto)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+import poller
+from devstack.eventsources import sqs_records
+from sume.jobs import JobsTable, State
+from sume.names import DUE_SHARDS, REGISTRATION_DETAIL_TYPE
+from sume.queue import DeadLetterQueue
+from sume.registration import MAX_LOGGED_BYTES, Registrations
+from sume.registry import Registry
+from tests.builders import LambdaContext, registration_entry, scheduled_event
+
+URL = "https://api.sume.example/v1/jobs/"
+METADATA = {"customer": "c-1234", "email": "someone@example.com"}
+
+
+class Bus:
+    """The stack's bus and the registrations queue its rule fills, as an application sees them."""
+
+    def __init__(self, names: Any) -> None:
+        self.names = names
+        self.events = boto3.client("events")
+        self.sqs = boto3.client("sqs")
+
+    def put(self, detail: Any, detail_type: str = REGISTRATION_DETAIL_TYPE) -> None:
+        response = self.events.put_events(
+            Entries=[registration_entry(self.names.event_bus, detail, detail_type)]
+        )
+        assert response["FailedEntryCount"] == 0
+
+    def received(self, url: str | None = None) -> list[dict[str, Any]]:
+        return self.sqs.receive_message(
+            QueueUrl=url or self.names.registrations_queue_url,
+            MaxNumberOfMessages=10,
+            MessageAttributeNames=["All"],
+            MessageSystemAttributeNames=["All"],
+        ).get("Messages", [])
+
+    def deliver(self) -> dict[str, Any]:
+        """Hand what the queue holds to the poller, as its SQS event source would."""
+        messages = self.received()
+        assert messages, "the rule put nothing on the registrations queue"
+        arn = "arn:aws:sqs:us-east-1:123456789012:registrations"
+        result: dict[str, Any] = poller.handler(sqs_records(messages, arn), LambdaContext())
+        return result
+
+    def parked(self) -> list[dict[str, Any]]:
+        return self.received(self.names.registrations_dlq_url)
+
+
+@pytest.fixture
+def bus(aws, monkeypatch) -> Bus:
+    monkeypatch.setenv("STATUS_ALLOWED_HOSTS", "api.sume.example")
+    return Bus(aws)
+
+
+def item(aws, job_id: str) -> dict[str, Any] | None:
+    return JobsTable(boto3.client("dynamodb"), aws.table, DUE_SHARDS).get(job_id)
+
+
+def emitted(capsys) -> dict[str, Any]:
+    """The metrics of the last invocation (Powertools EMF on stdout)."""
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    return lines[-1]
+
+
+def test_an_event_on_the_bus_registers_the_job(aws, bus, capsys):
+    bus.put({"job_id": "job_ev1", "status_url": URL + "job_ev1", "metadata": METADATA})
+
+    assert bus.deliver() == {"batchItemFailures": []}
+
+    stored = item(aws, "job_ev1")
+    assert stored is not None
+    assert (stored["state"], stored["status_url"]) == (State.AWAITING, URL + "job_ev1")
+    assert stored["metadata"] == METADATA
+    assert bus.parked() == []
+    assert emitted(capsys)["JobsRegistered"] == [1.0]
+
+
+def test_registering_a_known_job_by_event_changes_nothing(aws, bus, capsys):
+    bus.put({"job_id": "job_ev2", "status_url": URL + "job_ev2", "metadata": {"v": 1}})
+    bus.deliver()
+    bus.put({"job_id": "job_ev2", "status_url": URL + "other", "metadata": {"v": 2}})
+
+    assert bus.deliver() == {"batchItemFailures": []}
+
+    stored = item(aws, "job_ev2")
+    assert stored is not None
+    assert (stored["status_url"], stored["metadata"]) == (URL + "job_ev2", {"v": 1})
+    assert emitted(capsys)["RegistrationsOfKnownJobs"] == [1.0]
+
+
+BAD = {
+    "unknown field": (
+        {"job_id": "job_b1", "status_url": URL + "b1", "metdata": METADATA},
+        "unknown_field",
+    ),
+    "missing status_url": ({"job_id": "job_b2", "metadata": METADATA}, "missing_field"),
+    "host off the allow-list": (
+        {"job_id": "job_b3", "status_url": "https://evil.example/x", "metadata": METADATA},
+        "invalid_registration",
+    ),
+    "not an absolute URL": (
+        {"job_id": "job_b4", "status_url": "/v1/jobs/b4", "metadata": METADATA},
+        "invalid_registration",
+    ),
+    "empty job id": ({"job_id": "", "status_url": URL + "b5"}, "invalid_registration"),
+    "job id not a string": ({"job_id": 7, "status_url": URL + "b6"}, "invalid_registration"),
+    "metadata not an object": (
+        {"job_id": "job_b7", "status_url": URL + "b7", "metadata": ["a"]},
+        "invalid_registration",
+    ),
+    "metadata over 64 KiB": (
+        {"job_id": "job_b8", "status_url": URL + "b8", "metadata": {"x": "y" * 70_000}},
+        "invalid_registration",
+    ),
+}
+
+
+@pytest.mark.parametrize(("detail", "reason"), BAD.values(), ids=BAD.keys())
+def test_a_bad_event_is_parked_counted_and_logged_without_its_metadata(
+    aws, bus, capsys, logs, detail, reason
+):
+    bus.put(detail)
+
+    # Not a failure for SQS to retry: the event is already in the DLQ.
+    assert bus.deliver() == {"batchItemFailures": []}
+
+    (parked,) = bus.parked()
+    event = json.loads(parked["Body"])
+    assert (event["detail-type"], event["detail"]) == (REGISTRATION_DETAIL_TYPE, detail)
+    attributes = {k: v["StringValue"] for k, v in parked["MessageAttributes"].items()}
+    assert attributes["reason"] == reason
+    assert attributes["message"]
+    assert emitted(capsys)["RegistrationsRejected"] == [1.0]
+    (line,) = logs.lines("ERROR")
+    assert line["reason"] == reason
+    assert line["source"] == "com.example.orders"
+    assert "someone@example.com" not in logs.text
+    assert "c-1234" not in logs.text
+    if isinstance(detail, dict) and isinstance(detail.get("job_id"), str) and detail["job_id"]:
+        assert item(aws, detail["job_id"]) is None
+
+
+def test_a_message_that_is_no_registration_is_parked_too(aws, bus, capsys):
+    sqs = boto3.client("sqs")
+    # EventBridge itself refuses a detail that is not an object; a message sent
+    # to the queue by hand (or redriven after an edit) may be anything.
+    bodies = [
+        "not json",
+        json.dumps({"detail-type": "Sume Job Completed", "detail": {}}),
+        json.dumps({"detail-type": REGISTRATION_DETAIL_TYPE, "detail": "job_1"}),
+    ]
+    for body in bodies:
+        sqs.send_message(QueueUrl=aws.registrations_queue_url, MessageBody=body)
+
+    assert bus.deliver() == {"batchItemFailures": []}
+
+    reasons = sorted(m["MessageAttributes"]["reason"]["StringValue"] for m in bus.parked())
+    assert reasons == ["malformed_event", "malformed_event", "not_a_registration"]
+
+
+def test_a_long_job_id_is_logged_cut(aws, bus, logs):
+    job_id = "j" * 5000
+    bus.put({"job_id": job_id, "status_url": URL + "x"})
+
+    bus.deliver()
+
+    (line,) = logs.lines("ERROR")
+    assert line["job_id"] == job_id[:MAX_LOGGED_BYTES]
+
+
+class Unavailable:
+    def update_item(self, **kwargs: Any) -> None:
+        raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "down"}}, "Update")
+
+
+def test_a_registration_dynamodb_could_not_take_is_retried_by_sqs(aws, bus, monkeypatch, capsys):
+    jobs = JobsTable(Unavailable(), aws.table, DUE_SHARDS)
+    dead_letters = DeadLetterQueue(boto3.client("sqs"), aws.registrations_dlq_url)
+    broken = Registrations(Registry(jobs, 900), dead_letters)
+    monkeypatch.setattr(poller, "registrations", lambda: broken)
+    bus.put({"job_id": "job_t1", "status_url": URL + "t1"})
+    (message,) = bus.received()
+    bus.sqs.change_message_visibility(
+        QueueUrl=aws.registrations_queue_url,
+        ReceiptHandle=message["ReceiptHandle"],
+        VisibilityTimeout=0,
+    )
+
+    result = bus.deliver()
+
+    assert [f["itemIdentifier"] for f in result["batchItemFailures"]] == [message["MessageId"]]
+    assert bus.parked() == []
+    assert emitted(capsys)["RegistrationRetries"] == [1.0]
+
+
+def test_the_rule_takes_registrations_only(aws, bus):
+    bus.put({"job_id": "job_x"}, detail_type="Sume Job Completed")
+    assert bus.received() == []
+
+
+def test_a_scheduled_event_still_runs_the_poller(aws, bus):
+    result = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+    assert result["complete"] is True
+    assert "batchItemFailures" not in result
