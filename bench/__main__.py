@@ -592,7 +592,7 @@ def _summary(targets: Targets, seconds: float) -> None:
     met = sum(1 for _, _, m in targets.rows if m)
     print(f"\n{met} of {len(targets.rows)} targets met in {seconds:.0f} s.")
     if missed:
-        print("Missed: " + "; ".join(missed) + ". See the README's bench section for why.")
+        print("Missed: " + "; ".join(missed) + ". See docs/bench.md for why.")
     if unmeasured:
         print("Not measurable yet: " + "; ".join(unmeasured) + ".")
 

@@ -102,7 +102,7 @@ class WebhookApi(Construct):
             auto_deploy=True,
             # Sized from Sume's worst case (infra/config.py). It is one limit for
             # all callers, so junk can use it up too: the 4xx alarm says when,
-            # and only WAF in front limits per source IP (README).
+            # and only WAF in front limits per source IP (docs/operations.md).
             throttle=apigw.ThrottleSettings(rate_limit=throttle_rate, burst_limit=throttle_burst),
             access_log_settings=_AccessLogSettings(access_logs),
         )

@@ -34,7 +34,7 @@ _RETENTION_DAYS = {
     365: logs.RetentionDays.ONE_YEAR,
 }
 
-# Capacity estimate behind the API's throttle (README, "Junk traffic").
+# Capacity estimate behind the API's throttle (docs/operations.md, "Junk traffic").
 # Sume finishes at most `sume_peak_jobs_per_second` jobs a second for us. The
 # worst legitimate load follows an outage longer than Sume's retry window:
 # every job finished in that window is then being retried, one attempt per
@@ -74,7 +74,7 @@ _HOST_ENTRY = re.compile(
     r"^(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$"
 )
 
-# Context key -> default. Documented in the README's infra section.
+# Context key -> default. Documented in docs/operations.md ("Settings").
 DEFAULTS: Mapping[str, Any] = {
     "sume_peak_jobs_per_second": DEFAULT_PEAK_JOBS_PER_SECOND,
     # None: derived from sume_peak_jobs_per_second by default_throttle.

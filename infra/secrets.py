@@ -16,9 +16,9 @@ from infra.nag import acknowledge
 _NO_ROTATION = {
     "SigningSecret": "Sume issues the signing secret, so Secrets Manager cannot rotate it: "
     "ops rotate by hand (new secret first in a JSON list, old one retired when unused), "
-    "as the README describes.",
+    "as docs/operations.md describes.",
     "SumeApiToken": "Sume issues the API token, so Secrets Manager cannot rotate it: ops "
-    "replace the value when Sume issues a new token, as the README describes.",
+    "replace the value when Sume issues a new token, as docs/operations.md describes.",
 }
 
 

@@ -2,7 +2,7 @@
 
 A thin layer: argparse, one small function per command over ``sume_cli``,
 and one place (``main``) that turns expected failures into a one-line message
-on stderr and an exit code. See the README's "Ops CLI" section.
+on stderr and an exit code. See docs/cli.md.
 """
 
 from __future__ import annotations

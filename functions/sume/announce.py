@@ -1,7 +1,7 @@
 """Announcing each processed job on EventBridge: a public API.
 
 Source ``sume.webhooks``, one detail-type per result (``sume.names.DETAIL_TYPES``),
-and a detail whose shape is documented in the README. Other services subscribe
+and a detail whose shape is documented in docs/announcements.md. Other services subscribe
 with a rule; nothing here changes when they do. Fields are only ever added;
 ``version`` changes if one ever has to change meaning.
 

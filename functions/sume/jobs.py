@@ -5,7 +5,7 @@ same job (twin deliveries, a webhook and a poll, two workers) are decided by
 DynamoDB and never by a read followed by a write. Conditions are built from
 named parts so each one reads as the rule it enforces.
 
-States (see DESIGN.md)::
+States (see docs/design.md)::
 
     (absent) --register--> awaiting --past max age--> lost
     (absent | awaiting | lost) --record--> received --claim--> processing

@@ -25,7 +25,7 @@ DUE_SHARD: Final = "due_shard"
 DUE_AT: Final = "due_at"
 DUE_SHARDS: Final = 16
 
-# EventBridge announcements (a public API, documented in the README).
+# EventBridge announcements (a public API, documented in docs/announcements.md).
 EVENT_SOURCE: Final = "sume.webhooks"
 DETAIL_TYPES: Final = {
     "completed": "Sume Job Completed",

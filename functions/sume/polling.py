@@ -1,6 +1,6 @@
 """One run of the poller: everything due in the ``due-work`` index, until time runs out.
 
-Two kinds of items are due (see DESIGN.md):
+Two kinds of items are due (see docs/design.md):
 
 - ``awaiting``: a registered job whose terminal event has not arrived. Its
   ``status_url`` is asked; a terminal answer goes through ``JobIntake.accept``

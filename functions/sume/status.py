@@ -2,7 +2,7 @@
 
 Sume's status endpoint is the source of truth when webhooks never arrived, but
 its answer shape is not part of the webhook contract, so it is read
-tolerantly (documented in the README, section "The poller"):
+tolerantly (documented in docs/poller.md, "What a status answer means"):
 
 1. A body that is itself a Sume envelope with a terminal ``event`` (and this
    job's ``job_id``, or none) is used as is: the body text is what gets stored.
