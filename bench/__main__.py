@@ -35,6 +35,7 @@ from bench.report import (  # noqa: E402
     table,
     verdict,
 )
+from infra.spec import RECEIVER_MEMORY_MB  # noqa: E402
 
 POWERTOOLS_RATIO_TARGET = 1.5
 IMPORT_MARGIN_MS = 60.0
@@ -168,7 +169,7 @@ def section_cpu(report: cpu.CpuReport, parts: dict[str, list[float]], targets: T
     new = {name: report.seconds[(name, "new")] for name in cpu.DESIGNS}
     ratio = paired_ratio(new["ours"], new["floor"])
     ahead = paired_ratio(new["powertools"], new["ours"])
-    memory = cost.receiver_memory_mb()
+    memory = RECEIVER_MEMORY_MB
     worth = cost.cpu_per_million(report.median_us("ours", "new"), memory)
     print(
         f"\nNot a target: a new delivery's CPU ({ratio:.2f}x the floor) is worth "
@@ -281,7 +282,7 @@ def section_throughput(report: throughput.ThroughputReport) -> None:
 
 
 def section_cost(calls_report: calls.CallsReport, cpu_report: cpu.CpuReport) -> None:
-    memory = cost.receiver_memory_mb()
+    memory = RECEIVER_MEMORY_MB
     print(
         f"## 5. Cost per million deliveries (USD, us-east-1 list prices checked "
         f"{cost.PRICES_CHECKED}; receiver {memory} MB arm64)\n"

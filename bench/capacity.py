@@ -20,12 +20,10 @@ is a floor for what the same run does in AWS.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -37,19 +35,6 @@ DELAYS_SECONDS = (0.05, 0.5)
 QUICK_POLL_WINDOW_SECONDS = 10.0
 """--quick: the run's polling window (the budget less the poll reserve)."""
 STATUS_PATH = "/status/"
-CONFIG = Path(__file__).resolve().parents[1] / "infra" / "config.py"
-
-
-def poll_rate_minutes() -> int:
-    """The schedule's default, read from ``infra/config.py``'s source.
-
-    Importing it would start the CDK's jsii runtime (seconds of node start-up)
-    for one number.
-    """
-    found = re.search(r'"poll_rate_minutes":\s*(\d+)', CONFIG.read_text())
-    if found is None:
-        raise RuntimeError(f"no poll_rate_minutes default in {CONFIG}")
-    return int(found.group(1))
 
 
 def keeps_up_with(
@@ -239,14 +224,14 @@ def run_once(delay: float, due: int, not_due: int, window: float | None = None) 
 
 def measure(items: int = ITEMS, window: float | None = None) -> CapacityReport:
     """Runs at each delay over ``items`` due jobs, and the first again over a table twice as big."""
-    from infra.spec import POLLER_TIMEOUT
+    from infra.spec import DEFAULT_POLL_RATE_MINUTES, POLLER_TIMEOUT
     from sume.settings import PollerSettings
 
     defaults = PollerSettings.from_env({"JOBS_TABLE_NAME": "t", "JOBS_QUEUE_URL": "q"})
     report = CapacityReport(
         budget=POLLER_TIMEOUT - defaults.time_budget_margin_seconds,
         reserve=defaults.connect_timeout_seconds + defaults.read_timeout_seconds,
-        every=poll_rate_minutes() * 60,
+        every=DEFAULT_POLL_RATE_MINUTES * 60,
         intervals=(defaults.poll_initial_seconds, defaults.poll_max_interval_seconds),
         parallel=defaults.max_parallel_polls,
     )

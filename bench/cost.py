@@ -21,9 +21,7 @@ Lambda requests, DynamoDB, SQS) do not depend on them.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 PRICES_CHECKED = "2026-11-29"
@@ -38,19 +36,6 @@ S3_PUT_PER_M = 5.00
 FULL_VCPU_MB = 1769
 LATENCY_MS = {"dynamodb": 5.0, "sqs": 8.0, "s3": 25.0, "secretsmanager": 15.0}
 """Typical in-region round trip per call, an assumption of the model."""
-
-DEFAULT_MEMORY_MB = 512
-STACK = Path(__file__).resolve().parents[1] / "infra" / "stack.py"
-
-
-def receiver_memory_mb() -> int:
-    """The receiver's memory as the stack sets it (read from the source, not CDK)."""
-    try:
-        text = STACK.read_text()
-    except OSError:
-        return DEFAULT_MEMORY_MB
-    found = re.search(r'handler="receiver\.handler".*?memory_mb=(\d+)', text, re.S)
-    return int(found.group(1)) if found else DEFAULT_MEMORY_MB
 
 
 def attribute_bytes(value: dict[str, Any]) -> int:

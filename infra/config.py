@@ -15,7 +15,7 @@ from typing import Any
 
 from aws_cdk import aws_logs as logs
 
-from infra.spec import POLLER_TIMEOUT
+from infra.spec import DEFAULT_POLL_RATE_MINUTES, POLLER_TIMEOUT
 
 STAGE_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
 DEFAULT_STAGE = "dev"
@@ -81,7 +81,7 @@ DEFAULTS: Mapping[str, Any] = {
     "throttle_rate": None,
     "throttle_burst": None,
     "api_client_error_threshold": 100,
-    "poll_rate_minutes": 5,
+    "poll_rate_minutes": DEFAULT_POLL_RATE_MINUTES,
     "alarm_email": "",
     "log_retention_days": 30,
     "log_level": "INFO",

@@ -1,6 +1,7 @@
-"""Registering jobs by event: the rule on the bus, its queue and DLQ, the poller's
-event source, the managed policy applications attach to put the event, and the
-alarms on what could not register.
+"""Registering jobs by event: the rule on the bus, its queue and DLQ, the managed
+policy applications attach to put the event, and the alarms on what could not
+register. The poller's side (its event source on the queue, its grant on the
+DLQ) is ``infra.functions.poller.PollerFunction.take_registrations``.
 
 Why a queue between the rule and the poller rather than the function as the
 rule's target: EventBridge invokes a function asynchronously, so an event the
@@ -19,8 +20,6 @@ from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as event_sources
 from constructs import Construct
 
 from infra import spec
@@ -36,7 +35,6 @@ class JobRegistrations(Construct):
         construct_id: str,
         *,
         bus: events.IEventBus,
-        poller: lambda_.Function,
         policy_name: str,
         is_dev: bool,
     ) -> None:
@@ -56,12 +54,6 @@ class JobRegistrations(Construct):
             # in the same DLQ as what the poller refused.
             targets=[targets.SqsQueue(self.queue, dead_letter_queue=self.dlq)],
         )
-        poller.add_event_source(
-            event_sources.SqsEventSource(self.queue, batch_size=10, report_batch_item_failures=True)
-        )
-        # The poller parks a refused event in the DLQ itself.
-        self.dlq.grant_send_messages(poller)
-        poller.add_environment("REGISTRATION_DLQ_URL", self.dlq.queue_url)
         # Who may register jobs is an IAM decision: this policy, attached to an
         # application's role, lets it put registration events on the bus and
         # nothing else there (never an announcement).

@@ -24,6 +24,16 @@ RECEIVER_TIMEOUT: Final = 8
 WORKER_TIMEOUT: Final = 300
 POLLER_TIMEOUT: Final = 120
 
+# Lambda memory (MB), which also sets each function's CPU share; the bench
+# prices the receiver at its figure.
+RECEIVER_MEMORY_MB: Final = 512
+WORKER_MEMORY_MB: Final = 1024
+POLLER_MEMORY_MB: Final = 512
+
+# The poller's schedule unless a stage sets poll_rate_minutes; the bench
+# sizes the poller's capacity against it.
+DEFAULT_POLL_RATE_MINUTES: Final = 5
+
 # SQS: the queue's visibility timeout must cover the worker's whole batch
 # (AWS advises at least 6x the function timeout); after MAX_RECEIVES failed
 # attempts a message goes to the DLQ.

@@ -28,8 +28,10 @@ def _key_attributes(definition: dict[str, Any], key_schema: list[dict[str, str]]
     return keys
 
 
-class JobsTable(Construct):
-    """One item per job; the sparse due-work index; TTL on ``expires_at``.
+class JobsTableResource(Construct):
+    """The jobs table: one item per job; the sparse due-work index; TTL on ``expires_at``.
+
+    The resource only: ``sume.jobs.JobsTable`` is the functions' adapter to it.
 
     Built from ``spec.table_definition`` (what the local stack creates on
     moto), so the deployed keys and index cannot drift from the tested ones.

@@ -32,6 +32,19 @@ def base_name(logical_id: str) -> str:
     return _HASH.sub("", logical_id)
 
 
+def ref_name(value: Any) -> str:
+    """A CloudFormation reference as ``<base logical id><suffix>``, ``*`` for a wildcard."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return base_name(value["Ref"])
+    if "Fn::GetAtt" in value:
+        return base_name(value["Fn::GetAtt"][0])
+    if "Fn::Join" in value:
+        return "".join(ref_name(part) for part in value["Fn::Join"][1])
+    raise AssertionError(f"unexpected reference {value}")
+
+
 def credential_free_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(
@@ -71,6 +84,76 @@ class Stage:
         found = [(k, r) for k, r in self.of_type(cfn_type).items() if base_name(k) == base]
         assert len(found) == 1, f"{base} ({cfn_type}): {[k for k, _ in found]}"
         return found[0]
+
+    def function(self, name: str) -> dict[str, Any]:
+        """The properties of ``Functions/<name>/Function``."""
+        _, function = self.one(f"Functions{name}Function", "AWS::Lambda::Function")
+        properties: dict[str, Any] = function["Properties"]
+        return properties
+
+    def environment(self, name: str) -> dict[str, str]:
+        """The function's environment with deploy-time references as plain strings."""
+        variables = self.function(name)["Environment"]["Variables"]
+        return {
+            k: v if isinstance(v, str) else f"resolved-{ref_name(v)}" for k, v in variables.items()
+        }
+
+    def permissions(self, name: str) -> dict[str, set[str]]:
+        """resource -> actions, across every policy attached to the function's role."""
+        role_id, role = self.one(f"Functions{name}Role", "AWS::IAM::Role")
+        assert "ManagedPolicyArns" not in role["Properties"]
+        assert "Policies" not in role["Properties"]
+        granted: dict[str, set[str]] = {}
+        for policy in self.of_type("AWS::IAM::Policy").values():
+            if {"Ref": role_id} not in policy["Properties"]["Roles"]:
+                continue
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                assert statement["Effect"] == "Allow"
+                assert "Condition" not in statement
+                actions = statement["Action"]
+                resources = statement["Resource"]
+                for resource in resources if isinstance(resources, list) else [resources]:
+                    granted.setdefault(ref_name(resource), set()).update(
+                        [actions] if isinstance(actions, str) else actions
+                    )
+        return granted
+
+    def event_source(self, queue: str) -> dict[str, Any]:
+        """The properties of the one event source mapping on ``queue`` (a base name)."""
+        (mapping,) = [
+            m["Properties"]
+            for m in self.of_type("AWS::Lambda::EventSourceMapping").values()
+            if ref_name(m["Properties"]["EventSourceArn"]) == queue
+        ]
+        return mapping
+
+    def alarms(self) -> dict[str, dict[str, Any]]:
+        """Alarm properties by construct id (``MonitoringJobsLost`` -> ``JobsLost``)."""
+        return {
+            base_name(k)[len("Monitoring") :]: r["Properties"]
+            for k, r in self.of_type("AWS::CloudWatch::Alarm").items()
+        }
+
+
+# What a function's role may do, by resource (see Stage.permissions).
+ITEMS = {"dynamodb:GetItem", "dynamodb:UpdateItem"}
+SEND = {"sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"}
+CONSUME = {
+    "sqs:ChangeMessageVisibility",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+    "sqs:GetQueueUrl",
+    "sqs:ReceiveMessage",
+}
+SECRET = {"secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"}
+
+
+def logs_and_traces(name: str) -> dict[str, set[str]]:
+    """What every function may do: write its own log group, send X-Ray traces."""
+    return {
+        f"Functions{name}Logs": {"logs:CreateLogStream", "logs:PutLogEvents"},
+        "*": {"xray:PutTelemetryRecords", "xray:PutTraceSegments"},
+    }
 
 
 @dataclass

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from infra.config import DEFAULTS, ConfigError, StageConfig, default_throttle
-from infra.functions import CODE_ROOT
+from infra.functions.factory import CODE_ROOT
 from tests.infra.conftest import ROOT, Cloud, Stage
 
 # Every accepted cdk-nag finding, by construct path below the stack. A new

@@ -47,10 +47,6 @@ def test_rest_api_front_changes_only_the_api_line():
     assert rest.total - http.total == pytest.approx(2.50)
 
 
-def test_receiver_memory_is_read_from_the_stack():
-    assert cost.receiver_memory_mb() >= 128
-
-
 def test_short_groups_repeated_calls():
     calls = ["dynamodb.Query"] * 3 + ["sqs.SendMessage", "dynamodb.Query"]
     assert short(calls) == "Query x3 + SendMessage + Query"

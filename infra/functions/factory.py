@@ -1,8 +1,11 @@
-"""The one factory for the three Lambda functions.
+"""The one factory for the three Lambda functions, and what they share.
 
 All three run the same asset (``functions/``) with the same runtime, layer,
-tracing and logging, and differ only in handler, timeout, memory and
-environment, so none of those shared settings can drift between them.
+tracing and logging, and differ only in handler, timeout, memory,
+environment and grants, so none of those shared settings can drift between
+them, nor can the jobs table and queue that every handler's
+``sume.settings.TableSettings`` names. What differs lives in each function's
+own module (``receiver.py``, ``worker.py``, ``poller.py`` beside this one).
 """
 
 from __future__ import annotations
@@ -12,17 +15,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import CfnElement, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from infra.nag import acknowledge
 from sume.names import DUE_SHARDS, METRICS_NAMESPACE, SERVICE_NAME
 
-CODE_ROOT: Final = Path(__file__).resolve().parent.parent / "functions"
+CODE_ROOT: Final = Path(__file__).resolve().parents[2] / "functions"
 # Whatever a local run leaves beside the code never ships.
 CODE_EXCLUDES: Final = ("**/__pycache__", "**/*.py[cod]", "**/.*", "**/*.egg-info")
 
@@ -37,10 +43,12 @@ POWERTOOLS_LAYER_PARAMETER: Final = (
     f"/aws/service/powertools/python/arm64/python3.13/{POWERTOOLS_VERSION}"
 )
 
+# sume.payloads.PayloadStore keys every large event under this prefix.
+PAYLOADS_PREFIX: Final = "events/*"
+
 
 @dataclass(frozen=True)
 class FunctionSpec:
-    name: str
     handler: str
     timeout_seconds: int
     memory_mb: int
@@ -49,18 +57,25 @@ class FunctionSpec:
 
 
 class FunctionFactory(Construct):
-    """Builds the stack's functions; owns what they share (code, layer)."""
+    """Owns what the functions share (code, layer, logging, jobs table and queue).
+
+    Each function is built under it, at ``Functions/<id>``.
+    """
 
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
+        table: dynamodb.ITable,
+        queue: sqs.IQueue,
         log_retention: logs.RetentionDays,
         log_level: str,
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.table = table
+        self.queue = queue
         self._log_retention = log_retention
         self._log_level = log_level
         self._removal_policy = removal_policy
@@ -71,8 +86,8 @@ class FunctionFactory(Construct):
             ssm.StringParameter.value_for_string_parameter(self, POWERTOOLS_LAYER_PARAMETER),
         )
 
-    def build(self, spec: FunctionSpec) -> lambda_.Function:
-        scope = Construct(self, spec.name)
+    def build(self, scope: Construct, spec: FunctionSpec) -> lambda_.Function:
+        """The function with its own log group and role, all three under ``scope``."""
         log_group = logs.LogGroup(
             scope,
             "Logs",
@@ -86,7 +101,7 @@ class FunctionFactory(Construct):
             scope,
             "Role",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description=f"{spec.name}: {spec.description}",
+            description=f"{scope.node.id}: {spec.description}",
         )
         log_group.grant_write(role)
         function = lambda_.Function(
@@ -106,7 +121,7 @@ class FunctionFactory(Construct):
             logging_format=lambda_.LoggingFormat.JSON,
             application_log_level_v2=lambda_.ApplicationLogLevel[self._log_level],
             system_log_level_v2=lambda_.SystemLogLevel.WARN,
-            environment={**self._powertools_environment(), **spec.environment},
+            environment={**self._shared_environment(), **_without_empty(spec.environment)},
         )
         acknowledge(
             function,
@@ -122,7 +137,7 @@ class FunctionFactory(Construct):
         )
         return function
 
-    def _powertools_environment(self) -> dict[str, str]:
+    def _shared_environment(self) -> dict[str, str]:
         return {
             "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
@@ -131,6 +146,67 @@ class FunctionFactory(Construct):
             # whole, and keep handler responses out of traces.
             "POWERTOOLS_LOGGER_LOG_EVENT": "false",
             "POWERTOOLS_TRACER_CAPTURE_RESPONSE": "false",
-            # One shard count for the writers and the poller's index queries.
+            # Every handler's TableSettings: one shard count for the writers
+            # and the poller's index queries, one table, one queue.
             "DUE_SHARDS": str(DUE_SHARDS),
+            "JOBS_TABLE_NAME": self.table.table_name,
+            "JOBS_QUEUE_URL": self.queue.queue_url,
         }
+
+
+class StackFunction(Construct):
+    """One of the stack's functions, at ``Functions/<construct_id>``.
+
+    A subclass passes its handler, sizes and environment, then makes every
+    grant its code needs, on the factory's jobs table and queue
+    (``self.table``, ``self.queue``) too, so one module shows all one
+    function may do.
+    """
+
+    def __init__(self, factory: FunctionFactory, construct_id: str, spec: FunctionSpec) -> None:
+        super().__init__(factory, construct_id)
+        self.table = factory.table
+        self.queue = factory.queue
+        self.function = factory.build(self, spec)
+
+    @property
+    def role(self) -> iam.IRole:
+        role = self.function.role
+        assert role is not None
+        return role
+
+    def grant_items(self, *actions: str) -> None:
+        """Item actions on the jobs table itself (``Table.grant`` would add every index too)."""
+        iam.Grant.add_to_principal(
+            grantee=self.function, actions=list(actions), resource_arns=[self.table.table_arn]
+        )
+
+    def grant_object_keys(
+        self, bucket: s3.Bucket, pattern: str, *actions: str, unknown_keys: str
+    ) -> None:
+        """``actions`` on the objects under ``pattern``; ``unknown_keys`` says why a wildcard."""
+        bucket.grants.actions_on_object_keys(self.function, pattern, *actions)
+        acknowledge(self.role, object_keys_finding(bucket, pattern), unknown_keys)
+
+    def grant_payloads(self, payloads: s3.Bucket, *actions: str) -> None:
+        """``actions`` on the large event bodies (``PAYLOADS_PREFIX``) only."""
+        self.grant_object_keys(
+            payloads,
+            PAYLOADS_PREFIX,
+            *actions,
+            unknown_keys="Event bodies are stored one object per job and digest under "
+            "events/; object keys are not known in advance.",
+        )
+
+
+def object_keys_finding(bucket: s3.Bucket, pattern: str) -> str:
+    """The cdk-nag IAM5 finding id for a grant on ``bucket``'s objects under ``pattern``."""
+    cfn = bucket.node.default_child
+    assert isinstance(cfn, CfnElement)
+    logical_id = Stack.of(bucket).resolve(Stack.of(bucket).get_logical_id(cfn))
+    return f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>/{pattern}]"
+
+
+def _without_empty(environment: Mapping[str, str]) -> dict[str, str]:
+    """Unset optional settings stay unset, so the code's defaults apply."""
+    return {key: value for key, value in environment.items() if value}

@@ -1,0 +1,1 @@
+"""The stack's three Lambda functions: one module each owns its environment and grants."""

@@ -1,0 +1,67 @@
+"""The poller (``functions/poller.py``): polls silent jobs, sweeps owed work,
+registers jobs by event."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sqs as sqs
+
+from infra import spec
+from infra.functions.factory import FunctionFactory, FunctionSpec, StackFunction
+from sume.names import DUE_INDEX
+
+
+class PollerFunction(StackFunction):
+    def __init__(
+        self,
+        factory: FunctionFactory,
+        construct_id: str,
+        *,
+        payloads: s3.Bucket,
+        api_token: secretsmanager.ISecret,
+        status_allowed_hosts: str,
+    ) -> None:
+        super().__init__(
+            factory,
+            construct_id,
+            FunctionSpec(
+                handler="poller.handler",
+                timeout_seconds=spec.POLLER_TIMEOUT,
+                memory_mb=spec.POLLER_MEMORY_MB,
+                description="Polls status_url of silent jobs and re-enqueues owed work",
+                environment={
+                    "PAYLOADS_BUCKET_NAME": payloads.bucket_name,
+                    "SUME_API_TOKEN_ARN": api_token.secret_arn,
+                    "STATUS_ALLOWED_HOSTS": status_allowed_hosts,
+                },
+            ),
+        )
+        # A failed run is not retried: the next scheduled run redoes it.
+        self.function.configure_async_invoke(retry_attempts=0)
+        # Queries the due-work index, records polled events (GetItem as the
+        # receiver's) and reschedules items, re-enqueues owed work, offloads
+        # large status answers, authenticates its status_url reads with the
+        # API token.
+        self.grant_items("dynamodb:GetItem", "dynamodb:UpdateItem")
+        iam.Grant.add_to_principal(
+            grantee=self.function,
+            actions=["dynamodb:Query"],
+            resource_arns=[f"{self.table.table_arn}/index/{DUE_INDEX}"],
+        )
+        self.queue.grant_send_messages(self.function)
+        self.grant_payloads(payloads, "s3:PutObject")
+        api_token.grant_read(self.function)
+
+    def take_registrations(self, queue: sqs.IQueue, dlq: sqs.IQueue) -> None:
+        """Registration events (``infra/registration.py``) from their queue.
+
+        The poller parks a refused event in the DLQ itself, at once, with its reason.
+        """
+        self.function.add_event_source(
+            event_sources.SqsEventSource(queue, batch_size=10, report_batch_item_failures=True)
+        )
+        dlq.grant_send_messages(self.function)
+        self.function.add_environment("REGISTRATION_DLQ_URL", dlq.queue_url)

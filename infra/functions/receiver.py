@@ -1,0 +1,42 @@
+"""The receiver (``functions/receiver.py``): verifies and records Sume's deliveries."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
+
+from infra import spec
+from infra.functions.factory import FunctionFactory, FunctionSpec, StackFunction
+
+
+class ReceiverFunction(StackFunction):
+    def __init__(
+        self,
+        factory: FunctionFactory,
+        construct_id: str,
+        *,
+        payloads: s3.Bucket,
+        signing_secret: secretsmanager.ISecret,
+    ) -> None:
+        super().__init__(
+            factory,
+            construct_id,
+            FunctionSpec(
+                handler="receiver.handler",
+                timeout_seconds=spec.RECEIVER_TIMEOUT,
+                memory_mb=spec.RECEIVER_MEMORY_MB,
+                description="Verifies and records Sume webhook deliveries",
+                environment={
+                    "SIGNING_SECRET_ARN": signing_secret.secret_arn,
+                    "PAYLOADS_BUCKET_NAME": payloads.bucket_name,
+                },
+            ),
+        )
+        # One conditional UpdateItem per delivery (GetItem when a store
+        # refuses it without handing back the stored item, see
+        # sume.jobs.JobsTable), SendMessage for new work, large bodies to the
+        # payloads bucket, the signing secret.
+        self.grant_items("dynamodb:GetItem", "dynamodb:UpdateItem")
+        self.queue.grant_send_messages(self.function)
+        self.grant_payloads(payloads, "s3:PutObject")
+        signing_secret.grant_read(self.function)

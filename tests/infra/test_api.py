@@ -1,0 +1,66 @@
+"""The HTTP API: one route to the receiver, throttled, with JSON access logs."""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk.assertions import Match, Template
+
+from infra import spec
+from sume.names import WEBHOOK_ROUTE_KEY
+from tests.infra.conftest import Stage, ref_name
+from tests.infra.synth_stages import PROD_OVERRIDES
+
+
+def test_one_post_route_to_the_receiver_with_payload_2(dev: Stage) -> None:
+    t = Template.from_json(dev.template)
+    t.resource_count_is("AWS::ApiGatewayV2::Api", 1)
+    t.resource_count_is("AWS::ApiGatewayV2::Route", 1)
+    t.has_resource_properties(
+        "AWS::ApiGatewayV2::Api", {"ProtocolType": "HTTP", "Name": Match.any_value()}
+    )
+    t.has_resource_properties("AWS::ApiGatewayV2::Route", {"RouteKey": WEBHOOK_ROUTE_KEY})
+    (integration,) = dev.of_type("AWS::ApiGatewayV2::Integration").values()
+    props = integration["Properties"]
+    assert props["IntegrationType"] == "AWS_PROXY"
+    assert props["PayloadFormatVersion"] == "2.0"
+    assert ref_name(props["IntegrationUri"]) == "FunctionsReceiverFunction"
+    # API Gateway waits just past the receiver's own timeout, inside Sume's 10 s.
+    assert spec.RECEIVER_TIMEOUT * 1000 < props["TimeoutInMillis"] < 10_000
+    # Only this route may invoke the receiver.
+    (permission,) = [
+        p
+        for p in dev.of_type("AWS::Lambda::Permission").values()
+        if p["Properties"]["Principal"] == "apigateway.amazonaws.com"
+    ]
+    source_arn = permission["Properties"]["SourceArn"]["Fn::Join"][1]
+    assert source_arn[-1].endswith("/POST/webhooks/sume") or source_arn[-1].endswith(
+        "/webhooks/sume"
+    )
+
+
+def test_stage_throttling_comes_from_context(dev: Stage, prod: Stage) -> None:
+    for stage, rate, burst in ((dev, 50, 100), (prod, 25, 40)):
+        Template.from_json(stage.template).has_resource_properties(
+            "AWS::ApiGatewayV2::Stage",
+            {
+                "StageName": "$default",
+                "AutoDeploy": True,
+                "DefaultRouteSettings": {
+                    "ThrottlingRateLimit": rate,
+                    "ThrottlingBurstLimit": burst,
+                },
+            },
+        )
+    assert int(PROD_OVERRIDES["throttle_rate"]) == 25
+
+
+def test_access_logs_are_json_and_never_carry_headers(dev: Stage) -> None:
+    (stage,) = dev.of_type("AWS::ApiGatewayV2::Stage").values()
+    settings = stage["Properties"]["AccessLogSettings"]
+    assert ref_name(settings["DestinationArn"]) == "WebhookApiAccessLogs"
+    fields = json.loads(settings["Format"])
+    assert {"requestId", "status", "routeKey", "integrationError"} <= set(fields)
+    assert not any("header" in value.lower() for value in fields.values())
+    _, group = dev.one("WebhookApiAccessLogs", "AWS::Logs::LogGroup")
+    assert group["Properties"]["RetentionInDays"] == 30

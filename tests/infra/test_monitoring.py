@@ -1,0 +1,118 @@
+"""Alarms to one encrypted topic, and the dashboard (``infra/monitoring.py``)."""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk.assertions import Template
+
+from sume.names import METRICS_NAMESPACE, SERVICE_NAME
+from tests.infra.conftest import Stage, ref_name
+
+
+def test_alarms_cover_every_failure_and_notify_the_topic(dev: Stage, prod: Stage) -> None:
+    alarms = dev.alarms()
+    custom = {
+        "StorageErrors": "StorageErrors",
+        "SignatureRejectionSpike": "SignatureRejections",
+        "JobsLost": "JobsLost",
+        "ProcessingErrors": "ProcessingErrors",
+        "ReceiverConfigurationErrors": "ConfigurationErrors",
+        "StatusUrlRefused": "StatusUrlRefused",
+    }
+    for alarm_id, metric in custom.items():
+        props = alarms[alarm_id]
+        assert props["Namespace"] == METRICS_NAMESPACE
+        assert props["MetricName"] == metric
+        assert props["Dimensions"] == [{"Name": "service", "Value": SERVICE_NAME}]
+        assert props["Statistic"] == "Sum"
+    for fn in ("Receiver", "Worker", "Poller"):
+        props = alarms[f"{fn}Errors"]
+        assert (props["Namespace"], props["MetricName"]) == ("AWS/Lambda", "Errors")
+        (dimension,) = props["Dimensions"]
+        assert ref_name(dimension["Value"]) == f"Functions{fn}Function"
+    dlq = alarms["DlqNotEmpty"]
+    assert (dlq["Namespace"], dlq["MetricName"]) == (
+        "AWS/SQS",
+        "ApproximateNumberOfMessagesVisible",
+    )
+    assert ref_name(dlq["Dimensions"][0]["Value"]) == "JobsQueueDeadLetters"
+    assert (dlq["Threshold"], dlq["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    api = alarms["ApiServerErrors"]
+    assert (api["Namespace"], api["MetricName"]) == ("AWS/ApiGateway", "5xx")
+    assert ref_name(api["Dimensions"][0]["Value"]) == "WebhookApi"
+    assert alarms["JobsLost"]["Threshold"] == 1
+    assert alarms["SignatureRejectionSpike"]["Threshold"] == 20
+    assert prod.alarms()["SignatureRejectionSpike"]["Threshold"] == 7
+    assert alarms["ReceiverConfigurationErrors"]["Threshold"] == 1
+    for props in alarms.values():
+        assert [ref_name(a) for a in props["AlarmActions"]] == ["MonitoringAlarmTopic"]
+        assert props["TreatMissingData"] == "notBreaching"
+        assert props["AlarmDescription"]
+
+
+def test_an_alarm_fires_on_a_spike_of_4xx_throttles_included(dev: Stage, prod: Stage) -> None:
+    for stage, threshold in ((dev, 100), (prod, 30)):
+        spike = stage.alarms()["ApiClientErrorSpike"]
+        # HTTP APIs publish "4xx" (429 included), per API and per stage.
+        assert (spike["Namespace"], spike["MetricName"], spike["Statistic"]) == (
+            "AWS/ApiGateway",
+            "4xx",
+            "Sum",
+        )
+        dimensions = {d["Name"]: d["Value"] for d in spike["Dimensions"]}
+        assert set(dimensions) == {"ApiId", "Stage"}
+        assert ref_name(dimensions["ApiId"]) == "WebhookApi"
+        assert dimensions["Stage"] == "$default"
+        assert (spike["Threshold"], spike["Period"]) == (threshold, 300)
+
+
+def test_a_poll_configuration_error_is_alarmed(dev: Stage) -> None:
+    props = dev.alarms()["PollerConfigurationErrors"]
+    assert (props["Namespace"], props["MetricName"]) == (
+        METRICS_NAMESPACE,
+        "PollerConfigurationErrors",
+    )
+    assert props["Dimensions"] == [{"Name": "service", "Value": SERVICE_NAME}]
+    assert (props["Statistic"], props["Threshold"]) == ("Sum", 1)
+    assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert [ref_name(a) for a in props["AlarmActions"]] == ["MonitoringAlarmTopic"]
+
+
+def test_alarm_topic_is_encrypted_and_email_is_optional(dev: Stage, prod: Stage) -> None:
+    for stage in (dev, prod):
+        _, topic = stage.one("MonitoringAlarmTopic", "AWS::SNS::Topic")
+        assert ref_name(topic["Properties"]["KmsMasterKeyId"]) == "MonitoringTopicKey"
+        _, key = stage.one("MonitoringTopicKey", "AWS::KMS::Key")
+        assert key["Properties"]["EnableKeyRotation"] is True
+        statements = key["Properties"]["KeyPolicy"]["Statement"]
+        assert any(s["Principal"] == {"Service": "cloudwatch.amazonaws.com"} for s in statements)
+    assert not dev.of_type("AWS::SNS::Subscription")
+    Template.from_json(prod.template).has_resource_properties(
+        "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "ops@example.com"}
+    )
+
+
+def test_dashboard_shows_the_key_metrics(dev: Stage) -> None:
+    _, dashboard = dev.one("MonitoringDashboard", "AWS::CloudWatch::Dashboard")
+    assert dashboard["Properties"]["DashboardName"] == "SumeWebhooks-dev"
+    body = json.dumps(dashboard["Properties"]["DashboardBody"])
+    for metric in (
+        "Deliveries",
+        "NewJobs",
+        "Duplicates",
+        "SignatureRejections",
+        "StorageErrors",
+        "ConfigurationErrors",
+        "ProcessingErrors",
+        "StatusUrlRefused",
+        "JobsLost",
+        "ApproximateNumberOfMessagesVisible",
+        "ApproximateAgeOfOldestMessage",
+        "5xx",
+        "Duration",
+        "Throttles",
+        "JobsRegistered",
+        "RegistrationsRejected",
+    ):
+        assert f'\\"{metric}\\"' in body, metric

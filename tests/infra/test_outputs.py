@@ -1,0 +1,48 @@
+"""The stack's name and the outputs the ops CLI finds a stage's resources by."""
+
+from __future__ import annotations
+
+from infra import spec
+from sume.names import REGISTRATION_DETAIL_TYPE
+from tests.infra.conftest import Stage, ref_name
+
+
+def test_stack_names_come_from_the_stage(dev: Stage, prod: Stage) -> None:
+    assert dev.name == "SumeWebhooks-dev" == spec.stack_name("dev")
+    assert prod.name == spec.stack_name("prod")
+
+
+def test_outputs_have_the_stable_names_the_ops_cli_reads(dev: Stage, prod: Stage) -> None:
+    expected = {
+        spec.OUTPUT_WEBHOOK_URL,
+        *spec.OUTPUTS.values(),
+        spec.OUTPUT_ALARM_TOPIC,
+        spec.OUTPUT_DASHBOARD,
+        spec.OUTPUT_REGISTRATION_DETAIL_TYPE,
+        spec.OUTPUT_REGISTRATION_POLICY,
+        spec.OUTPUT_SCHEMA_REGISTRY,
+    }
+    for stage in (dev, prod):
+        outputs = stage.template["Outputs"]
+        assert set(outputs) == expected
+        assert ref_name(outputs[spec.OUTPUTS["table"]]["Value"]) == "JobsTable"
+        assert ref_name(outputs[spec.OUTPUTS["queue_url"]]["Value"]) == "JobsQueue"
+        assert ref_name(outputs[spec.OUTPUTS["dlq_url"]]["Value"]) == "JobsQueueDeadLetters"
+        assert ref_name(outputs[spec.OUTPUTS["artifacts_bucket"]]["Value"]) == "BucketsArtifacts"
+        assert ref_name(outputs[spec.OUTPUTS["payloads_bucket"]]["Value"]) == "BucketsPayloads"
+        assert ref_name(outputs[spec.OUTPUTS["event_bus"]]["Value"]) == "AnnouncementsBus"
+        signing = outputs[spec.OUTPUTS["signing_secret_arn"]]["Value"]
+        assert ref_name(signing) == "SecretsSigningSecret"
+        token = outputs[spec.OUTPUTS["api_token_secret_arn"]]["Value"]
+        assert ref_name(token) == "SecretsSumeApiToken"
+        assert ref_name(outputs[spec.OUTPUT_WEBHOOK_URL]["Value"]) == "WebhookApi/webhooks/sume"
+        registrations = outputs[spec.OUTPUTS["registrations_queue_url"]]["Value"]
+        assert ref_name(registrations) == "RegistrationsQueue"
+        registrations_dlq = outputs[spec.OUTPUTS["registrations_dlq_url"]]["Value"]
+        assert ref_name(registrations_dlq) == "RegistrationsDeadLetters"
+        detail_type = outputs[spec.OUTPUT_REGISTRATION_DETAIL_TYPE]["Value"]
+        assert detail_type == REGISTRATION_DETAIL_TYPE
+        policy = outputs[spec.OUTPUT_REGISTRATION_POLICY]["Value"]
+        assert ref_name(policy) == "RegistrationsPutPolicy"
+        registry = outputs[spec.OUTPUT_SCHEMA_REGISTRY]["Value"]
+        assert ref_name(registry) == "SchemasRegistry"

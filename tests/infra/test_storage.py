@@ -1,0 +1,90 @@
+"""The jobs table and the buckets (``infra/storage.py``), and what outlives a prod stack."""
+
+from __future__ import annotations
+
+from aws_cdk.assertions import Template
+
+from infra import spec
+from sume.names import DUE_AT, DUE_INDEX, DUE_SHARD, JOB_ID, TTL_ATTRIBUTE
+from tests.infra.conftest import Stage, base_name, ref_name
+
+
+def test_jobs_table_on_demand_pitr_ttl_and_the_sparse_index(dev: Stage) -> None:
+    Template.from_json(dev.template).has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "BillingMode": "PAY_PER_REQUEST",
+            "KeySchema": [{"AttributeName": JOB_ID, "KeyType": "HASH"}],
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+            "TimeToLiveSpecification": {"AttributeName": TTL_ATTRIBUTE, "Enabled": True},
+            "GlobalSecondaryIndexes": [
+                {
+                    "IndexName": DUE_INDEX,
+                    "KeySchema": [
+                        {"AttributeName": DUE_SHARD, "KeyType": "HASH"},
+                        {"AttributeName": DUE_AT, "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+            ],
+        },
+    )
+    _, table = dev.one("JobsTable", "AWS::DynamoDB::Table")
+    types = {
+        a["AttributeName"]: a["AttributeType"] for a in table["Properties"]["AttributeDefinitions"]
+    }
+    assert types == {JOB_ID: "S", DUE_SHARD: "N", DUE_AT: "N"}
+    # Exactly what the local stack creates on moto.
+    moto = spec.table_definition("x")
+    assert table["Properties"]["KeySchema"] == moto["KeySchema"]
+    assert table["Properties"]["GlobalSecondaryIndexes"] == moto["GlobalSecondaryIndexes"]
+
+
+def test_data_is_retained_and_protected_outside_dev(dev: Stage, prod: Stage) -> None:
+    _, prod_table = prod.one("JobsTable", "AWS::DynamoDB::Table")
+    assert prod_table["DeletionPolicy"] == prod_table["UpdateReplacePolicy"] == "Retain"
+    assert prod_table["Properties"]["DeletionProtectionEnabled"] is True
+    _, dev_table = dev.one("JobsTable", "AWS::DynamoDB::Table")
+    assert dev_table["DeletionPolicy"] == "Delete"
+    assert dev_table["Properties"].get("DeletionProtectionEnabled") is False
+    for kind in ("AWS::S3::Bucket", "AWS::SecretsManager::Secret", "AWS::SQS::Queue"):
+        assert {r["DeletionPolicy"] for r in prod.of_type(kind).values()} == {"Retain"}
+        assert {r["DeletionPolicy"] for r in dev.of_type(kind).values()} == {"Delete"}
+    # Emptying buckets on delete exists only where deleting is the point.
+    assert len(dev.of_type("Custom::S3AutoDeleteObjects")) == 3
+    assert not prod.of_type("Custom::S3AutoDeleteObjects")
+
+
+def test_buckets_are_private_encrypted_tls_only_and_expire_data(dev: Stage, prod: Stage) -> None:
+    for stage in (dev, prod):
+        buckets = stage.of_type("AWS::S3::Bucket")
+        assert {base_name(k) for k in buckets} == {
+            "BucketsArtifacts",
+            "BucketsPayloads",
+            "BucketsAccessLogs",
+        }
+        for bucket in buckets.values():
+            props = bucket["Properties"]
+            assert props["PublicAccessBlockConfiguration"] == {
+                "BlockPublicAcls": True,
+                "BlockPublicPolicy": True,
+                "IgnorePublicAcls": True,
+                "RestrictPublicBuckets": True,
+            }
+            (encryption,) = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+            assert encryption["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+            assert props["LifecycleConfiguration"]["Rules"]
+        for policy in stage.of_type("AWS::S3::BucketPolicy").values():
+            statements = policy["Properties"]["PolicyDocument"]["Statement"]
+            assert any(
+                s["Effect"] == "Deny"
+                and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+                for s in statements
+            )
+    _, payloads = prod.one("BucketsPayloads", "AWS::S3::Bucket")
+    (rule,) = payloads["Properties"]["LifecycleConfiguration"]["Rules"]
+    assert rule["ExpirationInDays"] == 120
+    for base in ("BucketsArtifacts", "BucketsPayloads"):
+        _, bucket = dev.one(base, "AWS::S3::Bucket")
+        logging = bucket["Properties"]["LoggingConfiguration"]
+        assert ref_name(logging["DestinationBucketName"]) == "BucketsAccessLogs"
