@@ -10,7 +10,7 @@ import pytest
 import receiver
 from sume import aws as clients
 from sume import registry
-from sume.jobs import JobsTable, State
+from sume.jobs import Job, JobsTable, State
 from sume.names import DUE_SHARDS, due_shard
 from sume.registry import Registry
 from sume.settings import ConfigurationError
@@ -40,16 +40,16 @@ def test_expect_creates_an_awaiting_item_due_for_its_first_poll(aws):
     item = table(aws).get("job_1")
     raw = clients.client("dynamodb").get_item(TableName=aws.table, Key={"job_id": {"S": "job_1"}})
     assert Decimal(raw["Item"]["metadata"]["M"]["ratio"]["N"]) == Decimal("0.5")
-    assert item == {
-        "job_id": "job_1",
-        "state": State.AWAITING,
-        "status_url": URL + "job_1",
-        "metadata": {"user": "u-7", "ratio": 0.5, "tags": ["a"]},
-        "registered_at": T0,
-        "poll_attempts": 0,
-        "due_shard": due_shard("job_1", DUE_SHARDS),
-        "due_at": T0 + 900,
-    }
+    assert item == Job(
+        job_id="job_1",
+        state=State.AWAITING,
+        status_url=URL + "job_1",
+        metadata={"user": "u-7", "ratio": 0.5, "tags": ["a"]},
+        registered_at=T0,
+        poll_attempts=0,
+        due_shard=due_shard("job_1", DUE_SHARDS),
+        due_at=T0 + 900,
+    )
 
 
 def test_expect_is_a_no_op_for_a_known_job(aws):
