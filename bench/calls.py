@@ -20,6 +20,7 @@ from bench.env import STUB_NAMES, environment, reset_handler_caches
 from bench.references import Handler, floor_handler, powertools_handler
 from bench.runtime import python, silenced
 from devstack.lambda_context import LambdaContext
+from sume.jobs import JobAttr, State
 
 FUNCTIONS = Path(__file__).resolve().parents[1] / "functions"
 IDEMPOTENCY_TABLE = "sume-bench-idempotency"
@@ -100,7 +101,7 @@ def _receiver_rows(
     job = d.new_job_id()
     body = d.job_body(job)
     _scenario(report, counter, "ours", h, "new", d.delivery(body), EXACTLY_2)
-    report.job_item = ddb.get_item(TableName=table, Key={"job_id": {"S": job}})["Item"]
+    report.job_item = ddb.get_item(TableName=table, Key={JobAttr.JOB_ID: {"S": job}})["Item"]
     _scenario(report, counter, "ours", h, "duplicate (retry)", d.delivery(body), ONE_OR_TWO)
     failed = d.job_body(job, event="job.failed")
     _scenario(
@@ -111,17 +112,17 @@ def _receiver_rows(
     # delivery after the grace period sends it again.
     ddb.update_item(
         TableName=table,
-        Key={"job_id": {"S": job}},
-        UpdateExpression="SET received_at = :old",
+        Key={JobAttr.JOB_ID: {"S": job}},
+        UpdateExpression=f"SET {JobAttr.RECEIVED_AT} = :old",
         ExpressionAttributeValues={":old": {"N": str(int(time.time()) - 3600)}},
     )
     _scenario(report, counter, "ours", h, "duplicate while work owed", d.delivery(body), THREE)
     ddb.update_item(
         TableName=table,
-        Key={"job_id": {"S": job}},
-        UpdateExpression="SET #s = :done REMOVE due_shard, due_at",
-        ExpressionAttributeNames={"#s": "state"},
-        ExpressionAttributeValues={":done": {"S": "processed"}},
+        Key={JobAttr.JOB_ID: {"S": job}},
+        UpdateExpression=f"SET #s = :done REMOVE {JobAttr.DUE_SHARD}, {JobAttr.DUE_AT}",
+        ExpressionAttributeNames={"#s": JobAttr.STATE},
+        ExpressionAttributeValues={":done": {"S": State.PROCESSED.value}},
     )
     _scenario(
         report,

@@ -140,20 +140,20 @@ class CapacityReport:
 
 def _item(job_id: str, status_url: str, now: int, due_at: int | None) -> dict[str, Any]:
     """An awaiting job as ``JobsTable.register`` leaves it; finished when ``due_at`` is None."""
-    from sume.jobs import State
-    from sume.names import DUE_AT, DUE_SHARD, JOB_ID, due_shard
+    from sume.jobs import JobAttr, State
+    from sume.names import due_shard
 
     state = State.PROCESSED if due_at is None else State.AWAITING
-    item = {
-        JOB_ID: {"S": job_id},
-        "state": {"S": state.value},
-        "status_url": {"S": status_url},
-        "registered_at": {"N": str(now - 60)},
-        "poll_attempts": {"N": "0"},
+    item: dict[str, Any] = {
+        JobAttr.JOB_ID: {"S": job_id},
+        JobAttr.STATE: {"S": state.value},
+        JobAttr.STATUS_URL: {"S": status_url},
+        JobAttr.REGISTERED_AT: {"N": str(now - 60)},
+        JobAttr.POLL_ATTEMPTS: {"N": "0"},
     }
     if due_at is not None:
-        item[DUE_SHARD] = {"N": str(due_shard(job_id))}
-        item[DUE_AT] = {"N": str(due_at)}
+        item[JobAttr.DUE_SHARD] = {"N": str(due_shard(job_id))}
+        item[JobAttr.DUE_AT] = {"N": str(due_at)}
     return item
 
 

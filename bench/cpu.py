@@ -32,6 +32,7 @@ from bench.env import STUB_NAMES, environment, reset_handler_caches
 from bench.references import Handler, floor_handler, powertools_handler
 from bench.runtime import silenced
 from devstack.lambda_context import LambdaContext
+from sume.jobs import JobAttr, Source, State
 
 KINDS = ("new", "duplicate", "rejected")
 DESIGNS = ("ours", "floor", "powertools")
@@ -60,18 +61,18 @@ def _sent(job_id: str) -> dict[str, str]:
 def _stored_item(job_id: str, raw: bytes, now: int) -> dict[str, Any]:
     """Our job item as DynamoDB hands it back (ALL_OLD) to a duplicate."""
     return {
-        "job_id": {"S": job_id},
-        "state": {"S": "received"},
-        "source": {"S": "webhook"},
-        "event": {"S": "job.completed"},
-        "status": {"S": "OK"},
-        "body": {"S": raw.decode()},
-        "first_seen": {"N": str(now)},
-        "received_at": {"N": str(now)},
-        "last_delivery_at": {"N": str(now)},
-        "deliveries": {"N": "1"},
-        "due_shard": {"N": "3"},
-        "due_at": {"N": str(now + 120)},
+        JobAttr.JOB_ID: {"S": job_id},
+        JobAttr.STATE: {"S": State.RECEIVED.value},
+        JobAttr.SOURCE: {"S": Source.WEBHOOK.value},
+        JobAttr.EVENT: {"S": "job.completed"},
+        JobAttr.STATUS: {"S": "OK"},
+        JobAttr.BODY: {"S": raw.decode()},
+        JobAttr.FIRST_SEEN: {"N": str(now)},
+        JobAttr.RECEIVED_AT: {"N": str(now)},
+        JobAttr.LAST_DELIVERY_AT: {"N": str(now)},
+        JobAttr.DELIVERIES: {"N": "1"},
+        JobAttr.DUE_SHARD: {"N": "3"},
+        JobAttr.DUE_AT: {"N": str(now + 120)},
     }
 
 

@@ -20,6 +20,7 @@ from devstack.simulator import Delivery, Sume, SumeJob
 
 if TYPE_CHECKING:
     from devstack.stack import DevStack
+    from sume.jobs import Job
 
 Expect = Callable[[str, str], None]
 
@@ -271,38 +272,26 @@ def _stored_digests(stack: DevStack) -> dict[str, set[str]]:
     return out
 
 
-def _item(stack: DevStack, job_id: str) -> dict[str, Any] | None:
-    from sume.jobs import from_item
-
-    assert stack.names is not None
-    item = (
-        stack.client("dynamodb")
-        .get_item(TableName=stack.names.table, Key={"job_id": {"S": job_id}}, ConsistentRead=True)
-        .get("Item")
-    )
-    return from_item(item) if item else None
-
-
 def _job_report(
-    case: Case, item: dict[str, Any], announcements: int, digests: dict[str, set[str]]
+    case: Case, stored: Job | None, announcements: int, digests: dict[str, set[str]]
 ) -> tuple[JobReport, list[str]]:
     job = case.job
     assert job is not None
     problems = []
-    stored = 0
+    copied = 0
     for name, digest in job.digests().items():
         if any(job.job_id in key for key in digests.get(digest, ())):
-            stored += 1
+            copied += 1
         else:
             problems.append(f"{case.name}: artifact {name} is not in the artifacts bucket")
     report = JobReport(
         case,
-        item.get("state"),
-        item.get("source"),
-        item.get("outcome"),
-        int(item.get("deliveries", 0)),
+        stored.state if stored else None,
+        stored.source if stored else None,
+        stored.outcome if stored else None,
+        (stored.deliveries or 0) if stored else 0,
         announcements,
-        stored,
+        copied,
     )
     if report.state != "processed":
         problems.append(f"{case.name}: job {job.job_id} is {report.state or 'missing'}")
@@ -326,16 +315,17 @@ def check(stack: DevStack, run: Run) -> Report:
     problems = run.sume_problems()
     announced = stack.announced()
     digests = _stored_digests(stack)
+    table = stack.jobs()
     jobs = []
     for case in run.jobs():
         assert case.job is not None
-        item = _item(stack, case.job.job_id) or {}
-        report, found = _job_report(case, item, announced[case.job.job_id], digests)
+        stored = table.get(case.job.job_id)
+        report, found = _job_report(case, stored, announced[case.job.job_id], digests)
         jobs.append(report)
         problems.extend(found)
     for case in run.cases:
         if case.arrives == REJECTED and case.job:
-            if _item(stack, case.job.job_id):
+            if table.get(case.job.job_id):
                 problems.append(f"{case.name}: a forged event was stored")
             if announced[case.job.job_id]:
                 problems.append(f"{case.name}: a forged event was announced")

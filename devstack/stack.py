@@ -39,9 +39,15 @@ from devstack.lambda_context import LambdaContext
 from devstack.resources import create_resources, environment
 from infra import spec
 from infra.spec import ResourceNames
-from sume.jobs import from_item
+from sume.jobs import JobsTable, State
 from sume.names import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH
-from sume.settings import ConfigurationError, PollerSettings, ReceiverSettings, WorkerSettings
+from sume.settings import (
+    ConfigurationError,
+    PollerSettings,
+    ReceiverSettings,
+    TableSettings,
+    WorkerSettings,
+)
 
 HOST = "127.0.0.1"
 REGION = "us-east-1"
@@ -453,6 +459,11 @@ class DevStack:
                 self._clients[service] = session.client(service, endpoint_url=self.endpoint_url)
             return self._clients[service]
 
+    def jobs(self) -> JobsTable:
+        """The jobs table as the functions see it: read a job, or move it along by hand."""
+        table = TableSettings.table_from(self.lambda_environment())
+        return JobsTable(self.client("dynamodb"), table.jobs_table_name, table.due_shards)
+
     def poll(self) -> Any:
         """Run the poller once now (also while its timer runs; never two at once)."""
         assert self._schedule is not None
@@ -560,14 +571,14 @@ class DevStack:
 
     def _failure_code(self, job_id: str) -> str:
         """Why the worker reported a job failed, as its item tells."""
-        item = self._item(job_id, "state", "lease_until", "last_error")
-        if item is None:
+        job = self.jobs().get(job_id, consistent=False)
+        if job is None:
             return "no such job"
-        if item.get("state") == "processing" and item.get("lease_until", 0) >= time.time():
+        if job.state == State.PROCESSING and (job.lease_until or 0) >= time.time():
             # Not claimed, so nothing was noted: another worker holds the lease.
             return "JobBusy"
-        last_error = item.get("last_error")
-        return str(last_error.get("code")) if isinstance(last_error, dict) else "reported failed"
+        last_error = job.last_error
+        return str(last_error.get("code")) if last_error is not None else "reported failed"
 
     def _on_registrations(
         self, messages: list[dict[str, Any]], failed: set[str], error: BaseException | None
@@ -578,10 +589,10 @@ class DevStack:
                 self.journal.add("retry", job_id, "registration failed; SQS retries it")
                 continue
             try:
-                item = self._item(job_id, "state") if job_id else None
+                job = self.jobs().get(job_id, consistent=False) if job_id else None
             except ClientError:  # an id DynamoDB refuses as a key, which expect refused too
-                item = None
-            state = item.get("state") if item else None
+                job = None
+            state = job.state if job else None
             if state is None:
                 self.journal.add("refused", job_id, "registration event: in the registrations DLQ")
             else:
@@ -617,24 +628,8 @@ class DevStack:
             self.announcements.append(event)
 
     def _source_of(self, job_id: str | None) -> str | None:
-        item = self._item(job_id, "source") if job_id else None
-        return str(item["source"]) if item and "source" in item else None
-
-    def _item(self, job_id: str, *attributes: str) -> dict[str, Any] | None:
-        if not self.names:
-            return None
-        names = {f"#a{i}": attribute for i, attribute in enumerate(attributes)}
-        item = (
-            self.client("dynamodb")
-            .get_item(
-                TableName=self.names.table,
-                Key={"job_id": {"S": job_id}},
-                ProjectionExpression=", ".join(names),
-                ExpressionAttributeNames=names,
-            )
-            .get("Item")
-        )
-        return from_item(item) if item else None
+        job = self.jobs().get(job_id, consistent=False) if job_id and self.names else None
+        return job.source if job else None
 
     def _subscribe_announcements(self) -> str:
         """A queue subscribed to the bus, as any consumer of the announcements would."""

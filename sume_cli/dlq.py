@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sume.ids import is_job_id
-from sume.jobs import JobsTable
+from sume.jobs import Job, JobsTable
 from sume_cli.times import iso
 
 # A peek hides messages only briefly and releases them when done; a redrive
@@ -27,19 +27,19 @@ class DeadLetter:
     job_id: str
     receive_count: int
     sent_at: str | None
-    item: dict[str, Any] | None
+    job: Job | None
 
     def as_dict(self) -> dict[str, Any]:
-        item = self.item or {}
+        job = self.job
         return {
             "message_id": self.message_id,
             "job_id": self.job_id,
             "receive_count": self.receive_count,
             "sent_at": self.sent_at,
-            "state": item.get("state"),
-            "attempts": item.get("attempts"),
-            "processing_error": item.get("processing_error"),
-            "found": self.item is not None,
+            "state": job.state if job else None,
+            "attempts": job.attempts if job else None,
+            "processing_error": job.processing_error if job else None,
+            "found": job is not None,
         }
 
 
@@ -69,7 +69,7 @@ def _letter(jobs: JobsTable, message: dict[str, Any]) -> DeadLetter:
         receive_count=int(attributes.get("ApproximateReceiveCount", 0)),
         sent_at=iso(int(sent) / 1000) if sent else None,
         # A body no job can have (sent before the id rule) is shown, not looked up.
-        item=jobs.get(job_id, consistent=False) if is_job_id(job_id) else None,
+        job=jobs.get(job_id, consistent=False) if is_job_id(job_id) else None,
     )
 
 

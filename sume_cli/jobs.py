@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from sume.jobs import JobsTable, State
+from sume.jobs import Job, JobsTable, State
 from sume.queue import JobQueue
 from sume.registry import Registry
 from sume_cli import USAGE, OpsError
@@ -14,11 +12,11 @@ from sume_cli import USAGE, OpsError
 REPLAY_SWEEP_AFTER_SECONDS = 120
 
 
-def load(jobs: JobsTable, job_id: str) -> dict[str, Any]:
-    item = jobs.get(job_id)
-    if item is None:
+def load(jobs: JobsTable, job_id: str) -> Job:
+    job = jobs.get(job_id)
+    if job is None:
         raise OpsError(f"no job {job_id!r} in the jobs table")
-    return item
+    return job
 
 
 def parse_metadata(pairs: list[str]) -> dict[str, str]:
@@ -38,12 +36,12 @@ def expect(
     metadata: dict[str, str],
     first_poll_after: int,
     allowed_hosts: tuple[str, ...] = (),
-) -> tuple[bool, dict[str, Any]]:
+) -> tuple[bool, Job]:
     """Register a submitted job as the application API does; a known job is left as it is.
 
     ``first_poll_after`` is the deployment's own ``POLL_INITIAL_SECONDS``, so the
     job is due when that deployment's poller would have made it due. Returns
-    whether it was registered now, and the job's item either way.
+    whether it was registered now, and the job either way.
     """
     try:
         registry = Registry(jobs, first_poll_after, allowed_hosts=allowed_hosts)
@@ -61,7 +59,7 @@ def replay(jobs: JobsTable, queue: JobQueue, job_id: str, now: int) -> None:
     copies the artifacts again instead of trusting the ones already stored.
     """
     if not jobs.request_replay(job_id, now, now + REPLAY_SWEEP_AFTER_SECONDS):
-        state = load(jobs, job_id).get("state")
+        state = load(jobs, job_id).state
         finished = f"{State.PROCESSED.value} or {State.PROCESSING_ERROR.value}"
         raise OpsError(f"job {job_id!r} is {state}: only {finished} jobs can be replayed")
     queue.send(job_id)

@@ -13,26 +13,22 @@ operator passes ``--scan``, and then bounded by a budget of items read.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from boto3.dynamodb.types import TypeSerializer
-
-from sume.jobs import from_item
-from sume.names import DUE_AT, DUE_INDEX, DUE_SHARD
+from sume.jobs import Job, JobAttr, JobsTable, Selection, State
 from sume_cli import USAGE, OpsError
 
 # state argument -> item states, or a filter of its own (failed).
 INDEXED = {
-    "unfinished": ("awaiting", "received", "processing"),
-    "awaiting": ("awaiting",),
-    "owed": ("received", "processing"),
-    "received": ("received",),
-    "processing": ("processing",),
+    "unfinished": (State.AWAITING, State.RECEIVED, State.PROCESSING),
+    "awaiting": (State.AWAITING,),
+    "owed": (State.RECEIVED, State.PROCESSING),
+    "received": (State.RECEIVED,),
+    "processing": (State.PROCESSING,),
 }
 SCANNED = {
-    "processed": ("processed",),
-    "processing_error": ("processing_error",),
-    "lost": ("lost",),
+    "processed": (State.PROCESSED,),
+    "processing_error": (State.PROCESSING_ERROR,),
+    "lost": (State.LOST,),
     "failed": (),
 }
 STATES = (*INDEXED, *SCANNED)
@@ -41,35 +37,33 @@ FAILED_EVENTS = ("job.failed", "job.canceled")
 
 # The times --since compares with (any of them), and the ones shown, per listed state.
 TIME_ATTRIBUTES = {
-    "unfinished": ("received_at", "registered_at"),
-    "awaiting": ("registered_at",),
-    "owed": ("received_at",),
-    "received": ("received_at",),
-    "processing": ("claimed_at",),
-    "processed": ("processed_at",),
-    "processing_error": ("processed_at",),
-    "lost": ("lost_at",),
-    "failed": ("received_at",),
+    "unfinished": (JobAttr.RECEIVED_AT, JobAttr.REGISTERED_AT),
+    "awaiting": (JobAttr.REGISTERED_AT,),
+    "owed": (JobAttr.RECEIVED_AT,),
+    "received": (JobAttr.RECEIVED_AT,),
+    "processing": (JobAttr.CLAIMED_AT,),
+    "processed": (JobAttr.PROCESSED_AT,),
+    "processing_error": (JobAttr.PROCESSED_AT,),
+    "lost": (JobAttr.LOST_AT,),
+    "failed": (JobAttr.RECEIVED_AT,),
 }
 
 SHOWN = (
-    "job_id",
-    "state",
-    "event",
-    "status",
-    "outcome",
-    "processing_error",
-    "status_url",
-    DUE_AT,
+    JobAttr.JOB_ID,
+    JobAttr.STATE,
+    JobAttr.EVENT,
+    JobAttr.STATUS,
+    JobAttr.OUTCOME,
+    JobAttr.PROCESSING_ERROR,
+    JobAttr.STATUS_URL,
+    JobAttr.DUE_AT,
     *sorted({a for attributes in TIME_ATTRIBUTES.values() for a in attributes}),
 )
-
-_serializer = TypeSerializer()
 
 
 @dataclass(frozen=True)
 class Listing:
-    items: list[dict[str, Any]]
+    jobs: list[Job]
     time_attributes: tuple[str, ...]
     read: int
     """Items DynamoDB read to answer (the cost)."""
@@ -77,62 +71,33 @@ class Listing:
     """False when the limit or the scan budget stopped the read early."""
 
 
-def _request(state: str, since: int | None) -> dict[str, Any]:
-    """Filter and projection: the stored body never leaves the table for a listing."""
-    names = {f"#p{i}": attribute for i, attribute in enumerate(SHOWN)}
-    values: dict[str, Any] = {}
+def _selection(state: str, since: int | None) -> Selection:
+    """The listed state's jobs, with the attributes a listing shows: never the stored body."""
     states = (INDEXED | SCANNED)[state]
-    if states:
-        names["#state"] = "state"
-        placeholders = []
-        for i, value in enumerate(states):
-            values[f":s{i}"] = value
-            placeholders.append(f":s{i}")
-        conditions = [f"#state IN ({', '.join(placeholders)})"]
-    else:
-        names["#event"] = "event"
-        for i, value in enumerate(FAILED_EVENTS):
-            values[f":e{i}"] = value
-        conditions = [f"#event IN ({', '.join(f':e{i}' for i in range(len(FAILED_EVENTS)))})"]
-    if since is not None:
-        compared = []
-        for i, attribute in enumerate(TIME_ATTRIBUTES[state]):
-            names[f"#since{i}"] = attribute
-            compared.append(f"#since{i} >= :since")
-        values[":since"] = since
-        conditions.append(f"({' OR '.join(compared)})")
-    return {
-        "FilterExpression": " AND ".join(conditions),
-        "ProjectionExpression": ", ".join(f"#p{i}" for i in range(len(SHOWN))),
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": {k: _serializer.serialize(v) for k, v in values.items()},
-    }
+    return Selection(
+        JobAttr.STATE if states else JobAttr.EVENT,
+        states or FAILED_EVENTS,
+        SHOWN,
+        since,
+        TIME_ATTRIBUTES[state],
+    )
 
 
-def from_index(
-    client: Any, table: str, shards: int, state: str, since: int | None, limit: int
-) -> Listing:
+def from_index(jobs: JobsTable, state: str, since: int | None, limit: int) -> Listing:
     """Every shard of the due-work index, soonest due first, up to ``limit`` jobs."""
-    common = {"TableName": table, "IndexName": DUE_INDEX, **_request(state, since)}
-    common["ExpressionAttributeNames"]["#shard"] = DUE_SHARD
-    found: list[dict[str, Any]] = []
+    selection = _selection(state, since)
+    found: list[Job] = []
     read = 0
     complete = True
-    for shard in range(shards):
-        values = {**common["ExpressionAttributeValues"], ":shard": {"N": str(shard)}}
-        request = {
-            **common,
-            "KeyConditionExpression": "#shard = :shard",
-            "ExpressionAttributeValues": values,
-        }
+    for shard in range(jobs.shards):
         in_shard = 0
+        start = None
         while True:
-            response = client.query(**request, Limit=limit)
-            read += response.get("ScannedCount", 0)
-            items = [from_item(i) for i in response.get("Items", [])]
-            found.extend(items)
-            in_shard += len(items)
-            start = response.get("LastEvaluatedKey")
+            page = jobs.due_page(shard, selection, limit, start)
+            read += page.read
+            found.extend(page.jobs)
+            in_shard += len(page.jobs)
+            start = page.start
             if not start:
                 break
             if in_shard >= limit:
@@ -140,39 +105,34 @@ def from_index(
                 # matches are all it can add to the overall first `limit`.
                 complete = False
                 break
-            request["ExclusiveStartKey"] = start
-    found.sort(key=lambda i: (i.get(DUE_AT, 0), i["job_id"]))
+    found.sort(key=lambda job: (job.due_at or 0, job.job_id))
     if len(found) > limit:
         complete = False
     return Listing(found[:limit], TIME_ATTRIBUTES[state], read, complete)
 
 
-def by_scan(
-    client: Any, table: str, state: str, since: int | None, limit: int, budget: int
-) -> Listing:
+def by_scan(jobs: JobsTable, state: str, since: int | None, limit: int, budget: int) -> Listing:
     """A Scan that stops after ``budget`` items read or ``limit`` matches, whichever is first."""
-    request: dict[str, Any] = {"TableName": table, **_request(state, since)}
-    found: list[dict[str, Any]] = []
+    selection = _selection(state, since)
+    found: list[Job] = []
     read = 0
+    start = None
     while True:
-        response = client.scan(**request, Limit=max(1, min(budget - read, 1000)))
-        read += response.get("ScannedCount", 0)
-        found.extend(from_item(i) for i in response.get("Items", []))
-        start = response.get("LastEvaluatedKey")
+        page = jobs.scan_page(selection, max(1, min(budget - read, 1000)), start)
+        read += page.read
+        found.extend(page.jobs)
+        start = page.start
         if not start:
             complete = len(found) <= limit
             break
         if read >= budget or len(found) >= limit:
             complete = False
             break
-        request["ExclusiveStartKey"] = start
     return Listing(found[:limit], TIME_ATTRIBUTES[state], read, complete)
 
 
 def list_jobs(
-    client: Any,
-    table: str,
-    shards: int,
+    jobs: JobsTable,
     state: str,
     since: int | None,
     limit: int,
@@ -181,7 +141,7 @@ def list_jobs(
     if limit < 1:
         raise OpsError("--limit must be at least 1", USAGE)
     if state in INDEXED:
-        return from_index(client, table, shards, state, since, limit)
+        return from_index(jobs, state, since, limit)
     if scan_budget is None:
         raise OpsError(
             f"{state} jobs are in no index (only awaiting and owed work are): "
@@ -190,4 +150,4 @@ def list_jobs(
         )
     if scan_budget < 1:
         raise OpsError("--scan-budget must be at least 1", USAGE)
-    return by_scan(client, table, state, since, limit, scan_budget)
+    return by_scan(jobs, state, since, limit, scan_budget)

@@ -31,6 +31,7 @@ from botocore.exceptions import (
 
 from sume.envelope import TERMINAL_EVENTS
 from sume.ids import InvalidJobId, check_job_id
+from sume.jobs import State
 from sume.names import DUE_SHARDS
 from sume.queue import JobQueue
 from sume.secrets import parse_secrets
@@ -84,56 +85,51 @@ def deployment_option(ops: Ops) -> str:
 
 
 def cmd_status(ops: Ops, args: argparse.Namespace) -> int:
-    item = jobs.load(ops.jobs, args.job_id)
+    job = jobs.load(ops.jobs, args.job_id)
     if as_json_output(args):
-        dump(as_json(item))
+        dump(as_json(job))
     else:
-        out(render(item))
+        out(render(job))
     return OK
 
 
 def cmd_list(ops: Ops, args: argparse.Namespace) -> int:
     state = args.state or DEFAULT_STATE
     since = parse_since(args.since, time.time()) if args.since else None
-    listing = list_jobs(
-        ops.client("dynamodb"),
-        ops.stack.names.table,
-        ops.shards,
-        state,
-        since,
-        args.limit,
-        args.scan_budget if args.scan else None,
-    )
+    listing = list_jobs(ops.jobs, state, since, args.limit, args.scan_budget if args.scan else None)
     scanned = state in SCANNED
     source = "by a bounded Scan" if scanned else "from the due-work index"
     if as_json_output(args):
         dump(
             {
                 "state": state,
-                "jobs": [as_json(i) for i in listing.items],
+                "jobs": [as_json(job) for job in listing.jobs],
                 "items_read": listing.read,
                 "complete": listing.complete,
                 "source": "scan" if scanned else "index",
             }
         )
-    elif listing.items:
+    elif listing.jobs:
         times = listing.time_attributes
-        table(
-            [
+        rows = []
+        for job in listing.jobs:
+            item = job.as_item()
+            rows.append(
                 [
-                    str(i["job_id"]),
-                    str(i.get("state", "")),
-                    str(i.get("event", "")),
-                    *(iso(i.get(attribute)) or "-" for attribute in times),
-                    iso(i.get("due_at")) or "-",
+                    job.job_id,
+                    job.state or "",
+                    job.event or "",
+                    *(iso(item.get(attribute)) or "-" for attribute in times),
+                    iso(job.due_at) or "-",
                 ]
-                for i in listing.items
-            ],
+            )
+        table(
+            rows,
             ["JOB_ID", "STATE", "EVENT", *(a.upper() for a in times), "DUE_AT"],
         )
     else:
         out(f"no {state} jobs")
-    summary = f"{len(listing.items)} {state} job(s); read {listing.read} item(s) {source}"
+    summary = f"{len(listing.jobs)} {state} job(s); read {listing.read} item(s) {source}"
     if not listing.complete:
         summary += "; stopped early, more may exist (raise --limit"
         summary += " or --scan-budget)" if scanned else ")"
@@ -144,7 +140,7 @@ def cmd_list(ops: Ops, args: argparse.Namespace) -> int:
 def cmd_expect(ops: Ops, args: argparse.Namespace) -> int:
     metadata = jobs.parse_metadata(args.metadata)
     first = ops.first_poll()
-    created, item = jobs.expect(
+    created, job = jobs.expect(
         ops.jobs, args.job_id, args.status_url, metadata, first.seconds, first.allowed_hosts
     )
     if as_json_output(args):
@@ -153,16 +149,16 @@ def cmd_expect(ops: Ops, args: argparse.Namespace) -> int:
                 "registered": created,
                 "first_poll_after_seconds": first.seconds,
                 "first_poll_after_source": first.source,
-                "job": as_json(item),
+                "job": as_json(job),
             }
         )
     elif created:
         out(
-            f"registered {args.job_id}: first status poll at {iso(item.get('due_at'))} "
+            f"registered {args.job_id}: first status poll at {iso(job.due_at)} "
             f"(after {first.seconds} s: {first.source})"
         )
     else:
-        out(f"{args.job_id} is already known (state {item.get('state')}); nothing changed")
+        out(f"{args.job_id} is already known (state {job.state}); nothing changed")
     return OK
 
 
@@ -220,8 +216,8 @@ def cmd_dlq_redrive(ops: Ops, args: argparse.Namespace) -> int:
             _letters_table(letters)
         out(f"moved {len(letters)} message(s) back to the jobs queue")
     for letter in letters:
-        state = (letter.item or {}).get("state")
-        if state in ("processed", "processing_error"):
+        state = letter.job.state if letter.job else None
+        if state in (State.PROCESSED, State.PROCESSING_ERROR):
             note(
                 f"{letter.job_id} is {state}: the worker will leave it alone; "
                 f"`{PROG} {deployment_option(ops)} replay {letter.job_id}` redoes its work"

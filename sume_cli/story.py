@@ -6,11 +6,12 @@ import json
 import time
 from typing import Any
 
+from sume.jobs import Job, JobAttr, State
 from sume_cli.times import iso
 
 # Item attributes holding epoch seconds, shown as ISO 8601 UTC everywhere; any
 # other ``*_at`` attribute (the worker and poller may add some) counts too.
-TIME_ATTRIBUTES = frozenset({"first_seen", "lease_until"})
+TIME_ATTRIBUTES = frozenset({JobAttr.FIRST_SEEN, JobAttr.LEASE_UNTIL})
 
 
 def is_time(attribute: str, value: Any) -> bool:
@@ -20,71 +21,25 @@ def is_time(attribute: str, value: Any) -> bool:
 
 
 # What each state means to an operator at 3 a.m.
-MEANING = {
-    "awaiting": "registered; waiting for its webhook or the next status poll",
-    "received": "terminal event stored; follow-up work owed",
-    "processing": "a worker holds the job under a lease",
-    "processed": "follow-up work done",
-    "processing_error": "follow-up work failed in a way retrying cannot fix",
-    "lost": "status polling gave up before a terminal event arrived",
+MEANING: dict[str, str] = {
+    State.AWAITING: "registered; waiting for its webhook or the next status poll",
+    State.RECEIVED: "terminal event stored; follow-up work owed",
+    State.PROCESSING: "a worker holds the job under a lease",
+    State.PROCESSED: "follow-up work done",
+    State.PROCESSING_ERROR: "follow-up work failed in a way retrying cannot fix",
+    State.LOST: "status polling gave up before a terminal event arrived",
 }
 
 
-def lease_ended(item: dict[str, Any], now: float) -> str | None:
+def lease_ended(job: Job, now: float) -> str | None:
     """What a processing job whose lease has run out is waiting for, if it has."""
-    lease = item.get("lease_until")
-    if item.get("state") != "processing" or not isinstance(lease, int | float) or lease >= now:
+    if job.state != State.PROCESSING or job.lease_until is None or job.lease_until >= now:
         return None
     # A worker that failed gives its claim back at once and notes why
     # (last_error_at); a claim taken after that note was abandoned instead.
-    if "last_error" in item and item.get("last_error_at", 0) >= item.get("claimed_at", 0):
+    if job.last_error is not None and (job.last_error_at or 0) >= (job.claimed_at or 0):
         return "released, waiting for a retry"
     return "lease expired: its worker stopped; the sweeper queues it again"
-
-
-SHOWN = frozenset(
-    {
-        "job_id",
-        "state",
-        "replay",
-        "source",
-        "event",
-        "status",
-        "deliveries",
-        "conflicts",
-        "first_seen",
-        "last_delivery_at",
-        "received_at",
-        "outcome",
-        "error",
-        "error_truncated",
-        "details_dropped",
-        "processing_error",
-        "last_error",
-        "last_error_at",
-        "processed_at",
-        "artifacts",
-        "artifact_count",
-        "artifacts_truncated",
-        "due_at",
-        "due_shard",
-        "claim_id",
-        "lease_until",
-        "attempts",
-        "claimed_at",
-        "sweeps",
-        "status_url",
-        "metadata",
-        "registered_at",
-        "poll_attempts",
-        "last_polled_at",
-        "lost_at",
-        "expires_at",
-        "body",
-        "body_ref",
-    }
-)
-"""Attributes ``render`` places itself; the claim id is an internal token."""
 
 
 def _with_iso_times(value: Any) -> Any:
@@ -95,9 +50,9 @@ def _with_iso_times(value: Any) -> Any:
     return value
 
 
-def as_json(item: dict[str, Any]) -> dict[str, Any]:
+def as_json(job: Job) -> dict[str, Any]:
     """The item with its times (also inside artifact records) in ISO UTC; the rest as stored."""
-    converted: dict[str, Any] = _with_iso_times(dict(sorted(item.items())))
+    converted: dict[str, Any] = _with_iso_times(dict(sorted(job.as_item().items())))
     return converted
 
 
@@ -125,36 +80,36 @@ def _artifact(value: Any) -> str:
 DROPPED = "not recorded: DynamoDB refused the finish (the announcement has them)"
 
 
-def _listed(item: dict[str, Any]) -> str | None:
+def _listed(job: Job) -> str | None:
     """How many artifacts the item lists, when it could not list them all."""
-    if not item.get("artifacts_truncated"):
+    if not job.artifacts_truncated:
         return None
-    listed = len(item.get("artifacts") or [])
-    return f"{item.get('artifact_count')} stored; the item lists the first {listed}"
+    listed = len(job.artifacts or [])
+    return f"{job.artifact_count} stored; the item lists the first {listed}"
 
 
-def _sume_error(item: dict[str, Any]) -> Any:
+def _sume_error(job: Job) -> Any:
     """Sume's error as the worker keeps it: JSON text, cut when ``error_truncated``.
 
     Shown as stored (ASCII, with escapes), so even a lone surrogate prints;
     items finished before the text form hold a map.
     """
-    error = item.get("error")
-    if isinstance(error, str) and item.get("error_truncated"):
-        return f"{error}... (cut at {len(error)} characters)"
-    return error
+    if isinstance(job.error, str) and job.error_truncated:
+        return f"{job.error}... (cut at {len(job.error)} characters)"
+    return job.error
 
 
-def render(item: dict[str, Any]) -> str:
-    """The item as labelled lines, most telling first; absent attributes are skipped.
+def render(job: Job) -> str:
+    """The job as labelled lines, most telling first; absent attributes are skipped.
 
-    Attributes this view does not know yet are listed last, under their own
-    names, so the story is never silently incomplete.
+    Attributes this view does not know yet (``Job.other``) are listed last,
+    under their own names, so the story is never silently incomplete. The
+    claim id is an internal token: only whether there is a claim is shown.
     """
-    state = str(item.get("state", "?"))
-    meaning = lease_ended(item, time.time())
+    state = job.state or "?"
+    meaning = lease_ended(job, time.time())
     lines: list[tuple[str, str]] = [
-        ("job", str(item["job_id"])),
+        ("job", job.job_id),
         ("state", f"{state} ({meaning or MEANING.get(state, 'unknown state')})"),
     ]
 
@@ -162,51 +117,48 @@ def render(item: dict[str, Any]) -> str:
         if value not in (None, "", [], {}):
             lines.append((label, value if isinstance(value, str) else _compact(value)))
 
-    def when(attribute: str) -> str | None:
-        return iso(item.get(attribute))
-
-    if item.get("replay"):
+    if job.replay:
         add("replay", "requested: artifacts will be copied again")
-    add("source", item.get("source"))
-    if item.get("event"):
-        add("event", f"{item['event']}  status={item.get('status', '')}")
-    if "deliveries" in item:
-        add("deliveries", f"{item['deliveries']}  conflicts={item.get('conflicts', 0)}")
-    add("first seen", when("first_seen"))
-    add("last delivery", when("last_delivery_at"))
-    add("received", when("received_at"))
-    add("outcome", item.get("outcome"))
-    add("error", _sume_error(item))
-    add("details", DROPPED if item.get("details_dropped") else None)
-    add("processing error", item.get("processing_error"))
-    if "last_error" in item:
-        add("last error", f"{when('last_error_at') or '-'}  {_compact(item['last_error'])}")
-    add("processed", when("processed_at"))
-    add("artifacts", _listed(item))
-    for artifact in item.get("artifacts") or []:
+    add("source", job.source)
+    if job.event:
+        add("event", f"{job.event}  status={job.status or ''}")
+    if job.deliveries is not None:
+        add("deliveries", f"{job.deliveries}  conflicts={job.conflicts or 0}")
+    add("first seen", iso(job.first_seen))
+    add("last delivery", iso(job.last_delivery_at))
+    add("received", iso(job.received_at))
+    add("outcome", job.outcome)
+    add("error", _sume_error(job))
+    add("details", DROPPED if job.details_dropped else None)
+    add("processing error", job.processing_error)
+    if job.last_error is not None:
+        add("last error", f"{iso(job.last_error_at) or '-'}  {_compact(job.last_error)}")
+    add("processed", iso(job.processed_at))
+    add("artifacts", _listed(job))
+    for artifact in job.artifacts or []:
         add("artifact", _artifact(artifact))
-    if "due_at" in item:
-        add("due", f"{when('due_at')}  shard={item.get('due_shard')}")
-    if "claim_id" in item:
+    if job.due_at is not None:
+        add("due", f"{iso(job.due_at)}  shard={job.due_shard}")
+    if job.claim_id is not None:
         add(
             "claim",
-            f"lease until {when('lease_until') or '-'}  attempts={item.get('attempts', 0)}  "
-            f"claimed {when('claimed_at')}",
+            f"lease until {iso(job.lease_until) or '-'}  attempts={job.attempts or 0}  "
+            f"claimed {iso(job.claimed_at)}",
         )
-    if "sweeps" in item:
-        add("sweeps", str(item["sweeps"]))
-    add("status url", item.get("status_url"))
-    add("metadata", item.get("metadata"))
-    add("registered", when("registered_at"))
-    if "poll_attempts" in item:
-        add("polls", f"{item['poll_attempts']}  last {when('last_polled_at') or 'never'}")
-    add("lost", when("lost_at"))
-    add("expires", when("expires_at"))
-    if "body" in item:
-        add("body", f"{len(str(item['body']).encode('utf-8'))} bytes inline (--json shows it)")
-    add("body ref", item.get("body_ref"))
-    for attribute in sorted(set(item) - SHOWN):
-        value = item[attribute]
+    if job.sweeps is not None:
+        add("sweeps", str(job.sweeps))
+    add("status url", job.status_url)
+    add("metadata", job.metadata)
+    add("registered", iso(job.registered_at))
+    if job.poll_attempts is not None:
+        add("polls", f"{job.poll_attempts}  last {iso(job.last_polled_at) or 'never'}")
+    add("last poll error", job.last_poll_error)
+    add("lost", iso(job.lost_at))
+    add("expires", iso(job.expires_at))
+    if job.body is not None:
+        add("body", f"{len(job.body.encode('utf-8'))} bytes inline (--json shows it)")
+    add("body ref", job.body_ref)
+    for attribute, value in sorted(job.other.items()):
         add(attribute, iso(value) if is_time(attribute, value) else value)
     width = max(len(label) for label, _ in lines)
     return "\n".join(f"{label:<{width}}  {value}" for label, value in lines)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sume.envelope import JobEvent
-from sume.jobs import JobsTable, Source, is_conflicting, work_owed
+from sume.jobs import JobsTable, Source, State
 from sume.payloads import PayloadStore, needs_offload
 from sume.queue import JobQueue
 from sume.settings import ConfigurationError, TableSettings
@@ -28,7 +28,7 @@ class Outcome(enum.StrEnum):
 class Intake:
     outcome: Outcome
     enqueued: bool
-    state: str | None = None
+    state: State | None = None
 
 
 class JobIntake:
@@ -61,23 +61,23 @@ class JobIntake:
         recorded = self._jobs.record(
             event, source, now, sweep_at=now + self._sweep_after, body_ref=body_ref
         )
-        if recorded.new:
+        stored = recorded.stored
+        if stored is None:
             self._queue.send(event.job_id)
             return Intake(Outcome.NEW, enqueued=True)
 
-        stored = recorded.previous or {}
-        conflict = is_conflicting(stored, event)
+        conflict = stored.conflicts_with(event)
         if source is Source.WEBHOOK:
             self._jobs.count_delivery(event.job_id, now, conflict)
         # A retry after a crash between write and send finds the work still
         # owed: send again, the worker's claim makes a second message harmless.
-        owed = work_owed(stored, now, self._grace)
+        owed = stored.work_owed(now, self._grace)
         if owed:
             self._queue.send(event.job_id)
         return Intake(
             Outcome.CONFLICT if conflict else Outcome.DUPLICATE,
             enqueued=owed,
-            state=stored.get("state"),
+            state=stored.state,
         )
 
 

@@ -15,15 +15,19 @@ States (see docs/design.md)::
 ``received`` and ``processing`` items carry the due-work keys (``due_shard``,
 ``due_at``) so the sweeper finds owed work a crash left behind; ``awaiting``
 items carry them for their next status poll. Finishing removes them.
+
+The item's attributes are named once, in ``JobAttr``; ``Job`` is the item as
+every reader gets it, one field per attribute.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
+import typing
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any
 
@@ -48,23 +52,190 @@ class Source(enum.StrEnum):
     POLL = "poll"
 
 
+class JobAttr(enum.StrEnum):
+    """The job item's attribute names, as every expression and reader spells them.
+
+    Each is also the name of ``Job``'s field that holds it, where it is documented.
+    """
+
+    JOB_ID = JOB_ID
+    STATE = "state"
+    SOURCE = "source"
+    EVENT = "event"
+    STATUS = "status"
+    BODY = "body"
+    BODY_REF = "body_ref"
+    FIRST_SEEN = "first_seen"
+    RECEIVED_AT = "received_at"
+    LAST_DELIVERY_AT = "last_delivery_at"
+    DELIVERIES = "deliveries"
+    CONFLICTS = "conflicts"
+    DUE_SHARD = DUE_SHARD
+    DUE_AT = DUE_AT
+    CLAIM_ID = "claim_id"
+    LEASE_UNTIL = "lease_until"
+    CLAIMED_AT = "claimed_at"
+    ATTEMPTS = "attempts"
+    LAST_ERROR = "last_error"
+    LAST_ERROR_AT = "last_error_at"
+    SWEEPS = "sweeps"
+    REPLAY = "replay"
+    OUTCOME = "outcome"
+    ERROR = "error"
+    ERROR_TRUNCATED = "error_truncated"
+    DETAILS_DROPPED = "details_dropped"
+    PROCESSING_ERROR = "processing_error"
+    ARTIFACTS = "artifacts"
+    ARTIFACT_COUNT = "artifact_count"
+    ARTIFACTS_TRUNCATED = "artifacts_truncated"
+    PROCESSED_AT = "processed_at"
+    STATUS_URL = "status_url"
+    METADATA = "metadata"
+    REGISTERED_AT = "registered_at"
+    POLL_ATTEMPTS = "poll_attempts"
+    LAST_POLLED_AT = "last_polled_at"
+    LAST_POLL_ERROR = "last_poll_error"
+    LOST_AT = "lost_at"
+    EXPIRES_AT = TTL_ATTRIBUTE
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One job's item, typed: what the jobs table hands every reader.
+
+    Built by ``JobsTable`` only, from the item as stored, the way Powertools'
+    idempotency layer turns an item into a ``DataRecord``. Each field holds
+    the attribute of the same name (``JobAttr``); None means the item does
+    not have it. Times are Unix epoch seconds. An attribute this code does
+    not know, or a value not of its field's type, stays in ``other`` under its
+    name, so ``as_item()`` is always the item exactly as stored.
+    docs/job-item.md is the operators' copy of this list.
+    """
+
+    job_id: str
+    """Sume's job id, the only idempotency key (the partition key)."""
+    state: State | None = None
+    """Where the job is in the state machine (see the module docstring)."""
+    source: Source | None = None
+    """How the terminal event arrived: by webhook (receiver) or by status poll (poller)."""
+    event: str | None = None
+    """The first terminal event's name: it wins forever (receiver, poller)."""
+    status: str | None = None
+    """The first terminal event's status, cut to its first 64 characters (lone
+    surrogates replaced by U+FFFD); the body keeps it whole."""
+    body: str | None = None
+    """The event exactly as received, kept inline up to 256 KiB."""
+    body_ref: str | None = None
+    """``s3://...`` of the event in the payloads bucket, when it is over 256 KiB."""
+    first_seen: int | None = None
+    """When the terminal event was first recorded (receiver, poller)."""
+    received_at: int | None = None
+    """When the work became owed: the first record, or an operator's replay."""
+    last_delivery_at: int | None = None
+    """The latest webhook delivery (receiver)."""
+    deliveries: int | None = None
+    """Webhook deliveries counted (receiver); 0 when a poll found the event."""
+    conflicts: int | None = None
+    """Later deliveries that disagreed with the first terminal event (receiver)."""
+    due_shard: int | None = None
+    """Due-work index partition: present only while the item needs attention."""
+    due_at: int | None = None
+    """Due-work index sort key: the next status poll, the sweep deadline or the
+    lease's end."""
+    claim_id: str | None = None
+    """The token of the worker holding the claim; every write of the work is
+    conditional on it."""
+    lease_until: int | None = None
+    """When the worker's claim ends; another worker may take the job after it."""
+    claimed_at: int | None = None
+    """When the latest claim was taken (worker)."""
+    attempts: int | None = None
+    """Claims taken on the job's work (worker)."""
+    last_error: dict[str, Any] | None = None
+    """The latest failure a retry may fix, ``{code, message, url?}``: the claim was
+    released (worker)."""
+    last_error_at: int | None = None
+    """When ``last_error`` was noted."""
+    sweeps: int | None = None
+    """How often the sweeper re-enqueued the owed work (poller)."""
+    replay: bool | None = None
+    """Set by ``sume-webhooks replay``: the worker copies every artifact again."""
+    outcome: str | None = None
+    """``completed``, ``failed`` or ``canceled``: what Sume said (worker)."""
+    error: str | dict[str, Any] | None = None
+    """Sume's ``error`` (failed and canceled jobs) as JSON text, cut at 16 KiB
+    characters (a map on items finished before the text form)."""
+    error_truncated: bool | None = None
+    """``error`` was cut."""
+    details_dropped: bool | None = None
+    """DynamoDB refused the full finish: the item holds the state and codes only
+    (the announcement has the rest)."""
+    processing_error: dict[str, Any] | None = None
+    """Why the work could not be done, ``{code, message, url?}``: retrying cannot fix it."""
+    artifacts: list[Any] | None = None
+    """Records of the artifacts stored in S3, as many as fit in the item."""
+    artifact_count: int | None = None
+    """Artifacts stored, listed on the item or not."""
+    artifacts_truncated: bool | None = None
+    """``artifacts`` lists only the first ``artifact_count`` that fit."""
+    processed_at: int | None = None
+    """When the work finished (worker)."""
+    status_url: str | None = None
+    """Where the poller asks Sume about a registered job."""
+    metadata: dict[str, Any] | None = None
+    """The application's JSON object given at registration, at most 64 KiB."""
+    registered_at: int | None = None
+    """When the job was registered for status polling."""
+    poll_attempts: int | None = None
+    """Status polls made (poller)."""
+    last_polled_at: int | None = None
+    """When the latest status poll was made."""
+    last_poll_error: str | None = None
+    """Why the latest status poll got no answer (e.g. ``refused_host``)."""
+    lost_at: int | None = None
+    """When polling gave up before a terminal event arrived."""
+    expires_at: int | None = None
+    """DynamoDB TTL: the item, and its dedupe, go after ``RETENTION_DAYS``."""
+    other: dict[str, Any] = field(default_factory=dict)
+    """Attributes not listed above, or whose value is not of the field's type."""
+
+    def as_item(self) -> dict[str, Any]:
+        """The item as stored, in plain Python (ints, not Decimals)."""
+        item = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "other"}
+        return {**{name: value for name, value in item.items() if value is not None}, **self.other}
+
+    def conflicts_with(self, event: JobEvent) -> bool:
+        """A later delivery that disagrees with the first terminal event (which wins)."""
+        return self.event != event.event or self.status != event.status
+
+    def work_owed(self, now: int, grace_seconds: int) -> bool:
+        """True when the job's follow-up work is still owed and nobody is plausibly on it.
+
+        A fresh ``received`` item is left alone for ``grace_seconds``: its first
+        enqueue is very likely in flight, and concurrent twins must not add messages.
+        """
+        if self.state == State.RECEIVED:
+            return now - (self.received_at or 0) >= grace_seconds
+        if self.state == State.PROCESSING:
+            return (self.lease_until or 0) < now
+        return False
+
+
 # Condition parts. Reserved words (state, source, status, ...) go through
 # #aliases; see _NAMES.
-IS_NEW_JOB = f"attribute_not_exists({JOB_ID})"
+IS_NEW_JOB = f"attribute_not_exists({JobAttr.JOB_ID})"
 IS_WAITING_FOR_EVENT = "#state IN (:awaiting, :lost)"
-EXISTS = f"attribute_exists({JOB_ID})"
+EXISTS = f"attribute_exists({JobAttr.JOB_ID})"
 IS_OWED = "#state = :received"
-HAS_EXPIRED_LEASE = "(#state = :processing AND lease_until < :now)"
-HOLDS_CLAIM = "(#state = :processing AND claim_id = :claim)"
+HAS_EXPIRED_LEASE = f"(#state = :processing AND {JobAttr.LEASE_UNTIL} < :now)"
+HOLDS_CLAIM = f"(#state = :processing AND {JobAttr.CLAIM_ID} = :claim)"
 IS_AWAITING = "#state = :awaiting"
 IS_FINISHED = "#state IN (:processed, :processing_error)"
 
+# Attribute names DynamoDB reserves, by the alias expressions use for them.
 _NAMES = {
-    "#state": "state",
-    "#source": "source",
-    "#event": "event",
-    "#status": "status",
-    "#error": "error",
+    f"#{name}": name.value
+    for name in (JobAttr.STATE, JobAttr.SOURCE, JobAttr.EVENT, JobAttr.STATUS, JobAttr.ERROR)
 }
 
 # DynamoDB's cap on one item: names and values, every attribute counted.
@@ -106,9 +277,46 @@ def _from_av(value: dict[str, Any]) -> Any:
     return _plain(_deserializer.deserialize(value))
 
 
-def from_item(item: dict[str, Any]) -> dict[str, Any]:
-    """A DynamoDB item as plain Python (ints, not Decimals)."""
-    return {k: _from_av(v) for k, v in item.items()}
+_MISFIT = object()
+
+
+def _reader(hint: Any) -> Callable[[Any], Any]:
+    """Reads a plain value into a field of type ``hint``; ``_MISFIT`` when it is not one.
+
+    Types are matched exactly, so a flag is no count and a fraction no time.
+    """
+    kinds = [
+        typing.get_origin(a) or a for a in typing.get_args(hint) or (hint,) if a is not type(None)
+    ]
+    plain = tuple(k for k in kinds if not issubclass(k, enum.Enum))
+    members = {m.value: m for k in kinds if issubclass(k, enum.Enum) for m in k}
+
+    def read(value: Any) -> Any:
+        if type(value) in plain:
+            return value
+        return members.get(value, _MISFIT) if type(value) is str else _MISFIT
+
+    return read
+
+
+_READERS = {
+    name: _reader(hint) for name, hint in typing.get_type_hints(Job).items() if name != "other"
+}
+
+
+def _job(item: dict[str, Any]) -> Job:
+    """The one conversion of a stored item (DynamoDB's attribute values) into a ``Job``."""
+    known: dict[str, Any] = {}
+    other: dict[str, Any] = {}
+    for name, stored in item.items():
+        value = _from_av(stored)
+        read = _READERS.get(name)
+        typed = read(value) if read else _MISFIT
+        if typed is _MISFIT:
+            other[name] = value
+        else:
+            known[name] = typed
+    return Job(**known, other=other)
 
 
 def attribute_size(value: Any) -> int:
@@ -127,7 +335,7 @@ def attribute_size(value: Any) -> int:
 
 
 def item_size(item: dict[str, Any]) -> int:
-    """Bytes DynamoDB counts for an item (as ``from_item`` returns it)."""
+    """Bytes DynamoDB counts for an item (as ``Job.as_item`` gives it)."""
     return sum(attribute_size(name) + attribute_size(value) for name, value in item.items())
 
 
@@ -156,44 +364,95 @@ def _names(expression: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Recorded:
-    """Outcome of recording a terminal event. ``previous`` is set for duplicates."""
+    """Outcome of recording a terminal event: for a duplicate, the job as stored before."""
 
-    new: bool
-    previous: dict[str, Any] | None = None
+    stored: Job | None = None
 
-
-def is_conflicting(stored: dict[str, Any], event: JobEvent) -> bool:
-    """A later delivery that disagrees with the first terminal event (which wins)."""
-    return stored.get("event") != event.event or stored.get("status") != event.status
+    @property
+    def new(self) -> bool:
+        return self.stored is None
 
 
-def work_owed(stored: dict[str, Any], now: int, grace_seconds: int) -> bool:
-    """True when a job's follow-up work is still owed and nobody is plausibly on it.
+class NotClaimable(Exception):
+    """The job's work is not ours to take now: finished, leased, awaiting, or absent.
 
-    A fresh ``received`` item is left alone for ``grace_seconds``: its first
-    enqueue is very likely in flight, and concurrent twins must not add messages.
+    ``stored`` is the job as the refused claim found it; None when there is no such job.
     """
-    state = stored.get("state")
-    if state == State.RECEIVED:
-        return now - int(stored.get("received_at", 0)) >= grace_seconds
-    if state == State.PROCESSING:
-        return int(stored.get("lease_until", 0)) < now
-    return False
+
+    def __init__(self, job_id: str, stored: Job | None) -> None:
+        super().__init__(f"job {job_id} is not claimable: {stored.state if stored else 'absent'}")
+        self.job_id = job_id
+        self.stored = stored
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The jobs a listing keeps, and which of their attributes it reads.
+
+    A job is kept when its ``attribute`` is one of ``among`` and, when
+    ``since`` is given, any of ``since_attributes`` is at or after it.
+    Only ``attributes`` are read, so a listing never carries the stored body.
+    """
+
+    attribute: JobAttr
+    among: tuple[str, ...]
+    attributes: tuple[str, ...]
+    since: int | None = None
+    since_attributes: tuple[str, ...] = ()
+
+
+def _filtered(selection: Selection) -> dict[str, Any]:
+    """A Query's or Scan's filter and projection for ``selection``, names and values included."""
+    names = {f"#p{i}": attribute for i, attribute in enumerate(selection.attributes)}
+    names["#kept"] = selection.attribute
+    values: dict[str, Any] = {f"v{i}": value for i, value in enumerate(selection.among)}
+    conditions = [f"#kept IN ({', '.join(f':v{i}' for i in range(len(selection.among)))})"]
+    if selection.since is not None:
+        compared = []
+        for i, attribute in enumerate(selection.since_attributes):
+            names[f"#since{i}"] = attribute
+            compared.append(f"#since{i} >= :since")
+        values["since"] = selection.since
+        conditions.append(f"({' OR '.join(compared)})")
+    return {
+        "FilterExpression": " AND ".join(conditions),
+        "ProjectionExpression": ", ".join(f"#p{i}" for i in range(len(selection.attributes))),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": _values(**values),
+    }
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a listing."""
+
+    jobs: list[Job]
+    read: int
+    """Items DynamoDB read to answer (the cost); the filter may have dropped most."""
+    start: dict[str, Any] | None
+    """Where the next page starts; None after the last one."""
 
 
 def _poll_error(values: dict[str, Any], error: str | None) -> tuple[str, list[str]]:
     """The SET clause part recording the last poll's error, or what to REMOVE instead."""
     if error is None:
-        return "", ["last_poll_error"]
+        return "", [JobAttr.LAST_POLL_ERROR]
     values["poll_error"] = error
-    return ", last_poll_error = :poll_error", []
+    return f", {JobAttr.LAST_POLL_ERROR} = :poll_error", []
 
 
 class JobsTable:
+    """The jobs table: its transitions, and its reads, which hand back ``Job``s."""
+
     def __init__(self, client: Any, table_name: str, shards: int) -> None:
         self._client = client
         self._table = table_name
         self._shards = shards
+
+    @property
+    def shards(self) -> int:
+        """Partitions of the due-work index."""
+        return self._shards
 
     def _update(
         self,
@@ -206,7 +465,7 @@ class JobsTable:
         expression = update + " " + (condition or "")
         request: dict[str, Any] = {
             "TableName": self._table,
-            "Key": {JOB_ID: {"S": job_id}},
+            "Key": {JobAttr.JOB_ID: {"S": job_id}},
             "UpdateExpression": update,
             **kwargs,
         }
@@ -227,8 +486,8 @@ class JobsTable:
         *,
         read_stored: bool = False,
         **kw: Any,
-    ) -> tuple[bool, dict[str, Any] | None]:
-        """Run a conditional update; on a failed condition, the stored item if ``read_stored``.
+    ) -> tuple[bool, Job | None]:
+        """Run a conditional update; on a failed condition, the stored job if ``read_stored``.
 
         DynamoDB hands the stored item back with the refusal (ALL_OLD), so a
         duplicate costs no extra call. Stores that speak DynamoDB's API but
@@ -248,16 +507,17 @@ class JobsTable:
             if not read_stored:
                 return False, None
             old = exc.response.get("Item")
-            return False, from_item(old) if old else self.get(job_id)
+            return False, _job(old) if old else self.get(job_id)
         attributes = response.get("Attributes")
-        return True, from_item(attributes) if attributes else None
+        return True, _job(attributes) if attributes else None
 
-    def get(self, job_id: str, consistent: bool = True) -> dict[str, Any] | None:
+    def get(self, job_id: str, consistent: bool = True) -> Job | None:
+        """The job as stored; None when there is no such job."""
         response = self._client.get_item(
-            TableName=self._table, Key={JOB_ID: {"S": job_id}}, ConsistentRead=consistent
+            TableName=self._table, Key={JobAttr.JOB_ID: {"S": job_id}}, ConsistentRead=consistent
         )
         item = response.get("Item")
-        return from_item(item) if item else None
+        return _job(item) if item else None
 
     def record(
         self,
@@ -267,7 +527,7 @@ class JobsTable:
         sweep_at: int,
         body_ref: str | None = None,
     ) -> Recorded:
-        """Store the first terminal event of a job; report duplicates with the stored item.
+        """Store the first terminal event of a job; report duplicates with the stored job.
 
         One conditional write: the item is created when the job is new, or
         completed when it was only registered (awaiting) or given up (lost).
@@ -275,7 +535,9 @@ class JobsTable:
         (ALL_OLD), so a duplicate costs no extra read. Attributes set by
         registration (status_url, metadata) are kept because this is an update.
         """
-        body = {"body_ref": body_ref} if body_ref else {"body": event.raw}
+        body: dict[str, str] = (
+            {JobAttr.BODY_REF: body_ref} if body_ref else {JobAttr.BODY: event.raw}
+        )
         values: dict[str, Any] = {
             "received": State.RECEIVED.value,
             "awaiting": State.AWAITING.value,
@@ -292,9 +554,10 @@ class JobsTable:
         body_attr = next(iter(body))
         update = (
             "SET #state = :received, #source = :source, #event = :event, #status = :status, "
-            f"{body_attr} = :{body_attr}, first_seen = :now, received_at = :now, "
-            f"last_delivery_at = :now, deliveries = :deliveries, "
-            f"{DUE_SHARD} = :shard, {DUE_AT} = :due"
+            f"{body_attr} = :{body_attr}, {JobAttr.FIRST_SEEN} = :now, "
+            f"{JobAttr.RECEIVED_AT} = :now, {JobAttr.LAST_DELIVERY_AT} = :now, "
+            f"{JobAttr.DELIVERIES} = :deliveries, {JobAttr.DUE_SHARD} = :shard, "
+            f"{JobAttr.DUE_AT} = :due"
         )
         new, old = self._conditional(
             event.job_id,
@@ -304,14 +567,16 @@ class JobsTable:
             read_stored=True,
         )
         if new:
-            return Recorded(new=True)
-        return Recorded(new=False, previous=old or {})
+            return Recorded()
+        # Refused, yet no stored job read back: it was deleted in between (its
+        # TTL, an operator). Taken as a job with no event: a conflict, nothing owed.
+        return Recorded(stored=old or Job(job_id=event.job_id))
 
     def count_delivery(self, job_id: str, now: int, conflict: bool) -> None:
         """A later delivery of a known job changes nothing but its counters."""
-        update = "SET last_delivery_at = :now ADD deliveries :one"
+        update = f"SET {JobAttr.LAST_DELIVERY_AT} = :now ADD {JobAttr.DELIVERIES} :one"
         if conflict:
-            update += ", conflicts :one"
+            update += f", {JobAttr.CONFLICTS} :one"
         self._update(job_id, update, EXISTS, {"now": now, "one": 1})
 
     def register(
@@ -332,25 +597,24 @@ class JobsTable:
             "due": first_poll_at,
         }
         update = (
-            "SET #state = :awaiting, status_url = :url, registered_at = :now, "
-            f"poll_attempts = :zero, {DUE_SHARD} = :shard, {DUE_AT} = :due"
+            f"SET #state = :awaiting, {JobAttr.STATUS_URL} = :url, "
+            f"{JobAttr.REGISTERED_AT} = :now, {JobAttr.POLL_ATTEMPTS} = :zero, "
+            f"{JobAttr.DUE_SHARD} = :shard, {JobAttr.DUE_AT} = :due"
         )
         if metadata:
             values["metadata"] = metadata
-            update += ", metadata = :metadata"
+            update += f", {JobAttr.METADATA} = :metadata"
         created, _ = self._conditional(job_id, update, IS_NEW_JOB, values)
         return created
 
-    def claim(
-        self, job_id: str, now: int, lease_seconds: int
-    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """Take the job's follow-up work under a lease.
+    def claim(self, job_id: str, now: int, lease_seconds: int) -> Job:
+        """Take the job's follow-up work under a lease; the claimed job comes back.
 
-        Returns ``(claimed_item, None)`` on success, or ``(None, stored_item)``
-        when the job is not claimable (finished, leased by another worker,
-        awaiting, or absent: ``stored_item`` is then None). The lease's expiry
-        doubles as the sweep deadline, so a worker that dies mid-job leaves an
-        item the sweeper will find.
+        Its ``claim_id`` fences every later write of the work. Raises
+        ``NotClaimable``, with the stored job, when the job is finished, leased
+        by another worker, awaiting, or absent. The lease's expiry doubles as
+        the sweep deadline, so a worker that dies mid-job leaves an item the
+        sweeper will find.
         """
         lease_until = now + lease_seconds
         values = {
@@ -362,10 +626,11 @@ class JobsTable:
             "one": 1,
         }
         update = (
-            "SET #state = :processing, lease_until = :lease, claim_id = :claim, "
-            f"claimed_at = :now, {DUE_AT} = :lease ADD attempts :one"
+            f"SET #state = :processing, {JobAttr.LEASE_UNTIL} = :lease, "
+            f"{JobAttr.CLAIM_ID} = :claim, {JobAttr.CLAIMED_AT} = :now, "
+            f"{JobAttr.DUE_AT} = :lease ADD {JobAttr.ATTEMPTS} :one"
         )
-        ok, item = self._conditional(
+        ok, job = self._conditional(
             job_id,
             update,
             f"{IS_OWED} OR {HAS_EXPIRED_LEASE}",
@@ -373,7 +638,9 @@ class JobsTable:
             read_stored=True,
             ReturnValues="ALL_NEW",
         )
-        return (item, None) if ok else (None, item)
+        if not ok or job is None:
+            raise NotClaimable(job_id, job)
+        return job
 
     def finish(
         self,
@@ -397,12 +664,13 @@ class JobsTable:
             "now": now,
             "ttl": expires_at,
         }
-        sets = ["#state = :done", "processed_at = :now", f"{TTL_ATTRIBUTE} = :ttl"]
+        sets = ["#state = :done", f"{JobAttr.PROCESSED_AT} = :now", f"{JobAttr.EXPIRES_AT} = :ttl"]
         for key, value in details.items():
             alias = f"#{key}" if f"#{key}" in _NAMES else key
             sets.append(f"{alias} = :d_{key}")
             values[f"d_{key}"] = value
-        update = "SET " + ", ".join(sets) + f" REMOVE {DUE_SHARD}, {DUE_AT}, lease_until, replay"
+        removed = (JobAttr.DUE_SHARD, JobAttr.DUE_AT, JobAttr.LEASE_UNTIL, JobAttr.REPLAY)
+        update = "SET " + ", ".join(sets) + f" REMOVE {', '.join(removed)}"
         with _refused_as_invalid():
             done, _ = self._conditional(job_id, update, HOLDS_CLAIM, values)
         return done
@@ -414,7 +682,8 @@ class JobsTable:
         """
         values = {"processing": State.PROCESSING.value, "claim": claim_id, "artifacts": artifacts}
         with _refused_as_invalid():
-            done, _ = self._conditional(job_id, "SET artifacts = :artifacts", HOLDS_CLAIM, values)
+            update = f"SET {JobAttr.ARTIFACTS} = :artifacts"
+            done, _ = self._conditional(job_id, update, HOLDS_CLAIM, values)
         return done
 
     def release(self, job_id: str, claim_id: str, now: int, error: dict[str, Any]) -> bool:
@@ -432,26 +701,60 @@ class JobsTable:
             "error": error,
             "now": now,
         }
-        update = "SET lease_until = :expired, last_error = :error, last_error_at = :now"
+        update = (
+            f"SET {JobAttr.LEASE_UNTIL} = :expired, {JobAttr.LAST_ERROR} = :error, "
+            f"{JobAttr.LAST_ERROR_AT} = :now"
+        )
         with _refused_as_invalid():
             done, _ = self._conditional(job_id, update, HOLDS_CLAIM, values)
         return done
 
     def due(
         self, shard: int, now: int, limit: int = 100, start: dict[str, Any] | None = None
-    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-        """Items of one shard whose due time has come, oldest first."""
+    ) -> tuple[list[Job], dict[str, Any] | None]:
+        """Jobs of one shard whose due time has come, oldest first; each has its ``due_at``."""
         request: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": DUE_INDEX,
-            "KeyConditionExpression": f"{DUE_SHARD} = :shard AND {DUE_AT} <= :now",
+            "KeyConditionExpression": f"{JobAttr.DUE_SHARD} = :shard AND {JobAttr.DUE_AT} <= :now",
             "ExpressionAttributeValues": _values(shard=shard, now=now),
             "Limit": limit,
         }
+        page = self._page(self._client.query, request, start)
+        return page.jobs, page.start
+
+    def due_page(
+        self, shard: int, selection: Selection, limit: int, start: dict[str, Any] | None = None
+    ) -> Page:
+        """A page of one shard of the due-work index, soonest due first, kept by ``selection``."""
+        request = _filtered(selection)
+        request["ExpressionAttributeValues"][":shard"] = _av(shard)
+        request.update(
+            TableName=self._table,
+            IndexName=DUE_INDEX,
+            KeyConditionExpression=f"{JobAttr.DUE_SHARD} = :shard",
+            Limit=limit,
+        )
+        return self._page(self._client.query, request, start)
+
+    def scan_page(
+        self, selection: Selection, limit: int, start: dict[str, Any] | None = None
+    ) -> Page:
+        """A page of a Scan of the whole table (``limit`` items read), kept by ``selection``."""
+        request = {**_filtered(selection), "TableName": self._table, "Limit": limit}
+        return self._page(self._client.scan, request, start)
+
+    def _page(
+        self, read: Callable[..., Any], request: dict[str, Any], start: dict[str, Any] | None
+    ) -> Page:
         if start:
             request["ExclusiveStartKey"] = start
-        response = self._client.query(**request)
-        return [from_item(i) for i in response.get("Items", [])], response.get("LastEvaluatedKey")
+        response = read(**request)
+        return Page(
+            [_job(i) for i in response.get("Items", [])],
+            response.get("ScannedCount", 0),
+            response.get("LastEvaluatedKey"),
+        )
 
     def reschedule_poll(
         self, job_id: str, now: int, next_poll_at: int, error: str | None = None
@@ -463,7 +766,10 @@ class JobsTable:
         """
         values = {"awaiting": State.AWAITING.value, "now": now, "due": next_poll_at, "one": 1}
         set_error, remove = _poll_error(values, error)
-        update = f"SET last_polled_at = :now, {DUE_AT} = :due{set_error} ADD poll_attempts :one"
+        update = (
+            f"SET {JobAttr.LAST_POLLED_AT} = :now, {JobAttr.DUE_AT} = :due{set_error} "
+            f"ADD {JobAttr.POLL_ATTEMPTS} :one"
+        )
         update += f" REMOVE {', '.join(remove)}" if remove else ""
         done, _ = self._conditional(job_id, update, IS_AWAITING, values)
         return done
@@ -472,8 +778,8 @@ class JobsTable:
         """Give up polling a job whose event never came; it stays visible as lost."""
         values = {"awaiting": State.AWAITING.value, "lost": State.LOST.value, "now": now}
         set_error, remove = _poll_error(values, error)
-        update = f"SET #state = :lost, lost_at = :now{set_error}"
-        update += f" REMOVE {', '.join([DUE_SHARD, DUE_AT, *remove])}"
+        update = f"SET #state = :lost, {JobAttr.LOST_AT} = :now{set_error}"
+        update += f" REMOVE {', '.join([JobAttr.DUE_SHARD, JobAttr.DUE_AT, *remove])}"
         done, _ = self._conditional(job_id, update, IS_AWAITING, values)
         return done
 
@@ -490,8 +796,8 @@ class JobsTable:
             "next": next_due_at,
             "one": 1,
         }
-        update = f"SET {DUE_AT} = :next ADD sweeps :one"
-        condition = f"#state IN (:received, :processing) AND {DUE_AT} = :seen"
+        update = f"SET {JobAttr.DUE_AT} = :next ADD {JobAttr.SWEEPS} :one"
+        condition = f"#state IN (:received, :processing) AND {JobAttr.DUE_AT} = :seen"
         done, _ = self._conditional(job_id, update, condition, values)
         return done
 
@@ -507,8 +813,8 @@ class JobsTable:
             "yes": True,
         }
         update = (
-            "SET #state = :received, received_at = :now, replay = :yes, "
-            f"{DUE_SHARD} = :shard, {DUE_AT} = :due REMOVE {TTL_ATTRIBUTE}"
+            f"SET #state = :received, {JobAttr.RECEIVED_AT} = :now, {JobAttr.REPLAY} = :yes, "
+            f"{JobAttr.DUE_SHARD} = :shard, {JobAttr.DUE_AT} = :due REMOVE {JobAttr.EXPIRES_AT}"
         )
         done, _ = self._conditional(job_id, update, IS_FINISHED, values)
         return done

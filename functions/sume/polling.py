@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sume.intake import JobIntake, Outcome
-from sume.jobs import JobsTable, Source, State
+from sume.jobs import Job, JobsTable, Source, State
 from sume.observability import logger
 from sume.queue import JobQueue
 from sume.settings import ConfigurationError
@@ -180,9 +180,9 @@ class Poller:
                 return False
             # Paging on from the last key (not re-querying from the top) means
             # an item whose step failed is not retried within this run.
-            items, start = self._jobs.due(shard, now, self._policy.page_size, start)
+            jobs, start = self._jobs.due(shard, now, self._policy.page_size, start)
             before = tally[Tally.REMAINING]
-            self._handle_page(items, now, time_left, pool, tally)
+            self._handle_page(jobs, now, time_left, pool, tally)
             if tally[Tally.REMAINING] > before:
                 return False
             if start is None:
@@ -190,7 +190,7 @@ class Poller:
 
     def _handle_page(
         self,
-        items: list[dict[str, Any]],
+        jobs: list[Job],
         now: int,
         time_left: TimeLeft,
         pool: ThreadPoolExecutor,
@@ -200,22 +200,21 @@ class Poller:
         polls: list[Future[Iterable[Tally]]] = [
             pool.submit(
                 self._guarded,
-                functools.partial(self._poll, item, now, time_left),
-                item,
+                functools.partial(self._poll, job, now, time_left),
+                job,
                 time_left,
                 reserve,
             )
-            for item in items
-            if item.get("state") == State.AWAITING
+            for job in jobs
+            if job.state == State.AWAITING
         ]
         # Sweeps are quick DynamoDB and SQS calls; they run here while the
         # polls wait on HTTP in the pool.
-        for item in items:
-            state = item.get("state")
-            if state in (State.RECEIVED, State.PROCESSING):
-                sweep = functools.partial(self._sweep, item, now)
-                tally.update(self._guarded(sweep, item, time_left, 0.0))
-            elif state != State.AWAITING:
+        for job in jobs:
+            if job.state in (State.RECEIVED, State.PROCESSING):
+                sweep = functools.partial(self._sweep, job, now)
+                tally.update(self._guarded(sweep, job, time_left, 0.0))
+            elif job.state != State.AWAITING:
                 # A stale index entry for a job that has moved on.
                 tally[Tally.SKIPPED_STATE] += 1
         # A poll starts only with its whole reserve left and its fetch ends by
@@ -233,7 +232,7 @@ class Poller:
     def _guarded(
         self,
         step: Callable[[], Iterable[Tally]],
-        item: dict[str, Any],
+        job: Job,
         time_left: TimeLeft,
         reserve: float,
     ) -> Iterable[Tally]:
@@ -245,23 +244,23 @@ class Poller:
             # Deployed wrong (an empty token secret, say): ops must fix it, and
             # meanwhile the rest of the run, sweeps of owed work included, goes
             # on. The item keeps its due time.
-            logger.exception("poller step hit a configuration error", job_id=item.get("job_id"))
+            logger.exception("poller step hit a configuration error", job_id=job.job_id)
             return (Tally.CONFIGURATION_ERRORS,)
         except Exception:
             # One job's failure must not stop the run; the item keeps its due
             # time, so the next run tries again.
-            logger.exception("poller step failed", job_id=item.get("job_id"))
+            logger.exception("poller step failed", job_id=job.job_id)
             return (Tally.ERRORS,)
 
-    def _poll(self, item: dict[str, Any], now: int, time_left: TimeLeft) -> Iterable[Tally]:
-        job_id = str(item["job_id"])
+    def _poll(self, job: Job, now: int, time_left: TimeLeft) -> Iterable[Tally]:
+        job_id = job.job_id
         policy = self._policy
-        registered_at = int(item.get("registered_at", now))
+        registered_at = now if job.registered_at is None else job.registered_at
         cut_off = registered_at + policy.max_age_seconds
         # A host that never answers gets its fetch cut here and counts as
         # unreachable, so it reaches the cut-off (and "lost") like any other.
         budget = min(policy.poll_timeout_seconds, time_left() - POLL_FINISH_SECONDS)
-        result = self._check(job_id, str(item.get("status_url", "")), time.monotonic() + budget)
+        result = self._check(job_id, job.status_url or "", time.monotonic() + budget)
         if result.verdict is Verdict.TERMINAL and result.event is not None:
             intake = self._intake.accept(result.event, Source.POLL, now)
             new = intake.outcome is Outcome.NEW
@@ -290,30 +289,31 @@ class Poller:
                     "job lost: no terminal event before the cut-off",
                     job_id=job_id,
                     registered_at=registered_at,
-                    polls=int(item.get("poll_attempts", 0)) + 1,
+                    polls=(job.poll_attempts or 0) + 1,
                     last_reason=result.reason,
                 )
                 return (*tallies, Tally.LOST)
             return tallies
         # The last poll lands on the cut-off itself, so "lost" is only ever
         # declared right after Sume was asked one final time.
-        attempt = int(item.get("poll_attempts", 0)) + 1
+        attempt = (job.poll_attempts or 0) + 1
         next_poll = min(now + policy.poll_delay(attempt), cut_off)
         if self._jobs.reschedule_poll(job_id, now, next_poll, error):
             return (*tallies, Tally.RESCHEDULED)
         return tallies
 
-    def _sweep(self, item: dict[str, Any], now: int) -> Iterable[Tally]:
-        job_id = str(item["job_id"])
+    def _sweep(self, job: Job, now: int) -> Iterable[Tally]:
+        job_id = job.job_id
+        assert job.due_at is not None  # read from the due-work index, keyed on it
         # Send first: a crash before the deferral only means another send
         # next run, while the reverse order could hide the job for a while.
         self._queue.send(job_id)
-        next_due = now + self._policy.sweep_delay(int(item.get("sweeps", 0)) + 1)
-        self._jobs.defer_sweep(job_id, int(item["due_at"]), next_due)
+        next_due = now + self._policy.sweep_delay((job.sweeps or 0) + 1)
+        self._jobs.defer_sweep(job_id, job.due_at, next_due)
         logger.warning(
             "owed work re-enqueued",
             job_id=job_id,
-            stored_state=item.get("state"),
-            overdue_seconds=now - int(item["due_at"]),
+            stored_state=job.state,
+            overdue_seconds=now - job.due_at,
         )
         return (Tally.SWEPT,)

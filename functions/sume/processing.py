@@ -38,7 +38,17 @@ from sume.bounded import bounded_text, scrub_urls, stored_error
 from sume.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, from_mapping
 from sume.fetch import FetchError, PermanentFetchError
 from sume.ids import check_job_id
-from sume.jobs import MAX_ITEM_BYTES, InvalidWrite, JobsTable, State, attribute_size, item_size
+from sume.jobs import (
+    MAX_ITEM_BYTES,
+    InvalidWrite,
+    Job,
+    JobAttr,
+    JobsTable,
+    NotClaimable,
+    State,
+    attribute_size,
+    item_size,
+)
 from sume.payloads import PayloadStore
 from sume.urls import redact_url
 
@@ -98,13 +108,13 @@ class _Progress:
         return kept
 
 
-def room_for_records(item: dict[str, Any]) -> int:
-    """What the claimed item leaves for artifact records under DynamoDB's 400 KB.
+def room_for_records(job: Job) -> int:
+    """What the claimed job's item leaves for artifact records under DynamoDB's 400 KB.
 
     The inline event and registration metadata can take most of an item, and a
     job may list thousands of artifacts.
     """
-    others = {name: value for name, value in item.items() if name != "artifacts"}
+    others = {name: value for name, value in job.as_item().items() if name != JobAttr.ARTIFACTS}
     return MAX_ITEM_BYTES - FINISH_RESERVE_BYTES - item_size(others)
 
 
@@ -119,9 +129,9 @@ class _Ending:
     """Sume's ``error`` as received: failed and canceled jobs only."""
 
     @classmethod
-    def of(cls, event: JobEvent | None, item: dict[str, Any]) -> _Ending:
+    def of(cls, event: JobEvent | None, job: Job) -> _Ending:
         if event is None:  # the stored event was unreadable
-            return cls(None, item.get("event"), item.get("status"))
+            return cls(None, job.event, job.status)
         error = event.data.get("error") if event.outcome != "completed" else None
         return cls(event.outcome, event.event, event.status, error)
 
@@ -177,10 +187,9 @@ def failure_details(exc: BaseException) -> dict[str, str]:
     return _details(type(exc).__name__, str(exc))
 
 
-def _last_error_code(item: dict[str, Any]) -> str:
-    """The code of the item's last error, if it is one of ours (a word, not text)."""
-    last = item.get("last_error")
-    code = last.get("code") if isinstance(last, dict) else None
+def _last_error_code(job: Job) -> str:
+    """The code of the job's last error, if it is one of ours (a word, not text)."""
+    code = job.last_error.get("code") if job.last_error is not None else None
     return code if isinstance(code, str) and _CODE.fullmatch(code) else "unknown"
 
 
@@ -223,10 +232,12 @@ class JobProcessor:
         check_job_id(job_id)
         # Claiming costs an attempt; with no time to finish it would be wasted.
         self._work_deadline(time_left)
-        claimed, stored = self._jobs.claim(job_id, self._now(), self._lease)
-        if claimed is None:
-            return self._not_claimed(job_id, stored)
-        claim_id = str(claimed["claim_id"])
+        try:
+            claimed = self._jobs.claim(job_id, self._now(), self._lease)
+        except NotClaimable as refused:
+            return self._not_claimed(job_id, refused.stored)
+        claim_id = claimed.claim_id
+        assert claim_id is not None  # the claim has just written it
         try:
             return self._work(claimed, claim_id, time_left)
         except _ClaimLost:
@@ -252,14 +263,13 @@ class JobProcessor:
         except InvalidWrite:
             self._jobs.release(job_id, claim_id, self._now(), {"code": details["code"]})
 
-    def _not_claimed(self, job_id: str, stored: dict[str, Any] | None) -> JobResult:
+    def _not_claimed(self, job_id: str, stored: Job | None) -> JobResult:
         if stored is None:
             return JobResult(job_id, Action.SKIPPED, "absent")
-        state = stored.get("state")
-        if state in (State.PROCESSED, State.PROCESSING_ERROR):
-            return JobResult(job_id, Action.SKIPPED, "finished", outcome=stored.get("outcome"))
-        if state in (State.PROCESSING, State.RECEIVED):
-            raise JobBusy(f"job {job_id} is leased until {stored.get('lease_until')}")
+        if stored.state in (State.PROCESSED, State.PROCESSING_ERROR):
+            return JobResult(job_id, Action.SKIPPED, "finished", outcome=stored.outcome)
+        if stored.state in (State.PROCESSING, State.RECEIVED):
+            raise JobBusy(f"job {job_id} is leased until {stored.lease_until}")
         return JobResult(job_id, Action.SKIPPED, "not_received")
 
     def _work_deadline(self, time_left: TimeLeft | None) -> float | None:
@@ -277,42 +287,42 @@ class JobProcessor:
             )
         return time.monotonic() + usable
 
-    def _work(self, item: dict[str, Any], claim_id: str, time_left: TimeLeft | None) -> JobResult:
-        if int(item.get("attempts", 1)) > self._max_attempts:
-            return self._give_up(item, claim_id)
+    def _work(self, job: Job, claim_id: str, time_left: TimeLeft | None) -> JobResult:
+        if (job.attempts or 1) > self._max_attempts:
+            return self._give_up(job, claim_id)
         event: JobEvent | None = None
-        progress = _Progress(room_for_records(item))
+        progress = _Progress(room_for_records(job))
         problem: dict[str, str] | None = None
         try:
-            event = self._event(item)
+            event = self._event(job)
             if event.outcome == "completed":
-                self._copy_artifacts(item, claim_id, event, progress, time_left)
+                self._copy_artifacts(job, claim_id, event, progress, time_left)
         except _Problem as exc:
             problem = exc.details
         except InvalidWrite as exc:
             problem = _details("write_refused", f"DynamoDB refused the job's progress: {exc}")
-        return self._close(item, claim_id, _Ending.of(event, item), progress, problem)
+        return self._close(job, claim_id, _Ending.of(event, job), progress, problem)
 
-    def _give_up(self, item: dict[str, Any], claim_id: str) -> JobResult:
+    def _give_up(self, job: Job, claim_id: str) -> JobResult:
         """End the job from what we wrote ourselves: its event name, codes and counts.
 
         Neither the stored event nor the last error's text is read again: either
         may be what kept failing, and both come from outside.
         """
-        name = item.get("event")
-        outcome = TERMINAL_EVENTS.get(name) if isinstance(name, str) else None
+        name = job.event
+        outcome = TERMINAL_EVENTS.get(name) if name is not None else None
         problem = _details(
             "too_many_attempts",
-            f"gave up after {self._max_attempts} attempts; last error: {_last_error_code(item)}",
+            f"gave up after {self._max_attempts} attempts; last error: {_last_error_code(job)}",
         )
-        ending = _Ending(outcome, name if outcome else None, item.get("status"))
-        return self._close(item, claim_id, ending, _Progress(room=0), problem)
+        ending = _Ending(outcome, name if outcome else None, job.status)
+        return self._close(job, claim_id, ending, _Progress(room=0), problem)
 
-    def _event(self, item: dict[str, Any]) -> JobEvent:
-        raw = item.get("body")
-        if raw is None and item.get("body_ref"):
-            raw = self._payloads.get(str(item["body_ref"]))
-        if not isinstance(raw, str):
+    def _event(self, job: Job) -> JobEvent:
+        raw = job.body
+        if raw is None and job.body_ref:
+            raw = self._payloads.get(job.body_ref)
+        if raw is None:
             raise _Problem("unreadable_event", "the job item holds no event")
         try:
             data = json.loads(raw)
@@ -323,22 +333,22 @@ class JobProcessor:
             raise _Problem("unreadable_event", "stored event is not a terminal job event")
         return delivery
 
-    def _reusable(self, item: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    def _reusable(self, job: Job) -> dict[str, dict[str, Any]]:
         """Artifacts already stored for this job, by key.
 
         After an operator's replay only those stored since the replay count,
         so a replay copies everything again while a retry of the replay
         still skips what it already stored.
         """
-        records = [r for r in item.get("artifacts") or [] if isinstance(r, dict)]
-        if item.get("replay"):
-            since = int(item.get("received_at", 0))
+        records = [r for r in job.artifacts or [] if isinstance(r, dict)]
+        if job.replay:
+            since = job.received_at or 0
             records = [r for r in records if int(r.get("stored_at", 0)) > since]
         return {str(r.get("key")): r for r in records}
 
     def _copy_artifacts(
         self,
-        item: dict[str, Any],
+        job: Job,
         claim_id: str,
         event: JobEvent,
         progress: _Progress,
@@ -349,7 +359,7 @@ class JobProcessor:
             urls = artifact_urls(event.data.get("payload"))
         except InvalidArtifacts as exc:
             raise _Problem("invalid_artifacts", str(exc)) from None
-        reusable = self._reusable(item)
+        reusable = self._reusable(job)
         for position, url in enumerate(urls):
             key = object_key(job_id, position, url)
             previous = reusable.get(key)
@@ -373,16 +383,16 @@ class JobProcessor:
 
     def _close(
         self,
-        item: dict[str, Any],
+        job: Job,
         claim_id: str,
         ending: _Ending,
         progress: _Progress,
         problem: dict[str, str] | None,
     ) -> JobResult:
-        job_id = str(item["job_id"])
+        job_id = job.job_id
         now = self._now()
-        if now >= int(item["lease_until"]) - LEASE_MARGIN_SECONDS:
-            raise LeaseRunningOut(f"lease of job {job_id} ends at {item['lease_until']}")
+        if now >= (job.lease_until or 0) - LEASE_MARGIN_SECONDS:
+            raise LeaseRunningOut(f"lease of job {job_id} ends at {job.lease_until}")
         result = "processing_error" if problem else str(ending.outcome)
         self._announcer.announce(
             Announcement(
@@ -395,7 +405,7 @@ class JobProcessor:
                 error=ending.error,
                 processing_error=problem,
                 artifacts=progress.artifacts,
-                replay=bool(item.get("replay")),
+                replay=bool(job.replay),
             )
         )
         state = State.PROCESSING_ERROR if problem else State.PROCESSED
@@ -408,7 +418,7 @@ class JobProcessor:
             artifacts=progress.artifacts,
             artifacts_copied=progress.copied,
             bytes_copied=progress.bytes,
-            attempts=int(item.get("attempts", 1)),
+            attempts=job.attempts or 1,
             details_dropped=dropped,
         )
 
@@ -433,25 +443,28 @@ def _written(
 ) -> dict[str, Any]:
     """The finish's details on the item, every one bounded."""
     kept = progress.on_item()
-    details: dict[str, Any] = {"artifacts": kept, "artifact_count": len(progress.artifacts)}
+    details: dict[str, Any] = {
+        JobAttr.ARTIFACTS: kept,
+        JobAttr.ARTIFACT_COUNT: len(progress.artifacts),
+    }
     if len(kept) < len(progress.artifacts):
-        details["artifacts_truncated"] = True
+        details[JobAttr.ARTIFACTS_TRUNCATED] = True
     if ending.outcome is not None:
-        details["outcome"] = ending.outcome
+        details[JobAttr.OUTCOME] = ending.outcome
     if ending.error is not None:
-        details["error"], cut = stored_error(ending.error)
+        details[JobAttr.ERROR], cut = stored_error(ending.error)
         if cut:
-            details["error_truncated"] = True
+            details[JobAttr.ERROR_TRUNCATED] = True
     if problem is not None:
-        details["processing_error"] = problem
+        details[JobAttr.PROCESSING_ERROR] = problem
     return details
 
 
 def _codes(details: dict[str, Any]) -> dict[str, Any]:
     """The least a finish must write so the item agrees with the announcement."""
-    codes: dict[str, Any] = {"details_dropped": True}
-    if "outcome" in details:
-        codes["outcome"] = details["outcome"]
-    if "processing_error" in details:
-        codes["processing_error"] = {"code": details["processing_error"]["code"]}
+    codes: dict[str, Any] = {JobAttr.DETAILS_DROPPED: True}
+    if JobAttr.OUTCOME in details:
+        codes[JobAttr.OUTCOME] = details[JobAttr.OUTCOME]
+    if JobAttr.PROCESSING_ERROR in details:
+        codes[JobAttr.PROCESSING_ERROR] = {"code": details[JobAttr.PROCESSING_ERROR]["code"]}
     return codes

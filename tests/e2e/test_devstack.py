@@ -14,8 +14,7 @@ from devstack.simulator import Sume
 from devstack.stack import DevStack, ensure_free
 from infra import spec
 from sume.envelope import JobEvent, parse
-from sume.jobs import JobsTable, Source
-from sume.names import DUE_SHARDS
+from sume.jobs import Source, State
 from tests.builders import job_body, raw_of
 
 
@@ -98,13 +97,13 @@ def test_a_taken_port_is_named() -> None:
 
 def test_retry_and_dlq_lines_carry_the_error_code(stack: DevStack) -> None:
     assert stack.names is not None
-    table = JobsTable(stack.client("dynamodb"), stack.names.table, DUE_SHARDS)
+    table = stack.jobs()
     event = parse(raw_of(job_body("job_held_elsewhere")))
     assert isinstance(event, JobEvent)
     now = int(time.time())
     assert table.record(event, Source.WEBHOOK, now, sweep_at=now + 3600).new
     # Another worker holds it for a day: every receive here is refused as busy.
-    assert table.claim("job_held_elsewhere", now, lease_seconds=86400)[0] is not None
+    assert table.claim("job_held_elsewhere", now, lease_seconds=86400).state == State.PROCESSING
     sqs = stack.client("sqs")
     sqs.send_message(QueueUrl=stack.names.queue_url, MessageBody="job_held_elsewhere")
     # SQS moves the message on its next receive, after the line was written;

@@ -10,15 +10,6 @@ import pytest
 
 from devstack import simulator
 from devstack.stack import DevStack
-from sume.jobs import from_item
-
-
-def stored(stack: DevStack, job_id: str) -> dict | None:
-    assert stack.names is not None
-    item = stack.client("dynamodb").get_item(
-        TableName=stack.names.table, Key={"job_id": {"S": job_id}}, ConsistentRead=True
-    )
-    return from_item(item["Item"]) if "Item" in item else None
 
 
 def test_send_signs_with_every_secret_given(
@@ -43,9 +34,9 @@ def test_send_signs_with_every_secret_given(
     out = capsys.readouterr().out
     assert code == 0
     assert 'attempt 1: 200 {"result": "new", "job_id": "job_cli_rotation"}' in out
-    item = stored(stack, "job_cli_rotation")
-    assert item is not None
-    assert (item["event"], item["status"], item["deliveries"]) == ("job.canceled", "ERROR", 1)
+    job = stack.jobs().get("job_cli_rotation")
+    assert job is not None
+    assert (job.event, job.status, job.deliveries) == ("job.canceled", "ERROR", 1)
 
 
 def test_send_retries_every_refusal_then_gives_up(
@@ -72,7 +63,7 @@ def test_send_retries_every_refusal_then_gives_up(
     assert [line.endswith("; Ctrl-C stops") for line in attempts] == [True, True, False]
     assert "; next in 0 s (at " in attempts[0]
     assert "NOT delivered" in out
-    assert stored(stack, "job_cli_forged") is None
+    assert stack.jobs().get("job_cli_forged") is None
 
 
 def test_send_tells_each_attempt_as_it_happens_and_ctrl_c_stops_it(stack: DevStack) -> None:

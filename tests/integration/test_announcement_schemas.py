@@ -103,9 +103,9 @@ def test_giving_up_is_announced_as_its_schema_says(aws, monkeypatch):
     monkeypatch.setenv("MAX_ATTEMPTS", "1")
     job_id = deliver(job_body(event="job.failed"))
     now = int(time.time())
-    item, _ = world.table.claim(job_id, now, lease_seconds=900)
-    assert item is not None
-    assert world.table.release(job_id, item["claim_id"], now, {"code": "http_503", "message": "m"})
+    claimed = world.table.claim(job_id, now, lease_seconds=900)
+    failure = {"code": "http_503", "message": "m"}
+    assert world.table.release(job_id, str(claimed.claim_id), now, failure)
 
     later = now + 1000
     result = worker.build_processor(WorkerSettings.from_env(), clock=lambda: later).process(job_id)

@@ -82,8 +82,7 @@ def received(table: JobsTable, job_id: str, event: str = "job.completed", **extr
 def processed(table: JobsTable, job_id: str, event: str = "job.completed") -> None:
     received(table, job_id, event)
     now = int(time.time())
-    item, _ = table.claim(job_id, now, lease_seconds=300)
-    assert item is not None
+    item = table.claim(job_id, now, lease_seconds=300)
     outcome = {"job.completed": "completed", "job.failed": "failed"}[event]
     details = {
         "outcome": outcome,
@@ -98,7 +97,7 @@ def processed(table: JobsTable, job_id: str, event: str = "job.completed") -> No
             }
         ],
     }
-    assert table.finish(job_id, item["claim_id"], State.PROCESSED, now, now + 3600, details)
+    assert table.finish(job_id, str(item.claim_id), State.PROCESSED, now, now + 3600, details)
 
 
 def one_line_error(err: str) -> str:
@@ -333,17 +332,16 @@ def test_status_of_a_job_owed_work_shows_its_due_time(cli, table):
 def test_status_tells_a_released_lease_from_an_abandoned_one(cli, table):
     received(table, "job_released")
     now = int(time.time())
-    item, _ = table.claim("job_released", now, lease_seconds=300)
-    assert item is not None
+    item = table.claim("job_released", now, lease_seconds=300)
     error = {"code": "http_503", "message": "artifact link answered 503"}
-    assert table.release("job_released", item["claim_id"], now, error)
+    assert table.release("job_released", str(item.claim_id), now, error)
     code, out, _ = cli("status", "job_released")
     assert code == 0
     assert "processing (released, waiting for a retry)" in out
     assert "http_503" in out
 
     received(table, "job_abandoned")
-    assert table.claim("job_abandoned", now - 600, lease_seconds=300)[0] is not None
+    assert table.claim("job_abandoned", now - 600, lease_seconds=300).state == State.PROCESSING
     code, out, _ = cli("status", "job_abandoned")
     assert "processing (lease expired: its worker stopped; the sweeper queues it again)" in out
 
@@ -399,9 +397,9 @@ def test_expect_registers_once_and_validates(cli, table):
     assert out.startswith("registered job_w: first status poll at ")
     item = table.get("job_w")
     assert item is not None
-    assert item["state"] == "awaiting"
-    assert item["status_url"] == url
-    assert item["metadata"] == {"order": "42", "u": "a=b"}
+    assert item.state == "awaiting"
+    assert item.status_url == url
+    assert item.metadata == {"order": "42", "u": "a=b"}
 
     code, out, _ = cli("expect", "job_w", url)
     assert code == 0
@@ -528,8 +526,8 @@ def test_replay_makes_a_finished_job_owed_and_queues_it(cli, table, names, endpo
     assert "replay queued for job_again" in out
     item = table.get("job_again")
     assert item is not None
-    assert (item["state"], item["replay"]) == ("received", True)
-    assert "expires_at" not in item
+    assert (item.state, item.replay) == ("received", True)
+    assert item.expires_at is None
     sqs = boto3.client("sqs", endpoint_url=endpoint)
     messages = sqs.receive_message(QueueUrl=names.queue_url, MaxNumberOfMessages=10)
     assert [m["Body"] for m in messages["Messages"]] == ["job_again"]
@@ -835,14 +833,14 @@ def test_expect_uses_the_deployed_pollers_first_poll_delay(
     assert "(after 60 s: POLL_INITIAL_SECONDS of SumeWebhooks-qa-FunctionsPoller" in out
     item = table.get("job_qa")
     assert item is not None
-    assert item["due_at"] - item["registered_at"] == 60
+    assert item.due_at - item.registered_at == 60
 
     # Unset on the function: the poller's own default.
     deploy_poller(endpoint, "qb", names)
     code, out, _ = cli("--stage", "qb", "expect", "job_qb", url, local=False)
     item = table.get("job_qb")
     assert item is not None
-    assert item["due_at"] - item["registered_at"] == 900
+    assert item.due_at - item.registered_at == 900
 
     # No poller to read (or no permission to read it): the default, and it says so.
     deploy_outputs(endpoint, "qc", names, "https://hooks.example/webhooks/sume")
@@ -858,7 +856,7 @@ def test_expect_on_the_local_stack_uses_its_short_timings(cli, table, monkeypatc
     assert "(after 2 s: the local stack's POLL_INITIAL_SECONDS)" in out
     item = table.get("job_here")
     assert item is not None
-    assert item["due_at"] - item["registered_at"] == 2
+    assert item.due_at - item.registered_at == 2
 
 
 def test_stage_with_missing_outputs_says_which(cli, endpoint, names, monkeypatch):

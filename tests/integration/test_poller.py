@@ -95,6 +95,13 @@ def drain_queue(aws) -> list[str]:
         bodies.extend(m["Body"] for m in messages)
 
 
+def due_at(aws, job_id: str) -> int:
+    """When the job is next due: it is in the due-work index."""
+    job = table(aws).get(job_id)
+    assert job is not None and job.due_at is not None
+    return job.due_at
+
+
 def indexed_job_ids(aws) -> set[str]:
     jobs = table(aws)
     found: set[str] = set()
@@ -102,7 +109,7 @@ def indexed_job_ids(aws) -> set[str]:
         start = None
         while True:
             items, start = jobs.due(shard, 2**40, 100, start)
-            found.update(i["job_id"] for i in items)
+            found.update(job.job_id for job in items)
             if start is None:
                 break
     return found
@@ -139,20 +146,20 @@ def test_job_recovered_by_polling_is_recorded_once_and_enqueued_once(aws, sume, 
 
     item = table(aws).get("job_r")
     assert item is not None
-    assert item["state"] == State.RECEIVED
-    assert item["source"] == Source.POLL
-    assert item["body"] == served
-    assert item["event"] == "job.completed"
-    assert item["deliveries"] == 0
-    assert item["metadata"] == {"order": "o-1", "weight": 1.5}
-    assert item["status_url"] == sume.job_url("job_r")
+    assert item.state == State.RECEIVED
+    assert item.source == Source.POLL
+    assert item.body == served
+    assert item.event == "job.completed"
+    assert item.deliveries == 0
+    assert item.metadata == {"order": "o-1", "weight": 1.5}
+    assert item.status_url == sume.job_url("job_r")
     assert sume.requests[0].headers["authorization"] == "Bearer sume-api-token"
 
     # A status answer that is not an envelope is stored as one built around it.
     built = table(aws).get("job_s")
     assert built is not None
-    assert (built["event"], built["status"], built["source"]) == ("job.failed", "ERROR", "poll")
-    envelope = json.loads(built["body"])
+    assert (built.event, built.status, built.source) == ("job.failed", "ERROR", "poll")
+    envelope = json.loads(str(built.body))
     assert (envelope["job_id"], envelope["error"]) == ("job_s", {"message": "codec"})
     assert envelope["status_response"] == {"id": "job_s", "state": "failed", "error": "codec"}
     assert sorted(drain_queue(aws)) == ["job_r", "job_s"]
@@ -166,8 +173,8 @@ def test_job_recovered_by_polling_is_recorded_once_and_enqueued_once(aws, sume, 
     # The worker processes each recovered job once, even given a duplicate message.
     result = worker.handler(sqs_event(["job_r", "job_s", "job_r"]), LambdaContext())
     assert result == {"batchItemFailures": []}
-    done = {j: table(aws).get(j) or {} for j in ("job_r", "job_s")}
-    assert {j: (i["state"], i["outcome"], i["attempts"]) for j, i in done.items()} == {
+    done = {j: table(aws).get(j) for j in ("job_r", "job_s")}
+    assert {j: (i.state, i.outcome, i.attempts) for j, i in done.items() if i} == {
         "job_r": (State.PROCESSED, "completed", 1),
         "job_s": (State.PROCESSED, "failed", 1),
     }
@@ -188,7 +195,7 @@ def test_the_api_token_goes_only_to_a_listed_host(aws, sume, monkeypatch):
     assert "authorization" not in sume.requests[-1].headers
 
     monkeypatch.setenv("STATUS_ALLOWED_HOSTS", "127.0.0.1")
-    clock.now = table(aws).get("job_t")["due_at"]  # type: ignore[index]
+    clock.now = due_at(aws, "job_t")
     assert make_poller(clock).run(lambda: FOREVER).rescheduled == 1
     assert sume.requests[-1].headers["authorization"] == "Bearer sume-api-token"
     assert sume.polls_of("job_t") == 2
@@ -210,26 +217,26 @@ def test_a_status_url_off_the_list_is_refused_counted_visible_and_still_lost(
     assert sume.requests == []
     item = table(aws).get("job_off")
     assert item is not None
-    assert (item["state"], item["poll_attempts"], item["last_poll_error"]) == (
+    assert (item.state, item.poll_attempts, item.last_poll_error) == (
         State.AWAITING,
         1,
         "refused_host",
     )
     lost = table(aws).get("job_off_old")
     assert lost is not None
-    assert (lost["state"], lost["last_poll_error"]) == (State.LOST, "refused_host")
+    assert (lost.state, lost.last_poll_error) == (State.LOST, "refused_host")
     emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
     assert emitted[-1]["StatusUrlRefused"] == [2.0]
 
     # Once Sume's host is listed the next poll gets an answer, and the error goes.
     monkeypatch.setenv("STATUS_ALLOWED_HOSTS", "127.0.0.1")
     sume.answer("job_off", {"status": "running"})
-    clock = Clock(int(item["due_at"]))
+    clock = Clock(due_at(aws, "job_off"))
     assert make_poller(clock).run(lambda: FOREVER).refused == 0
     again = table(aws).get("job_off")
     assert again is not None
-    assert again["poll_attempts"] == 2
-    assert "last_poll_error" not in again
+    assert again.poll_attempts == 2
+    assert again.last_poll_error is None
 
 
 def test_webhook_and_poll_racing_produce_one_item_and_one_enqueue(aws, sume):
@@ -263,10 +270,10 @@ def test_webhook_and_poll_racing_produce_one_item_and_one_enqueue(aws, sume):
     for job_id in job_ids:
         item = table(aws).get(job_id)
         assert item is not None
-        assert item["state"] == State.RECEIVED
+        assert item.state == State.RECEIVED
         # Whichever won, the webhook's delivery was counted exactly once.
-        assert item["deliveries"] == 1
-        assert item["source"] in ("webhook", "poll")
+        assert item.deliveries == 1
+        assert item.source in ("webhook", "poll")
 
 
 def test_backoff_doubles_up_to_its_cap_and_the_job_is_lost_at_the_cut_off(aws, sume, monkeypatch):
@@ -281,13 +288,13 @@ def test_backoff_doubles_up_to_its_cap_and_the_job_is_lost_at_the_cut_off(aws, s
     for i in range(10):
         item = table(aws).get("job_slow")
         assert item is not None
-        if item["state"] != State.AWAITING:
+        if item.state != State.AWAITING:
             break
         status, data = answers[i % len(answers)]
         sume.answer("job_slow", data, status)
-        clock.now = item["due_at"] - 1
+        clock.now = due_at(aws, "job_slow") - 1
         assert run.run(lambda: FOREVER).polled == 0
-        clock.now = item["due_at"]
+        clock.now = due_at(aws, "job_slow")
         summary = run.run(lambda: FOREVER)
         assert summary.polled == 1
         polled_at.append(int(clock.now) - T0)
@@ -298,11 +305,10 @@ def test_backoff_doubles_up_to_its_cap_and_the_job_is_lost_at_the_cut_off(aws, s
     assert summary.lost == 1
     item = table(aws).get("job_slow")
     assert item is not None
-    assert item["state"] == State.LOST
-    assert item["lost_at"] == T0 + 20000
-    assert item["poll_attempts"] == 5
-    assert "due_at" not in item
-    assert "due_shard" not in item
+    assert item.state == State.LOST
+    assert item.lost_at == T0 + 20000
+    assert item.poll_attempts == 5
+    assert (item.due_at, item.due_shard) == (None, None)
     assert "job_slow" not in indexed_job_ids(aws)
     assert sume.polls_of("job_slow") == 6
     assert drain_queue(aws) == []
@@ -319,7 +325,7 @@ def test_a_late_webhook_completes_a_lost_job(aws, sume, monkeypatch):
     assert json.loads(answer["body"])["result"] == "new"
     item = table(aws).get("job_late")
     assert item is not None
-    assert (item["state"], item["metadata"]) == (State.RECEIVED, {"k": "v"})
+    assert (item.state, item.metadata) == (State.RECEIVED, {"k": "v"})
     assert drain_queue(aws) == ["job_late"]
 
 
@@ -338,7 +344,7 @@ def test_crash_left_in_received_is_re_enqueued_after_its_deadline(aws, sume):
     assert drain_queue(aws) == ["job_crash"]
     item = jobs.get("job_crash")
     assert item is not None
-    assert (item["state"], item["due_at"], item["sweeps"]) == ("received", T0 + 120 + 240, 1)
+    assert (item.state, item.due_at, item.sweeps) == ("received", T0 + 120 + 240, 1)
 
     clock.now = T0 + 359
     assert run.run(lambda: FOREVER).swept == 0
@@ -346,9 +352,10 @@ def test_crash_left_in_received_is_re_enqueued_after_its_deadline(aws, sume):
     assert run.run(lambda: FOREVER).swept == 1
     assert drain_queue(aws) == ["job_crash"]
 
-    claimed, _ = jobs.claim("job_crash", T0 + 361, lease_seconds=300)
-    assert claimed is not None
-    assert jobs.finish("job_crash", claimed["claim_id"], State.PROCESSED, T0 + 362, T0 + 10**6, {})
+    claimed = jobs.claim("job_crash", T0 + 361, lease_seconds=300)
+    assert jobs.finish(
+        "job_crash", str(claimed.claim_id), State.PROCESSED, T0 + 362, T0 + 10**6, {}
+    )
     clock.now = T0 + 10**5
     assert run.run(lambda: FOREVER).swept == 0
     assert drain_queue(aws) == []
@@ -358,8 +365,7 @@ def test_expired_lease_is_owed_work_again(aws, sume):
     jobs = table(aws)
     event = parse(json.dumps(job_body("job_lease")).encode())
     jobs.record(event, Source.WEBHOOK, T0, sweep_at=T0 + 120)  # type: ignore[arg-type]
-    claimed, _ = jobs.claim("job_lease", T0 + 1, lease_seconds=600)
-    assert claimed is not None
+    jobs.claim("job_lease", T0 + 1, lease_seconds=600)
     clock = Clock(T0 + 600)
     run = make_poller(clock)
     assert run.run(lambda: FOREVER).swept == 0
@@ -367,9 +373,8 @@ def test_expired_lease_is_owed_work_again(aws, sume):
     assert run.run(lambda: FOREVER).swept == 1
     assert drain_queue(aws) == ["job_lease"]
     # The redelivered message lets another worker take the job over.
-    again, _ = jobs.claim("job_lease", T0 + 602, lease_seconds=600)
-    assert again is not None
-    assert again["attempts"] == 2
+    again = jobs.claim("job_lease", T0 + 602, lease_seconds=600)
+    assert again.attempts == 2
 
 
 class Budget:
@@ -408,7 +413,7 @@ def test_run_out_of_time_leaves_the_rest_for_the_next_run(aws, sume):
     for job_id in job_ids:
         item = table(aws).get(job_id)
         assert item is not None
-        assert item["poll_attempts"] == 1
+        assert item.poll_attempts == 1
 
 
 def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, monkeypatch, capsys):
@@ -449,7 +454,7 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
     assert all("authorization" not in r.headers for r in sume.requests)
     imds = table(aws).get("job_imds")
     assert imds is not None
-    assert (imds["state"], imds["poll_attempts"]) == (State.AWAITING, 1)
+    assert (imds.state, imds.poll_attempts) == (State.AWAITING, 1)
     emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
     # JobsLost is the metric the stack alarms on.
     assert (emitted[-1]["JobsRecoveredByPoll"], emitted[-1]["JobsLost"]) == ([1.0], [1.0])
@@ -463,9 +468,8 @@ def test_the_due_index_is_sparse_and_never_scanned(aws, sume):
     for job_id in ("job_done", "job_owed"):
         event = parse(json.dumps(job_body(job_id)).encode())
         jobs.record(event, Source.WEBHOOK, T0, sweep_at=T0 + 120)  # type: ignore[arg-type]
-    claimed, _ = jobs.claim("job_done", T0 + 1, lease_seconds=300)
-    assert claimed is not None
-    assert jobs.finish("job_done", claimed["claim_id"], State.PROCESSED, T0 + 2, T0 + 10**6, {})
+    claimed = jobs.claim("job_done", T0 + 1, lease_seconds=300)
+    assert jobs.finish("job_done", str(claimed.claim_id), State.PROCESSED, T0 + 2, T0 + 10**6, {})
     clients.client("dynamodb").put_item(
         TableName=aws.table, Item={"job_id": {"S": "job_plain"}, "state": {"S": "processed"}}
     )
@@ -510,7 +514,7 @@ def test_a_slow_status_host_stalls_neither_the_run_nor_the_other_polls(aws, sume
     assert [sume.polls_of(j) for j in quick] == [1] * 4
     slow = table(aws).get("job_trickle")
     assert slow is not None
-    assert (slow["state"], slow["poll_attempts"]) == (State.AWAITING, 1)
+    assert (slow.state, slow.poll_attempts) == (State.AWAITING, 1)
 
 
 def test_a_host_that_never_answers_is_lost_at_the_cut_off(aws, sume, short_polls, monkeypatch):
@@ -533,7 +537,7 @@ def test_a_host_that_never_answers_is_lost_at_the_cut_off(aws, sume, short_polls
     assert (summary["polled"], summary["lost"]) == (1, 1)
     item = table(aws).get("job_mute")
     assert item is not None
-    assert item["state"] == State.LOST
+    assert item.state == State.LOST
 
 
 def one_job_per_shard(prefix: str) -> list[str]:
@@ -557,7 +561,7 @@ def test_a_poll_configuration_error_does_not_stop_the_sweeps(aws, sume, monkeypa
     now = int(time.time())
     now -= (now - shard) % SHARDS
     register(aws, Clock(now - 1000), "job_cfg", sume.job_url("job_cfg"))
-    due_at = (table(aws).get("job_cfg") or {})["due_at"]
+    due = due_at(aws, "job_cfg")
     owed = one_job_per_shard("job_owed")
     for job_id in owed:
         event = parse(json.dumps(job_body(job_id)).encode())
@@ -569,7 +573,7 @@ def test_a_poll_configuration_error_does_not_stop_the_sweeps(aws, sume, monkeypa
     assert (summary.swept, summary.complete) == (SHARDS, True)
     assert sorted(drain_queue(aws)) == sorted(owed)
     assert sume.polls_of("job_cfg") == 0
-    assert (table(aws).get("job_cfg") or {})["due_at"] == due_at  # asked again next run
+    assert due_at(aws, "job_cfg") == due  # asked again next run
 
     result = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
     assert (result["configuration_errors"], result["swept"]) == (1, 0)

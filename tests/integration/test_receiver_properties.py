@@ -261,8 +261,8 @@ def test_every_job_a_signed_event_creates_ends_once(
             worker.handler(sqs_event(queued), LambdaContext())
         stored = table.get(job_id)
         assert stored is not None
-        event(f"ended {stored['state']}")
-        assert stored["state"] in {"processed", "processing_error"}
+        event(f"ended {stored.state}")
+        assert stored.state in {"processed", "processing_error"}
         assert calls.calls["events.PutEvents"] == 1
 
 

@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 
 import poller
 from devstack.eventsources import sqs_records
-from sume.jobs import JobsTable, State
+from sume.jobs import Job, JobsTable, State
 from sume.names import DUE_SHARDS, REGISTRATION_DETAIL_TYPE
 from sume.queue import DeadLetterQueue
 from sume.registration import MAX_LOGGED_BYTES, Registrations
@@ -62,7 +62,7 @@ def bus(aws, monkeypatch) -> Bus:
     return Bus(aws)
 
 
-def item(aws, job_id: str) -> dict[str, Any] | None:
+def item(aws, job_id: str) -> Job | None:
     return JobsTable(boto3.client("dynamodb"), aws.table, DUE_SHARDS).get(job_id)
 
 
@@ -79,8 +79,8 @@ def test_an_event_on_the_bus_registers_the_job(aws, bus, capsys):
 
     stored = item(aws, "job_ev1")
     assert stored is not None
-    assert (stored["state"], stored["status_url"]) == (State.AWAITING, URL + "job_ev1")
-    assert stored["metadata"] == METADATA
+    assert (stored.state, stored.status_url) == (State.AWAITING, URL + "job_ev1")
+    assert stored.metadata == METADATA
     assert bus.parked() == []
     assert emitted(capsys)["JobsRegistered"] == [1.0]
 
@@ -94,7 +94,7 @@ def test_registering_a_known_job_by_event_changes_nothing(aws, bus, capsys):
 
     stored = item(aws, "job_ev2")
     assert stored is not None
-    assert (stored["status_url"], stored["metadata"]) == (URL + "job_ev2", {"v": 1})
+    assert (stored.status_url, stored.metadata) == (URL + "job_ev2", {"v": 1})
     assert emitted(capsys)["RegistrationsOfKnownJobs"] == [1.0]
 
 

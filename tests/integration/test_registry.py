@@ -10,7 +10,7 @@ import pytest
 import receiver
 from sume import aws as clients
 from sume import registry
-from sume.jobs import JobsTable, State
+from sume.jobs import Job, JobsTable, State
 from sume.names import DUE_SHARDS, due_shard
 from sume.registry import Registry
 from sume.settings import ConfigurationError
@@ -40,16 +40,16 @@ def test_expect_creates_an_awaiting_item_due_for_its_first_poll(aws):
     item = table(aws).get("job_1")
     raw = clients.client("dynamodb").get_item(TableName=aws.table, Key={"job_id": {"S": "job_1"}})
     assert Decimal(raw["Item"]["metadata"]["M"]["ratio"]["N"]) == Decimal("0.5")
-    assert item == {
-        "job_id": "job_1",
-        "state": State.AWAITING,
-        "status_url": URL + "job_1",
-        "metadata": {"user": "u-7", "ratio": 0.5, "tags": ["a"]},
-        "registered_at": T0,
-        "poll_attempts": 0,
-        "due_shard": due_shard("job_1", DUE_SHARDS),
-        "due_at": T0 + 900,
-    }
+    assert item == Job(
+        job_id="job_1",
+        state=State.AWAITING,
+        status_url=URL + "job_1",
+        metadata={"user": "u-7", "ratio": 0.5, "tags": ["a"]},
+        registered_at=T0,
+        poll_attempts=0,
+        due_shard=due_shard("job_1", DUE_SHARDS),
+        due_at=T0 + 900,
+    )
 
 
 def test_expect_is_a_no_op_for_a_known_job(aws):
@@ -59,7 +59,7 @@ def test_expect_is_a_no_op_for_a_known_job(aws):
     assert not later.expect("job_1", URL + "other", {"v": 2})
     item = table(aws).get("job_1")
     assert item is not None
-    assert (item["status_url"], item["metadata"], item["due_at"]) == (
+    assert (item.status_url, item.metadata, item.due_at) == (
         URL + "job_1",
         {"v": 1},
         T0 + 900,
@@ -81,12 +81,12 @@ def test_a_webhook_for_a_registered_job_is_accepted_once_and_keeps_the_metadata(
     assert [json.loads(a["body"])["result"] for a in answers] == ["new", "duplicate", "duplicate"]
     item = table(aws).get("job_3")
     assert item is not None
-    assert item["state"] == State.RECEIVED
-    assert item["source"] == "webhook"
-    assert item["deliveries"] == 3
-    assert item["metadata"] == {"order": "o-3"}
-    assert item["status_url"] == URL + "job_3"
-    assert json.loads(item["body"]) == body
+    assert item.state == State.RECEIVED
+    assert item.source == "webhook"
+    assert item.deliveries == 3
+    assert item.metadata == {"order": "o-3"}
+    assert item.status_url == URL + "job_3"
+    assert json.loads(str(item.body)) == body
     assert queued(aws) == ["job_3"]
 
 
@@ -96,8 +96,7 @@ def test_module_level_expect_reads_its_table_from_the_environment_or_arguments(a
     assert not registry.expect("job_4", URL + "job_4")
     item = table(aws).get("job_4")
     assert item is not None
-    assert item["due_at"] - item["registered_at"] == 60
-    assert "metadata" not in item
+    assert (item.due_at, item.metadata) == ((item.registered_at or 0) + 60, None)
 
     monkeypatch.delenv("JOBS_TABLE_NAME")
     with pytest.raises(ConfigurationError, match="JOBS_TABLE_NAME"):
@@ -106,7 +105,7 @@ def test_module_level_expect_reads_its_table_from_the_environment_or_arguments(a
     assert registry.expect("job_5", URL + "job_5", {"n": 1}, table_name=aws.table, dynamodb=client)
     item = table(aws).get("job_5")
     assert item is not None
-    assert item["metadata"] == {"n": 1}
+    assert item.metadata == {"n": 1}
 
 
 class NoTable:

@@ -109,13 +109,13 @@ def test_completed_job_is_archived_recorded_and_announced(world, server, local_u
     assert run(job_id)[1] == []
 
     stored = world.item(job_id)
-    assert stored["state"] == "processed"
-    assert stored["outcome"] == "completed"
-    assert stored["expires_at"] >= before + 30 * 24 * 3600
-    assert stored["processed_at"] >= before
+    assert stored.state == "processed"
+    assert stored.outcome == "completed"
+    assert stored.expires_at >= before + 30 * 24 * 3600
+    assert stored.processed_at >= before
     for key in ("due_at", "due_shard", "lease_until"):
-        assert key not in stored
-    first, second = stored["artifacts"]
+        assert key not in stored.as_item()
+    first, second = stored.artifacts
     assert first["source_url"] == u1
     assert first["key"] == f"jobs/{job_id}/000-clip.mp4"
     assert first["size"] == len(video)
@@ -164,10 +164,10 @@ def test_failed_and_canceled_jobs_are_written_down_with_their_error(world):
     announced = {e["detail"]["job_id"]: e for e in world.announcements()}
     for body, outcome in zip(bodies, ("failed", "canceled"), strict=True):
         stored = world.item(body["job_id"])
-        assert stored["state"] == "processed"
-        assert stored["outcome"] == outcome
-        assert json.loads(stored["error"]) == body["error"]  # JSON text, see sume.bounded
-        assert stored["artifacts"] == []
+        assert stored.state == "processed"
+        assert stored.outcome == outcome
+        assert json.loads(stored.error) == body["error"]  # JSON text, see sume.bounded
+        assert stored.artifacts == []
         event = announced[body["job_id"]]
         assert event["detail-type"] == DETAIL_TYPES[outcome]
         assert event["detail"]["status"] == "ERROR"
@@ -184,14 +184,14 @@ def test_missing_artifact_is_a_processing_error_announced_once_not_retried(
     assert run(job_id)[1] == []  # acknowledged: no loop to the DLQ
 
     stored = world.item(job_id)
-    assert stored["state"] == "processing_error"
-    assert stored["processing_error"] == {
+    assert stored.state == "processing_error"
+    assert stored.processing_error == {
         "code": "http_404",
         "message": f"HTTP 404 from {gone}",
         "url": gone,
     }
-    assert [a["source_url"] for a in stored["artifacts"]] == [ok]
-    assert "due_at" not in stored
+    assert [a["source_url"] for a in stored.artifacts] == [ok]
+    assert stored.due_at is None
     (event,) = world.announcements()
     assert event["detail-type"] == DETAIL_TYPES["processing_error"]
     assert event["detail"]["processing_error"]["code"] == "http_404"
@@ -211,16 +211,16 @@ def test_slow_artifact_times_out_and_is_retried_by_sqs(world, server, local_urls
 
     assert failed == ids
     stored = world.item(job_id)
-    assert stored["state"] == "processing"
-    assert stored["last_error"]["code"] == "timeout"
-    assert stored["lease_until"] < time.time()  # released: the retry need not wait
-    assert "due_at" in stored  # still owed: the sweeper keeps watching it
+    assert stored.state == "processing"
+    assert stored.last_error["code"] == "timeout"
+    assert stored.lease_until < time.time()  # released: the retry need not wait
+    assert stored.due_at is not None  # still owed: the sweeper keeps watching it
     assert world.announcements() == []
 
     server.route("/slow.mp4", body=b"on time")
     assert run(job_id)[1] == []
-    assert world.item(job_id)["state"] == "processed"
-    assert world.item(job_id)["attempts"] == 2
+    assert world.item(job_id).state == "processed"
+    assert world.item(job_id).attempts == 2
 
 
 def test_redirect_to_a_host_off_the_allow_list_is_refused(world, server, local_urls, monkeypatch):
@@ -232,9 +232,9 @@ def test_redirect_to_a_host_off_the_allow_list_is_refused(world, server, local_u
     assert run(job_id)[1] == []
 
     stored = world.item(job_id)
-    assert stored["state"] == "processing_error"
-    assert stored["processing_error"]["code"] == "refused_host"
-    assert stored["processing_error"]["url"] == hop
+    assert stored.state == "processing_error"
+    assert stored.processing_error["code"] == "refused_host"
+    assert stored.processing_error["url"] == hop
     assert server.hits["/internal"] == 0
     assert world.announcements()[0]["detail"]["processing_error"]["code"] == "refused_host"
 
@@ -243,13 +243,13 @@ def test_without_local_mode_loopback_artifacts_are_refused(world, server, monkey
     url = server.route("/a.mp4", body=b"a")
     https_only = deliver(job_body(artifacts=[url]))
     assert run(https_only)[1] == []
-    assert world.item(https_only)["processing_error"]["code"] == "refused_scheme"
+    assert world.item(https_only).processing_error["code"] == "refused_scheme"
 
     monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
     reset_handler_caches()  # a new container, with the new setting
     public_only = deliver(job_body(artifacts=[url]))
     assert run(public_only)[1] == []
-    assert world.item(public_only)["processing_error"]["code"] == "refused_address"
+    assert world.item(public_only).processing_error["code"] == "refused_address"
     assert server.hits["/a.mp4"] == 0
 
 
@@ -263,7 +263,7 @@ def test_the_same_job_delivered_twice_is_processed_once(world, server, local_url
     assert len(world.objects(job_id)) == 3
     assert all(server.hits[f"/d/{i}.mp4"] == 1 for i in range(3))
     assert len(world.announcements()) == 1
-    assert world.item(job_id)["attempts"] == 1
+    assert world.item(job_id).attempts == 1
 
 
 def test_the_same_job_delivered_concurrently_is_processed_once(world, server, local_urls):
@@ -305,8 +305,8 @@ def test_a_poisoned_record_fails_alone(world, server, local_urls):
     ids, failed = run(good[0], broken, failed_job, good[1])
 
     assert failed == [ids[1]]
-    assert [world.item(j)["state"] for j in (*good, failed_job)] == ["processed"] * 3
-    assert world.item(broken)["last_error"]["code"] == "http_503"
+    assert [world.item(j).state for j in (*good, failed_job)] == ["processed"] * 3
+    assert world.item(broken).last_error["code"] == "http_503"
     assert len(world.announcements()) == 3
 
 
@@ -343,8 +343,8 @@ def test_a_retry_after_a_crash_does_not_download_stored_artifacts_again(world, s
     with pytest.raises(Crash):
         worker.build_processor(settings, clients).process(job_id)
     stored = world.item(job_id)
-    assert stored["state"] == "processing"
-    assert [a["source_url"] for a in stored["artifacts"]] == urls[:2]
+    assert stored.state == "processing"
+    assert [a["source_url"] for a in stored.artifacts] == urls[:2]
 
     # The crashed worker's lease is still live: the queue's retry must wait.
     ids, failed = run(job_id)
@@ -357,7 +357,7 @@ def test_a_retry_after_a_crash_does_not_download_stored_artifacts_again(world, s
     assert (result.artifacts_copied, len(result.artifacts)) == (2, 4)
     assert [server.hits[f"/p/{i}.bin"] for i in range(4)] == [1, 1, 2, 1]
     assert len(world.objects(job_id)) == 4
-    for i, record in enumerate(world.item(job_id)["artifacts"]):
+    for i, record in enumerate(world.item(job_id).artifacts):
         assert world.bytes_at(record["key"]) == bytes([i]) * 5000
     assert len(world.announcements()) == 1
 
@@ -382,9 +382,9 @@ def test_gives_up_after_max_attempts_with_an_announced_processing_error(
 
     assert result.action is Action.PROCESSING_ERROR
     stored = world.item(job_id)
-    assert stored["state"] == "processing_error"
-    assert stored["processing_error"]["code"] == "too_many_attempts"
-    assert "http_500" in stored["processing_error"]["message"]
+    assert stored.state == "processing_error"
+    assert stored.processing_error["code"] == "too_many_attempts"
+    assert "http_500" in stored.processing_error["message"]
     assert server.hits["/flaky.mp4"] == 2
     (event,) = world.announcements()
     assert event["detail-type"] == DETAIL_TYPES["processing_error"]
@@ -400,17 +400,17 @@ def test_replay_copies_and_announces_again(world, server, local_urls):
     assert server.hits["/r.mp4"] == 2
     first, second = world.announcements()
     assert (first["detail"]["replay"], second["detail"]["replay"]) == (False, True)
-    assert "replay" not in world.item(job_id)
+    assert world.item(job_id).replay is None
 
 
 def test_an_event_stored_in_s3_is_read_from_there(world, server, local_urls):
     body = job_body(artifacts=[server.route("/big-event.mp4", body=b"b")], notes="n" * 300_000)
     job_id = deliver(body)
-    assert "body_ref" in world.item(job_id)
+    assert world.item(job_id).body_ref is not None
 
     assert run(job_id)[1] == []
 
-    assert world.item(job_id)["state"] == "processed"
+    assert world.item(job_id).state == "processed"
     assert server.hits["/big-event.mp4"] == 1
 
 
@@ -444,22 +444,21 @@ def test_a_trickling_artifact_is_cut_before_the_deadline_and_the_retry_resumes(
         r["messageId"] for r in event["Records"]
     ]
     stored = world.item(job_id)
-    assert stored["state"] == "processing"
-    assert stored["lease_until"] < time.time()  # released: the retry need not wait
-    assert stored["last_error"]["code"] == "deadline"
-    assert [a["key"] for a in stored["artifacts"]] == [f"jobs/{job_id}/000-0.mp4"]
+    assert stored.state == "processing"
+    assert stored.lease_until < time.time()  # released: the retry need not wait
+    assert stored.last_error["code"] == "deadline"
+    assert [a["key"] for a in stored.artifacts] == [f"jobs/{job_id}/000-0.mp4"]
     # No time was left to finish it: it was not even claimed.
     untouched = world.item(next_in_batch)
-    assert untouched["state"] == "received"
-    assert "attempts" not in untouched
+    assert (untouched.state, untouched.attempts) == ("received", None)
     assert world.announcements() == []
 
     server.route("/v/1.mp4", body=b"second", headers=MP4)
     assert run(job_id, next_in_batch)[1] == []
-    assert world.item(job_id)["state"] == "processed"
-    assert world.item(job_id)["attempts"] == 2
+    assert world.item(job_id).state == "processed"
+    assert world.item(job_id).attempts == 2
     assert (server.hits["/v/0.mp4"], server.hits["/v/1.mp4"]) == (1, 2)
-    assert world.item(next_in_batch)["state"] == "processed"
+    assert world.item(next_in_batch).state == "processed"
     assert len(world.announcements()) == 2
 
 
@@ -474,10 +473,10 @@ def test_no_copy_starts_without_the_time_to_finish_it(world, server, local_urls)
         worker.build_processor(settings).process(job_id, lambda: next(left))
 
     stored = world.item(job_id)
-    assert stored["state"] == "processing"
-    assert stored["lease_until"] < time.time()
-    assert stored["last_error"]["code"] == "OutOfTime"
-    assert len(stored["artifacts"]) == 1
+    assert stored.state == "processing"
+    assert stored.lease_until < time.time()
+    assert stored.last_error["code"] == "OutOfTime"
+    assert len(stored.artifacts) == 1
     assert server.hits["/o/1.mp4"] == 0
 
     later = time.time() + 2
@@ -496,7 +495,7 @@ def test_presigned_query_strings_stay_out_of_the_logs_and_the_item(world, server
     ids, failed = run(job_id)
 
     assert failed == ids
-    last_error = world.item(job_id)["last_error"]
+    last_error = world.item(job_id).last_error
     assert (last_error["code"], last_error["url"]) == ("http_503", server.url("/signed.mp4"))
     (retried,) = [line for line in logs.lines() if line["message"] == "job will be retried"]
     assert retried["error"]["code"] == "http_503"
@@ -512,7 +511,7 @@ def test_a_body_that_is_not_a_job_id_is_dropped_and_counted_never_claimed(world,
     assert run(f" {job_id} ", f"{job_id}\n", "job_\x00")[1] == []
 
     stored = world.item(job_id)
-    assert (stored["state"], stored.get("attempts")) == ("received", None)
+    assert (stored.state, stored.attempts) == ("received", None)
     assert world.announcements() == []
     dropped = [
         r for r in caplog.records if r.getMessage() == "message body is not a job id; dropped"

@@ -109,12 +109,12 @@ def test_a_failed_job_with_any_error_ends_announced_once(world, put_events, erro
         assert run(job_id)[1] == []
 
     stored = world.item(job_id)
-    assert (stored["state"], stored["outcome"]) == ("processed", "failed")
+    assert (stored.state, stored.outcome) == ("processed", "failed")
     assert len(put_events) == 1
-    assert_writable(stored, put_events)
+    assert_writable(stored.as_item(), put_events)
     (event,) = world.announcements()
     assert event["detail-type"] == DETAIL_TYPES["failed"]
-    assert isinstance(stored["error"], str) and stored["error"].isascii()
+    assert isinstance(stored.error, str) and stored.error.isascii()
 
 
 def test_an_exact_error_is_kept_whole_on_the_item_and_in_the_announcement(world):
@@ -124,8 +124,8 @@ def test_an_exact_error_is_kept_whole_on_the_item_and_in_the_announcement(world)
     assert run(job_id)[1] == []
 
     stored = world.item(job_id)
-    assert json.loads(stored["error"]) == error
-    assert "error_truncated" not in stored
+    assert json.loads(stored.error) == error
+    assert stored.error_truncated is None
     (event,) = world.announcements()
     assert event["detail"]["error"] == error
     assert event["detail"]["error_truncated"] is False
@@ -137,9 +137,9 @@ def test_an_oversized_error_is_cut_by_the_documented_rule(world):
     assert run(job_id)[1] == []
 
     stored = world.item(job_id)
-    assert stored["error_truncated"] is True
-    assert len(stored["error"]) == 16 * 1024
-    assert stored["error"].startswith('{"code":"HUGE","message":"mmm')
+    assert stored.error_truncated is True
+    assert len(stored.error) == 16 * 1024
+    assert stored.error.startswith('{"code":"HUGE","message":"mmm')
     (event,) = world.announcements()
     assert event["detail"]["error_truncated"] is True
     assert event["detail"]["error"] == {"code": "HUGE", "message": "m" * 1024}
@@ -152,25 +152,24 @@ def test_giving_up_writes_only_codes_and_counts(world, put_events, monkeypatch, 
     now = int(time.time())
     # Two earlier attempts, each ended by a transient failure that named a presigned URL.
     for attempt in range(2):
-        item, _ = world.table.claim(job_id, now + attempt * 1000, lease_seconds=900)
-        assert item is not None
+        item = world.table.claim(job_id, now + attempt * 1000, lease_seconds=900)
         url = f"https://cdn.example/a.mp4?{SECRET}"
         failure = {"code": "http_503", "message": f"HTTP 503 from {url}", "url": url}
-        assert world.table.release(job_id, item["claim_id"], now + attempt * 1000, failure)
+        assert world.table.release(job_id, item.claim_id, now + attempt * 1000, failure)
     later = now + 5000
 
     result = worker.build_processor(WorkerSettings.from_env(), clock=lambda: later).process(job_id)
 
     assert result.reason == "too_many_attempts"
     stored = world.item(job_id)
-    assert stored["state"] == "processing_error"
-    assert stored["processing_error"] == {
+    assert stored.state == "processing_error"
+    assert stored.processing_error == {
         "code": "too_many_attempts",
         "message": "gave up after 2 attempts; last error: http_503",
     }
-    assert "error" not in stored
+    assert stored.error is None
     assert len(put_events) == 1
-    assert_writable(stored, put_events)
+    assert_writable(stored.as_item(), put_events)
     (event,) = world.announcements()
     assert event["detail-type"] == DETAIL_TYPES["processing_error"]
     assert (event["detail"]["outcome"], event["detail"]["error"]) == ("failed", None)
@@ -207,13 +206,13 @@ def test_an_artifact_list_past_256_kb_is_cut_in_the_announcement(
     assert run(job_id)[1] == []
 
     stored = world.item(job_id)
-    assert stored["state"] == "processed"
+    assert stored.state == "processed"
     assert len(world.objects(job_id)) == 130
     assert len(put_events) == 1
-    assert_writable(stored, put_events)
-    assert stored["artifact_count"] == 130
-    assert stored["artifacts_truncated"] is True
-    on_item = stored["artifacts"]
+    assert_writable(stored.as_item(), put_events)
+    assert stored.artifact_count == 130
+    assert stored.artifacts_truncated is True
+    on_item = stored.artifacts
     assert [r["source_url"] for r in on_item] == urls[: len(on_item)]
     (event,) = world.announcements()
     detail = event["detail"]
@@ -233,15 +232,15 @@ def test_presigned_artifact_urls_never_show_their_query(world, put_events, serve
     assert run(job_id)[1] == []
 
     stored = world.item(job_id)
-    assert stored["state"] == "processing_error"
-    assert stored["processing_error"] == {
+    assert stored.state == "processing_error"
+    assert stored.processing_error == {
         "code": "http_404",
         "message": f"HTTP 404 from {server.url('/gone.mp4')}",
         "url": server.url("/gone.mp4"),
     }
-    (record,) = stored["artifacts"]
+    (record,) = stored.artifacts
     assert record["source_url"] == server.url("/ok.mp4")
-    written = {k: v for k, v in stored.items() if k != "body"}  # the event, as received
+    written = {k: v for k, v in stored.as_item().items() if k != "body"}  # the event, as received
     assert "5ecre7" not in json.dumps(written)
     assert "5ecre7" not in json.dumps(world.announcements())
 
@@ -255,12 +254,12 @@ def test_a_retry_reuses_an_artifact_stored_from_a_presigned_url(world, server, l
 
     assert failed == ids
     stored = world.item(job_id)
-    assert "5ecre7" not in json.dumps(stored["last_error"])
-    assert stored["last_error"]["url"] == server.url("/flaky.mp4")
+    assert "5ecre7" not in json.dumps(stored.last_error)
+    assert stored.last_error["url"] == server.url("/flaky.mp4")
     server.route(f"/flaky.mp4?{SECRET}", body=b"now")
     assert run(job_id)[1] == []
     assert server.hits[f"/once.mp4?{SECRET}"] == 1
-    assert world.item(job_id)["state"] == "processed"
+    assert world.item(job_id).state == "processed"
 
 
 class RefusingDynamoDB:
@@ -301,10 +300,10 @@ def test_a_refused_finish_falls_back_to_a_minimal_one(world, put_events, monkeyp
 
     assert dynamodb.refused == 1
     stored = world.item(job_id)
-    assert (stored["state"], stored["outcome"]) == ("processed", "failed")
-    assert stored["details_dropped"] is True
-    assert "error" not in stored
-    assert "due_at" not in stored
+    assert (stored.state, stored.outcome) == ("processed", "failed")
+    assert stored.details_dropped is True
+    assert stored.error is None
+    assert stored.due_at is None
     assert len(put_events) == 1
     assert world.announcements()[0]["detail"]["outcome"] == "failed"
 
@@ -320,8 +319,8 @@ def test_a_refused_progress_write_is_a_processing_error(
     assert run(job_id)[1] == []
 
     stored = world.item(job_id)
-    assert stored["state"] == "processing_error"
-    assert stored["processing_error"]["code"] == "write_refused"
+    assert stored.state == "processing_error"
+    assert stored.processing_error["code"] == "write_refused"
     assert server.hits["/p.mp4"] == 1
     assert len(put_events) == 1
 
@@ -335,5 +334,5 @@ def test_a_refused_release_gives_the_claim_back_with_the_code_alone(world, serve
 
     assert dynamodb.refused == 1
     stored = world.item(job_id)
-    assert stored["last_error"] == {"code": "http_503"}
-    assert stored["lease_until"] < time.time()  # the retry need not wait out the lease
+    assert stored.last_error == {"code": "http_503"}
+    assert stored.lease_until < time.time()  # the retry need not wait out the lease

@@ -154,7 +154,7 @@ def test_a_large_artifact_is_streamed_with_bounded_memory(aws, server, local_url
     assert all(size >= PART for size in sink.parts[:-1])
     assert len(sink.parts) == 10
     assert sink.digest.hexdigest() == expected.hexdigest()
-    record = stored(aws, job_id)["artifacts"][0]
+    record = stored(aws, job_id).artifacts[0]
     assert (record["size"], record["sha256"]) == (total, expected.hexdigest())
     assert peak < 10 * MiB, f"peak {peak / MiB:.1f} MiB for a {total // MiB} MiB artifact"
 
@@ -167,7 +167,7 @@ def test_a_multipart_artifact_lands_intact_in_s3(aws, server, local_urls):
     response = worker.handler(sqs_event([job_id]), LambdaContext())
 
     assert response["batchItemFailures"] == []
-    record = stored(aws, job_id)["artifacts"][0]
+    record = stored(aws, job_id).artifacts[0]
     obj = boto3.client("s3").get_object(Bucket=aws.artifacts_bucket, Key=record["key"])
     assert obj["ETag"].endswith('-3"')  # a three-part upload, not one PutObject
     assert hashlib.sha256(obj["Body"].read()).hexdigest() == record["sha256"]
@@ -184,7 +184,7 @@ def test_an_artifact_over_the_cap_is_a_processing_error(aws, server, local_urls,
 
     assert response["batchItemFailures"] == []
     item = stored(aws, job_id)
-    assert item["processing_error"]["code"] == "too_large"
+    assert item.processing_error["code"] == "too_large"
     s3 = boto3.client("s3")
     assert s3.list_multipart_uploads(Bucket=aws.artifacts_bucket).get("Uploads", []) == []
     assert s3.list_objects_v2(Bucket=aws.artifacts_bucket).get("KeyCount") == 0

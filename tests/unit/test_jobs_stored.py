@@ -5,10 +5,10 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from sume.jobs import JobsTable
+from sume.jobs import Job, JobsTable, NotClaimable, State
 
 BUSY = {"job_id": {"S": "j"}, "state": {"S": "processing"}, "lease_until": {"N": "5"}}
-BUSY_PLAIN = {"job_id": "j", "state": "processing", "lease_until": 5}
+BUSY_JOB = Job(job_id="j", state=State.PROCESSING, lease_until=5)
 
 
 @pytest.fixture
@@ -28,10 +28,16 @@ def refuse(stub, item=None):
     )
 
 
+def stored_with_refused_claim(jobs):
+    with pytest.raises(NotClaimable) as refused:
+        jobs.claim("j", now=1, lease_seconds=10)
+    return refused.value.stored
+
+
 def test_the_item_handed_back_with_the_refusal_costs_no_read(stubbed):
     jobs, stub = stubbed
     refuse(stub, BUSY)
-    assert jobs.claim("j", now=1, lease_seconds=10) == (None, BUSY_PLAIN)
+    assert stored_with_refused_claim(jobs) == BUSY_JOB
 
 
 def test_without_it_the_item_is_read_once_and_consistently(stubbed):
@@ -46,7 +52,23 @@ def test_without_it_the_item_is_read_once_and_consistently(stubbed):
             "ConsistentRead": True,
         },
     )
-    assert jobs.claim("j", now=1, lease_seconds=10) == (None, BUSY_PLAIN)
+    assert stored_with_refused_claim(jobs) == BUSY_JOB
+
+
+def test_a_claim_of_no_such_job_carries_none(stubbed):
+    jobs, stub = stubbed
+    refuse(stub)
+    stub.add_response("get_item", {})
+    assert stored_with_refused_claim(jobs) is None
+
+
+def test_a_claim_hands_back_the_claimed_job(stubbed):
+    jobs, stub = stubbed
+    claimed = {**BUSY, "claim_id": {"S": "c1"}, "attempts": {"N": "1"}}
+    stub.add_response("update_item", {"Attributes": claimed})
+    assert jobs.claim("j", now=1, lease_seconds=4) == Job(
+        job_id="j", state=State.PROCESSING, lease_until=5, claim_id="c1", attempts=1
+    )
 
 
 def test_writes_that_need_no_stored_item_never_read_it(stubbed):

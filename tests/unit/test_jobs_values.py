@@ -1,10 +1,16 @@
-"""The hot path's hand-rolled attribute values agree with boto3's serializer."""
+"""Values on their way into and out of the jobs table: the hand-rolled
+serialisation agrees with boto3's, and a ``Job`` is its item, typed, with
+nothing lost on the way."""
 
+from dataclasses import fields
+
+from boto3.dynamodb.types import TypeSerializer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sume.jobs import _av, _serializer, from_item
+from sume.jobs import Job, JobAttr, JobsTable, Source, State
 
+serializer = TypeSerializer()
 scalars = st.one_of(st.text(max_size=20), st.integers(-(10**15), 10**15), st.booleans(), st.none())
 values = st.recursive(
     scalars,
@@ -13,17 +19,69 @@ values = st.recursive(
     ),
     max_leaves=12,
 )
+attribute_names = st.one_of(st.sampled_from(sorted(JobAttr)), st.text(min_size=1, max_size=8))
+
+
+class Table:
+    """Just enough of a DynamoDB client: hands back one stored item, keeps each update."""
+
+    def __init__(self, item=None):
+        self.item = item
+        self.updates = []
+
+    def get_item(self, **_):
+        return {"Item": self.item} if self.item else {}
+
+    def update_item(self, **request):
+        self.updates.append(request)
+        return {}
+
+
+def stored(item):
+    """The job a table holding ``item`` (plain Python) hands back."""
+    table = Table({name: serializer.serialize(value) for name, value in item.items()})
+    job = JobsTable(table, "jobs", 4).get(item["job_id"])
+    assert job is not None
+    return job
 
 
 @given(values)
-def test_fast_serialisation_matches_boto3(value):
-    assert _av(value) == _serializer.serialize(value)
+def test_written_values_are_serialised_as_boto3_would(value):
+    table = Table()
+    JobsTable(table, "jobs", 4).finish("j", "c", State.PROCESSED, 1, 2, {"outcome": value})
+    (update,) = table.updates
+    assert update["ExpressionAttributeValues"][":d_outcome"] == serializer.serialize(value)
 
 
-@given(st.dictionaries(st.text(min_size=1, max_size=8), values, max_size=6))
-def test_round_trip_gives_plain_python(item):
-    assert from_item({k: _av(v) for k, v in item.items()}) == item
+@given(st.text(min_size=1, max_size=8), st.dictionaries(attribute_names, values, max_size=8))
+def test_a_job_gives_back_its_item_exactly_as_stored(job_id, attributes):
+    item = {**attributes, "job_id": job_id}
+    assert stored(item).as_item() == item
+
+
+def test_known_attributes_are_typed_fields():
+    job = stored({"job_id": "j", "state": "processing", "source": "poll", "attempts": 2})
+    assert (job.state, job.source, job.attempts, job.other) == (
+        State.PROCESSING,
+        Source.POLL,
+        2,
+        {},
+    )
+
+
+def test_values_not_of_their_fields_type_stay_under_their_names():
+    item = {"job_id": "j", "state": "paused", "attempts": True, "error": None, "colour": "red"}
+    job = stored(item)
+    assert (job.state, job.attempts, job.error) == (None, None, None)
+    assert job.other == {"state": "paused", "attempts": True, "error": None, "colour": "red"}
 
 
 def test_non_integral_numbers_stay_numbers():
-    assert from_item({"x": {"N": "1.5"}, "y": {"N": "-3"}}) == {"x": 1.5, "y": -3}
+    table = Table({"job_id": {"S": "j"}, "x": {"N": "1.5"}, "y": {"N": "-3"}})
+    job = JobsTable(table, "jobs", 4).get("j")
+    assert job is not None
+    assert job.other == {"x": 1.5, "y": -3}
+
+
+def test_every_attribute_name_is_a_field_of_the_job():
+    assert {f.name for f in fields(Job)} == {*JobAttr, "other"}

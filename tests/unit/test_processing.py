@@ -15,7 +15,7 @@ from sume.artifacts import (
     source_digest,
 )
 from sume.fetch import TransientFetchError
-from sume.jobs import MAX_ITEM_BYTES, attribute_size, item_size
+from sume.jobs import MAX_ITEM_BYTES, Job, attribute_size, item_size
 from sume.names import DETAIL_TYPES
 from sume.processing import FINISH_RESERVE_BYTES, _Progress, failure_details, room_for_records
 from sume.urls import redact_url
@@ -231,7 +231,7 @@ def test_the_remote_content_type_is_kept_only_when_plausible(header, stored):
 
 def test_artifact_records_on_the_item_stop_at_its_room():
     item = {"job_id": "j", "body": "b" * 300_000, "artifacts": [record(0)] * 500}
-    room = room_for_records(item)
+    room = room_for_records(Job(job_id="j", body="b" * 300_000, artifacts=[record(0)] * 500))
     assert room == MAX_ITEM_BYTES - FINISH_RESERVE_BYTES - item_size(
         {"job_id": "j", "body": "b" * 300_000}
     )
