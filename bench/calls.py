@@ -20,6 +20,7 @@ from bench.env import STUB_NAMES, environment, reset_handler_caches
 from bench.references import Handler, floor_handler, powertools_handler
 from bench.runtime import python, silenced
 from devstack.lambda_context import LambdaContext
+from sume.names import Env
 
 FUNCTIONS = Path(__file__).resolve().parents[1] / "functions"
 IDEMPOTENCY_TABLE = "sume-bench-idempotency"
@@ -91,7 +92,7 @@ def _receiver_rows(
     import receiver
 
     ddb = session.client("dynamodb")
-    table = env["JOBS_TABLE_NAME"]
+    table = env[Env.JOBS_TABLE_NAME]
     reset_handler_caches()
     h = receiver.handler
     job = d.new_job_id()
@@ -165,10 +166,10 @@ def _reference_rows(
         AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
     )
     floor = floor_handler(
-        ddb, sqs, env["JOBS_TABLE_NAME"], env["JOBS_QUEUE_URL"], d.SECRET.encode()
+        ddb, sqs, env[Env.JOBS_TABLE_NAME], env[Env.JOBS_QUEUE_URL], d.SECRET.encode()
     )
     powertools = powertools_handler(
-        ddb, sqs, IDEMPOTENCY_TABLE, env["JOBS_QUEUE_URL"], SigningSecrets(None, d.SECRET)
+        ddb, sqs, IDEMPOTENCY_TABLE, env[Env.JOBS_QUEUE_URL], SigningSecrets(None, d.SECRET)
     )
     for design, handler in (("floor", floor), ("powertools", powertools)):
         body = d.job_body(d.new_job_id())
@@ -223,7 +224,7 @@ def _worker_poller_rows(
     from sume import registry
 
     ddb = session.client("dynamodb")
-    table = env["JOBS_TABLE_NAME"]
+    table = env[Env.JOBS_TABLE_NAME]
     with Sume("http://127.0.0.1:9/unused", [d.SECRET], attempts=1) as sume:
         for label, job in (
             ("job.completed, 2 artifacts", sume.new_job(artifacts=2)),
@@ -280,8 +281,8 @@ def measure() -> CallsReport:
             reset_handler_caches()
             # Only here may artifact and status URLs be http on loopback: the
             # simulator serves them.
-            local = {"ALLOW_HTTP_URLS": "true", "ALLOW_PRIVATE_HOSTS": "true"}
-            with environment({**env, **local, "SIGNING_SECRET_ARN": env["SIGNING_SECRET_ARN"]}):
+            local = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
+            with environment({**env, **local, Env.SIGNING_SECRET_ARN: env[Env.SIGNING_SECRET_ARN]}):
                 _worker_poller_rows(report, counter, session, env)
         reset_handler_caches()
     report.at_import = {m: import_side_effects(m) for m in handler_modules()}

@@ -30,6 +30,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from bench.loopback import LoopbackHttp
+from sume.names import Env
 
 ITEMS = 10_000
 QUICK_ITEMS = 2_000
@@ -204,7 +205,7 @@ def run_once(delay: float, due: int, not_due: int, window: float | None = None) 
         session = boto3.session.Session()
         names = create_resources(session, prefix="sume-bench")
         seed(session.client("dynamodb"), names.table, server, due, not_due, int(time.time()))
-        local = {"ALLOW_HTTP_URLS": "true", "ALLOW_PRIVATE_HOSTS": "true"}
+        local = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
         with environment({**lambda_env(names), **local}):
             import poller
 
@@ -242,7 +243,7 @@ def measure(items: int = ITEMS, window: float | None = None) -> CapacityReport:
     from infra.spec import POLLER_TIMEOUT
     from sume.settings import PollerSettings
 
-    defaults = PollerSettings.from_env({"JOBS_TABLE_NAME": "t", "JOBS_QUEUE_URL": "q"})
+    defaults = PollerSettings.from_env({Env.JOBS_TABLE_NAME: "t", Env.JOBS_QUEUE_URL: "q"})
     report = CapacityReport(
         budget=POLLER_TIMEOUT - defaults.time_budget_margin_seconds,
         reserve=defaults.connect_timeout_seconds + defaults.read_timeout_seconds,

@@ -32,6 +32,7 @@ from bench.env import STUB_NAMES, environment, reset_handler_caches
 from bench.references import Handler, floor_handler, powertools_handler
 from bench.runtime import silenced
 from devstack.lambda_context import LambdaContext
+from sume.names import Env
 
 KINDS = ("new", "duplicate", "rejected")
 DESIGNS = ("ours", "floor", "powertools")
@@ -96,7 +97,7 @@ def _ours() -> Design:
         stub.activate()
     stubs["sm"].add_response(
         "get_secret_value",
-        {"ARN": STUB_NAMES["SIGNING_SECRET_ARN"], "Name": "sume-bench", "SecretString": d.SECRET},
+        {"ARN": STUB_NAMES[Env.SIGNING_SECRET_ARN], "Name": "sume-bench", "SecretString": d.SECRET},
     )
 
     def stage(kind: str, jobs: list[str], bodies: dict[str, bytes]) -> None:
@@ -121,7 +122,7 @@ def _floor() -> Design:
     for stub in stubs.values():
         stub.activate()
     handler = floor_handler(
-        ddb, sqs, STUB_NAMES["JOBS_TABLE_NAME"], STUB_NAMES["JOBS_QUEUE_URL"], d.SECRET.encode()
+        ddb, sqs, STUB_NAMES[Env.JOBS_TABLE_NAME], STUB_NAMES[Env.JOBS_QUEUE_URL], d.SECRET.encode()
     )
 
     def stage(kind: str, jobs: list[str], bodies: dict[str, bytes]) -> None:
@@ -151,11 +152,13 @@ def _powertools() -> Design:
         stub.activate()
     stubs["sm"].add_response(
         "get_secret_value",
-        {"ARN": STUB_NAMES["SIGNING_SECRET_ARN"], "Name": "sume-bench", "SecretString": d.SECRET},
+        {"ARN": STUB_NAMES[Env.SIGNING_SECRET_ARN], "Name": "sume-bench", "SecretString": d.SECRET},
     )
     # The same secret handling as ours: Secrets Manager, cached by Powertools.
-    secrets = from_settings(STUB_NAMES["SIGNING_SECRET_ARN"], None, 3600, sm)
-    handler = powertools_handler(ddb, sqs, IDEMPOTENCY_TABLE, STUB_NAMES["JOBS_QUEUE_URL"], secrets)
+    secrets = from_settings(STUB_NAMES[Env.SIGNING_SECRET_ARN], None, 3600, sm)
+    handler = powertools_handler(
+        ddb, sqs, IDEMPOTENCY_TABLE, STUB_NAMES[Env.JOBS_QUEUE_URL], secrets
+    )
 
     def stage(kind: str, jobs: list[str], bodies: dict[str, bytes]) -> None:
         now = int(time.time())
@@ -227,7 +230,7 @@ class CpuReport:
 def designs() -> Iterator[dict[str, Design]]:
     """The three receivers, stubbed and warmed up (secret cached, clients built)."""
     # The secret stays cached for the whole run, as in a warm container.
-    with environment({**STUB_NAMES, "SECRET_CACHE_SECONDS": "3600"}):
+    with environment({**STUB_NAMES, Env.SECRET_CACHE_SECONDS: "3600"}):
         try:
             built = {"ours": _ours(), "floor": _floor(), "powertools": _powertools()}
             for design in built.values():

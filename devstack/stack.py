@@ -39,7 +39,7 @@ from devstack.resources import create_resources, environment
 from infra import spec
 from infra.spec import ResourceNames
 from sume.jobs import from_item
-from sume.names import DETAIL_TYPES, EVENT_SOURCE, WEBHOOK_PATH
+from sume.names import DETAIL_TYPES, EVENT_SOURCE, WEBHOOK_PATH, Env
 from sume.settings import ConfigurationError, PollerSettings, ReceiverSettings, WorkerSettings
 
 HOST = "127.0.0.1"
@@ -52,9 +52,9 @@ FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "loca
 # simulator's status server is this stack's Sume API (`status_allowed_hosts`
 # in a deployment), the one host the API token is sent to.
 LOCAL_ONLY = {
-    "ALLOW_HTTP_URLS": "true",
-    "ALLOW_PRIVATE_HOSTS": "true",
-    "STATUS_ALLOWED_HOSTS": HOST,
+    Env.ALLOW_HTTP_URLS: "true",
+    Env.ALLOW_PRIVATE_HOSTS: "true",
+    Env.STATUS_ALLOWED_HOSTS: HOST,
 }
 
 OUTCOME_OF_DETAIL_TYPE = {v: k for k, v in DETAIL_TYPES.items()}
@@ -391,8 +391,8 @@ class DevStack:
         # The secret must come from Secrets Manager, as in AWS; a profile or a
         # session token from the developer's shell must not reach moto (or AWS).
         for key in (
-            "SUME_COM_WEBHOOK_SIGNING_SECRET",
-            "SUME_API_TOKEN",
+            Env.SUME_COM_WEBHOOK_SIGNING_SECRET,
+            Env.SUME_API_TOKEN,
             "AWS_PROFILE",
             "AWS_SESSION_TOKEN",
             "AWS_SECURITY_TOKEN",
@@ -691,7 +691,7 @@ def main(argv: list[str] | None = None) -> int:
         DevStackSettings(
             port=args.port,
             moto_port=args.moto_port,
-            signing_secret=os.environ.get("SUME_COM_WEBHOOK_SIGNING_SECRET") or None,
+            signing_secret=os.environ.get(Env.SUME_COM_WEBHOOK_SIGNING_SECRET) or None,
             prefix="sume-local",
             poll_every_seconds=args.poll_every,
         ),

@@ -27,7 +27,7 @@ from infra.nag import acknowledge
 from infra.scheduling import PollerSchedule
 from infra.secrets import SumeSecrets
 from infra.storage import Buckets, JobsTable
-from sume.names import DUE_INDEX, SERVICE_NAME
+from sume.names import DUE_INDEX, SERVICE_NAME, Env
 
 # sume.payloads.PayloadStore keys every large event under this prefix.
 PAYLOADS_PREFIX: Final = "events/*"
@@ -61,8 +61,8 @@ class SumeWebhooksStack(Stack):
         secrets = SumeSecrets(self, "Secrets", is_dev=config.is_dev)
 
         table_env = {
-            "JOBS_TABLE_NAME": table.table_name,
-            "JOBS_QUEUE_URL": queues.queue.queue_url,
+            Env.JOBS_TABLE_NAME: table.table_name,
+            Env.JOBS_QUEUE_URL: queues.queue.queue_url,
         }
         factory = FunctionFactory(
             self,
@@ -80,8 +80,8 @@ class SumeWebhooksStack(Stack):
                 description="Verifies and records Sume webhook deliveries",
                 environment={
                     **table_env,
-                    "SIGNING_SECRET_ARN": secrets.signing.secret_arn,
-                    "PAYLOADS_BUCKET_NAME": buckets.payloads.bucket_name,
+                    Env.SIGNING_SECRET_ARN: secrets.signing.secret_arn,
+                    Env.PAYLOADS_BUCKET_NAME: buckets.payloads.bucket_name,
                 },
             )
         )
@@ -95,11 +95,11 @@ class SumeWebhooksStack(Stack):
                 environment=_without_empty(
                     {
                         **table_env,
-                        "PAYLOADS_BUCKET_NAME": buckets.payloads.bucket_name,
-                        "ARTIFACTS_BUCKET_NAME": buckets.artifacts.bucket_name,
-                        "EVENT_BUS_NAME": bus.event_bus_name,
-                        "RETENTION_DAYS": str(config.retention_days),
-                        "ARTIFACT_ALLOWED_HOSTS": config.artifact_allowed_hosts,
+                        Env.PAYLOADS_BUCKET_NAME: buckets.payloads.bucket_name,
+                        Env.ARTIFACTS_BUCKET_NAME: buckets.artifacts.bucket_name,
+                        Env.EVENT_BUS_NAME: bus.event_bus_name,
+                        Env.RETENTION_DAYS: str(config.retention_days),
+                        Env.ARTIFACT_ALLOWED_HOSTS: config.artifact_allowed_hosts,
                     }
                 ),
             )
@@ -114,9 +114,9 @@ class SumeWebhooksStack(Stack):
                 environment=_without_empty(
                     {
                         **table_env,
-                        "PAYLOADS_BUCKET_NAME": buckets.payloads.bucket_name,
-                        "SUME_API_TOKEN_ARN": secrets.api_token.secret_arn,
-                        "STATUS_ALLOWED_HOSTS": config.status_allowed_hosts,
+                        Env.PAYLOADS_BUCKET_NAME: buckets.payloads.bucket_name,
+                        Env.SUME_API_TOKEN_ARN: secrets.api_token.secret_arn,
+                        Env.STATUS_ALLOWED_HOSTS: config.status_allowed_hosts,
                     }
                 ),
             )
