@@ -16,10 +16,11 @@ from typing import Any
 
 from bench import deliveries as d
 from bench.counting import CallCounter
-from bench.env import STUB_NAMES, environment, reset_handler_caches
+from bench.env import STUB_NAMES, environment
 from bench.references import Handler, floor_handler, powertools_handler
 from bench.runtime import python, silenced
 from devstack.lambda_context import LambdaContext
+from sume import services
 from sume.names import Env
 
 FUNCTIONS = Path(__file__).resolve().parents[1] / "functions"
@@ -93,7 +94,7 @@ def _receiver_rows(
 
     ddb = session.client("dynamodb")
     table = env[Env.JOBS_TABLE_NAME]
-    reset_handler_caches()
+    services.reset()
     h = receiver.handler
     job = d.new_job_id()
     body = d.job_body(job)
@@ -148,7 +149,7 @@ def _receiver_rows(
     _scenario(
         report, counter, "ours", h, "rejected: signed, not JSON", d.delivery(b"{not json"), ZERO
     )
-    reset_handler_caches()
+    services.reset()
     _scenario(report, counter, "ours", h, "rejected: forged, cold container", d.forged(other))
 
 
@@ -278,13 +279,13 @@ def measure() -> CallsReport:
             _receiver_rows(report, counter, session, env)
             _reference_rows(report, counter, session, env)
         if {"worker", "poller"} <= set(handler_modules()):
-            reset_handler_caches()
+            services.reset()
             # Only here may artifact and status URLs be http on loopback: the
             # simulator serves them.
             local = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
             with environment({**env, **local, Env.SIGNING_SECRET_ARN: env[Env.SIGNING_SECRET_ARN]}):
                 _worker_poller_rows(report, counter, session, env)
-        reset_handler_caches()
+        services.reset()
     report.at_import = {m: import_side_effects(m) for m in handler_modules()}
     return report
 

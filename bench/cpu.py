@@ -28,10 +28,11 @@ from typing import Any
 from botocore.stub import Stubber
 
 from bench import deliveries as d
-from bench.env import STUB_NAMES, environment, reset_handler_caches
+from bench.env import STUB_NAMES, environment
 from bench.references import Handler, floor_handler, powertools_handler
 from bench.runtime import silenced
 from devstack.lambda_context import LambdaContext
+from sume import services
 from sume.names import Env
 
 KINDS = ("new", "duplicate", "rejected")
@@ -89,7 +90,7 @@ def _ours() -> Design:
     import receiver
     from sume import aws
 
-    reset_handler_caches()
+    services.reset()
     ddb, sqs, secrets = aws.client("dynamodb"), aws.client("sqs"), aws.client("secretsmanager")
     aws.client("s3")
     stubs = {name: Stubber(c) for name, c in (("ddb", ddb), ("sqs", sqs), ("sm", secrets))}
@@ -139,7 +140,7 @@ def _floor() -> Design:
 def _powertools() -> Design:
     import boto3
 
-    from sume.secrets import from_settings
+    from sume.settings import ReceiverSettings
 
     session = boto3.session.Session()
     ddb, sqs, sm = (
@@ -155,7 +156,9 @@ def _powertools() -> Design:
         {"ARN": STUB_NAMES[Env.SIGNING_SECRET_ARN], "Name": "sume-bench", "SecretString": d.SECRET},
     )
     # The same secret handling as ours: Secrets Manager, cached by Powertools.
-    secrets = from_settings(STUB_NAMES[Env.SIGNING_SECRET_ARN], None, 3600, sm)
+    secrets = services.build_signing_secrets(
+        ReceiverSettings.from_env(), lambda service, patient=False: sm
+    )
     handler = powertools_handler(
         ddb, sqs, IDEMPOTENCY_TABLE, STUB_NAMES[Env.JOBS_QUEUE_URL], secrets
     )
@@ -238,7 +241,7 @@ def designs() -> Iterator[dict[str, Design]]:
             yield built
         finally:
             # The stubbed clients must not outlive the run in the handler caches.
-            reset_handler_caches()
+            services.reset()
 
 
 def measure(rounds: int, batch: int) -> CpuReport:
@@ -323,7 +326,9 @@ def breakdown(rounds: int, batch: int) -> dict[str, list[float]]:
         innermost = full.__wrapped__.__wrapped__
         layers = [
             built["floor"],
-            Design(BREAKDOWN[1], _domain_only(receiver.receiver()), ours.stubbers, ours.stage),
+            Design(
+                BREAKDOWN[1], _domain_only(services.receiver_service()), ours.stubbers, ours.stage
+            ),
             Design(BREAKDOWN[2], innermost, ours.stubbers, ours.stage, _log_line_off),
             Design(BREAKDOWN[3], innermost, ours.stubbers, ours.stage),
             Design(BREAKDOWN[4], full.__wrapped__, ours.stubbers, ours.stage),

@@ -88,20 +88,3 @@ def environment(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = old
-
-
-def reset_handler_caches() -> None:
-    """Forget per-container state (session, clients, settings), as a fresh container would.
-
-    The shared boto3 session must go too: one created before moto was
-    imported would hand out clients that moto does not intercept.
-    """
-    import sys
-
-    import sume.aws  # noqa: F401 - imported so its caches are among those cleared
-
-    for name in ("sume.aws", "receiver", "worker", "poller"):
-        module = sys.modules.get(name)
-        for value in vars(module).values() if module else ():
-            if callable(getattr(value, "cache_clear", None)):
-                value.cache_clear()

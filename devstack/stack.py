@@ -38,13 +38,13 @@ from devstack.lambda_context import LambdaContext
 from devstack.resources import create_resources, environment
 from infra import spec
 from infra.spec import ResourceNames
+from sume import services
 from sume.jobs import from_item
 from sume.names import DETAIL_TYPES, EVENT_SOURCE, WEBHOOK_PATH, Env
 from sume.settings import ConfigurationError, PollerSettings, ReceiverSettings, WorkerSettings
 
 HOST = "127.0.0.1"
 REGION = "us-east-1"
-HANDLER_MODULES = ("receiver", "worker", "poller")
 FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
 
 # Only here may artifact and status URLs be plain http on loopback: the
@@ -136,15 +136,6 @@ def printer(stream: TextIO = sys.stdout) -> Callable[[Entry], None]:
             stream.flush()
 
     return echo
-
-
-def reset_containers() -> None:
-    """Forget the per-container state (clients, settings) of every handler."""
-    for name in ("sume.aws", *HANDLER_MODULES):
-        module = sys.modules.get(name)
-        for value in vars(module).values() if module else ():
-            if callable(getattr(value, "cache_clear", None)):
-                value.cache_clear()
 
 
 class PortTaken(OSError):
@@ -268,7 +259,7 @@ class DevStack:
         self.announcements_queue_url = self._subscribe_announcements()
         self._apply_env(self.lambda_environment())
         check_settings(os.environ)
-        reset_containers()
+        services.reset()
 
         receiver = importlib.import_module("receiver")
         try:
@@ -354,7 +345,7 @@ class DevStack:
         self._clients.clear()
         self._session = None
         self._restore_env()
-        reset_containers()
+        services.reset()
         with _running_lock:
             if _running is self:
                 _running = None
