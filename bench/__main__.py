@@ -471,7 +471,7 @@ def section_artifacts(report: artifacts.ArtifactsReport, targets: Targets) -> No
 
 def section_poller(report: capacity.CapacityReport, targets: Targets) -> None:
     print(
-        "## 7. Poller capacity (one real run per row: `poller.build_poller`, default settings; "
+        "## 7. Poller capacity (one real run per row: `services.build_poller`, default settings; "
         "moto in-process; status URLs on loopback answering `running`, so every poll "
         "reschedules)\n"
     )

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from bench import copier, servers
 from bench.env import STUB_NAMES
 from bench.origin import Content
+from sume.names import Env
 
 MiB = 1024 * 1024
 SIZE = 256 * MiB
@@ -154,10 +155,10 @@ def copier_environment(s3_bucket: str) -> dict[str, str]:
     return {
         **os.environ,
         **STUB_NAMES,
-        "ARTIFACTS_BUCKET_NAME": s3_bucket,
-        "EVENT_BUS_NAME": "sume-bench-bus",
-        "ALLOW_HTTP_URLS": "true",
-        "ALLOW_PRIVATE_HOSTS": "true",
+        Env.ARTIFACTS_BUCKET_NAME: s3_bucket,
+        Env.EVENT_BUS_NAME: "sume-bench-bus",
+        Env.ALLOW_HTTP_URLS: "true",
+        Env.ALLOW_PRIVATE_HOSTS: "true",
     }
 
 

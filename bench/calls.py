@@ -16,11 +16,13 @@ from typing import Any
 
 from bench import deliveries as d
 from bench.counting import CallCounter
-from bench.env import STUB_NAMES, environment, reset_handler_caches
+from bench.env import STUB_NAMES, environment
 from bench.references import Handler, floor_handler, powertools_handler
 from bench.runtime import python, silenced
 from devstack.lambda_context import LambdaContext
+from sume import services
 from sume.jobs import JobAttr, State
+from sume.names import Env
 
 FUNCTIONS = Path(__file__).resolve().parents[1] / "functions"
 IDEMPOTENCY_TABLE = "sume-bench-idempotency"
@@ -92,8 +94,8 @@ def _receiver_rows(
     import receiver
 
     ddb = session.client("dynamodb")
-    table = env["JOBS_TABLE_NAME"]
-    reset_handler_caches()
+    table = env[Env.JOBS_TABLE_NAME]
+    services.reset()
     h = receiver.handler
     job = d.new_job_id()
     body = d.job_body(job)
@@ -148,7 +150,7 @@ def _receiver_rows(
     _scenario(
         report, counter, "ours", h, "rejected: signed, not JSON", d.delivery(b"{not json"), ZERO
     )
-    reset_handler_caches()
+    services.reset()
     _scenario(report, counter, "ours", h, "rejected: forged, cold container", d.forged(other))
 
 
@@ -166,10 +168,10 @@ def _reference_rows(
         AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
     )
     floor = floor_handler(
-        ddb, sqs, env["JOBS_TABLE_NAME"], env["JOBS_QUEUE_URL"], d.SECRET.encode()
+        ddb, sqs, env[Env.JOBS_TABLE_NAME], env[Env.JOBS_QUEUE_URL], d.SECRET.encode()
     )
     powertools = powertools_handler(
-        ddb, sqs, IDEMPOTENCY_TABLE, env["JOBS_QUEUE_URL"], SigningSecrets(None, d.SECRET)
+        ddb, sqs, IDEMPOTENCY_TABLE, env[Env.JOBS_QUEUE_URL], SigningSecrets(None, d.SECRET)
     )
     for design, handler in (("floor", floor), ("powertools", powertools)):
         body = d.job_body(d.new_job_id())
@@ -224,7 +226,7 @@ def _worker_poller_rows(
     from sume import registry
 
     ddb = session.client("dynamodb")
-    table = env["JOBS_TABLE_NAME"]
+    table = env[Env.JOBS_TABLE_NAME]
     with Sume("http://127.0.0.1:9/unused", [d.SECRET], attempts=1) as sume:
         for label, job in (
             ("job.completed, 2 artifacts", sume.new_job(artifacts=2)),
@@ -278,13 +280,13 @@ def measure() -> CallsReport:
             _receiver_rows(report, counter, session, env)
             _reference_rows(report, counter, session, env)
         if {"worker", "poller"} <= set(handler_modules()):
-            reset_handler_caches()
+            services.reset()
             # Only here may artifact and status URLs be http on loopback: the
             # simulator serves them.
-            local = {"ALLOW_HTTP_URLS": "true", "ALLOW_PRIVATE_HOSTS": "true"}
-            with environment({**env, **local, "SIGNING_SECRET_ARN": env["SIGNING_SECRET_ARN"]}):
+            local = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
+            with environment({**env, **local, Env.SIGNING_SECRET_ARN: env[Env.SIGNING_SECRET_ARN]}):
                 _worker_poller_rows(report, counter, session, env)
-        reset_handler_caches()
+        services.reset()
     report.at_import = {m: import_side_effects(m) for m in handler_modules()}
     return report
 

@@ -4,7 +4,7 @@ Awaiting jobs are written straight into the jobs table on moto (in-process,
 batch writes), spread over the due-work shards by their job id as the
 registry spreads them, every one due. Their ``status_url`` is a loopback
 server that answers ``{"state": "running"}`` after a fixed delay, so every
-poll ends in a reschedule. Then one real run: ``poller.build_poller`` with
+poll ends in a reschedule. Then one real run: ``services.build_poller`` with
 the default settings and the deployed time budget (the function's timeout
 less the handler's margin), its DynamoDB calls counted on botocore's
 ``before-call``. The same run over a table with as many again items that are
@@ -28,6 +28,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from bench.loopback import LoopbackHttp
+from sume.names import Env
 
 ITEMS = 10_000
 QUICK_ITEMS = 2_000
@@ -175,12 +176,13 @@ def run_once(delay: float, due: int, not_due: int, window: float | None = None) 
     from moto import mock_aws
 
     from bench.counting import CallCounter
-    from bench.env import environment, reset_handler_caches
+    from bench.env import environment
     from bench.runtime import silenced
     from devstack import moto_atomic
     from devstack.resources import create_resources
     from devstack.resources import environment as lambda_env
     from infra.spec import POLLER_TIMEOUT
+    from sume import services
     from sume.settings import PollerSettings
 
     moto_atomic.install()
@@ -189,25 +191,25 @@ def run_once(delay: float, due: int, not_due: int, window: float | None = None) 
         session = boto3.session.Session()
         names = create_resources(session, prefix="sume-bench")
         seed(session.client("dynamodb"), names.table, server, due, not_due, int(time.time()))
-        local = {"ALLOW_HTTP_URLS": "true", "ALLOW_PRIVATE_HOSTS": "true"}
+        local = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
         with environment({**lambda_env(names), **local}):
-            import poller
-
-            reset_handler_caches()
+            services.reset()
             settings = PollerSettings.from_env()
-            run = poller.build_poller(settings)
+            run = services.build_poller(settings)
+            margin = settings.time_budget_margin_seconds
             reserve = settings.connect_timeout_seconds + settings.read_timeout_seconds
-            budget: float = POLLER_TIMEOUT - settings.time_budget_margin_seconds
+            budget: float = POLLER_TIMEOUT - margin
             if window is not None:
                 budget = min(budget, window + reserve)
             counter.take()
             started = time.monotonic()
-            deadline = started + budget
+            # What Lambda would report as remaining: the run keeps the margin back.
+            invocation_ends = started + budget + margin
             with silenced():
-                summary = run.run(lambda: deadline - time.monotonic())
+                summary = run.run(lambda: invocation_ends - time.monotonic())
             seconds = time.monotonic() - started
             calls = Counter(counter.take())
-        reset_handler_caches()
+        services.reset()
     return PollerRun(
         delay=delay,
         due=due,
@@ -227,7 +229,7 @@ def measure(items: int = ITEMS, window: float | None = None) -> CapacityReport:
     from infra.spec import DEFAULT_POLL_RATE_MINUTES, POLLER_TIMEOUT
     from sume.settings import PollerSettings
 
-    defaults = PollerSettings.from_env({"JOBS_TABLE_NAME": "t", "JOBS_QUEUE_URL": "q"})
+    defaults = PollerSettings.from_env({Env.JOBS_TABLE_NAME: "t", Env.JOBS_QUEUE_URL: "q"})
     report = CapacityReport(
         budget=POLLER_TIMEOUT - defaults.time_budget_margin_seconds,
         reserve=defaults.connect_timeout_seconds + defaults.read_timeout_seconds,

@@ -63,12 +63,14 @@ VARIANTS: dict[str, str] = {
     # first delivery, and reads the secret: a cold start pays all of it.
     RECEIVER_FIRST_USE: (
         "import receiver\n"
-        "from sume import aws\n"
+        "from sume import aws, services\n"
+        "from sume.settings import ReceiverSettings\n"
         "from bench.secretstub import answer_secrets\n"
-        "r = receiver.receiver()\n"
-        "r._intake()\n"
+        "settings = ReceiverSettings.from_env()\n"
+        "services.build_intake(settings)\n"
+        "secrets = services.build_signing_secrets(settings)\n"
         "answer_secrets(aws.client('secretsmanager'))\n"
-        "assert r._secrets.current() == (b'whsec_bench_cold_start',)"
+        "assert secrets.current() == (b'whsec_bench_cold_start',)"
     ),
 }
 

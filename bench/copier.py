@@ -103,13 +103,13 @@ def _upload_only(job: Job) -> Action:
 
 
 def _ours(job: Job) -> Action:
-    """The worker's ``ArtifactStore``, wired by the worker itself."""
-    import worker
+    """The worker's ``ArtifactStore``, wired as the worker wires it."""
+    from sume import services
     from sume.settings import WorkerSettings
 
-    # Taken from the processor the worker builds, so the bench copies with
-    # exactly the deployed wiring (client config, part size, size cap, policy).
-    store = worker.build_processor(WorkerSettings.from_env())._artifacts
+    # Built as the worker builds it, so the bench copies with exactly the
+    # deployed wiring (client config, part size, size cap, policy).
+    store = services.build_artifact_store(WorkerSettings.from_env())
 
     def run() -> tuple[int, str | None]:
         stored = store.copy(job.url, job.key)

@@ -28,11 +28,13 @@ from typing import Any
 from botocore.stub import Stubber
 
 from bench import deliveries as d
-from bench.env import STUB_NAMES, environment, reset_handler_caches
+from bench.env import STUB_NAMES, environment
 from bench.references import Handler, floor_handler, powertools_handler
 from bench.runtime import silenced
 from devstack.lambda_context import LambdaContext
+from sume import services
 from sume.jobs import JobAttr, Source, State
+from sume.names import Env
 
 KINDS = ("new", "duplicate", "rejected")
 DESIGNS = ("ours", "floor", "powertools")
@@ -89,7 +91,7 @@ def _ours() -> Design:
     import receiver
     from sume import aws
 
-    reset_handler_caches()
+    services.reset()
     ddb, sqs, secrets = aws.client("dynamodb"), aws.client("sqs"), aws.client("secretsmanager")
     aws.client("s3")
     stubs = {name: Stubber(c) for name, c in (("ddb", ddb), ("sqs", sqs), ("sm", secrets))}
@@ -97,7 +99,7 @@ def _ours() -> Design:
         stub.activate()
     stubs["sm"].add_response(
         "get_secret_value",
-        {"ARN": STUB_NAMES["SIGNING_SECRET_ARN"], "Name": "sume-bench", "SecretString": d.SECRET},
+        {"ARN": STUB_NAMES[Env.SIGNING_SECRET_ARN], "Name": "sume-bench", "SecretString": d.SECRET},
     )
 
     def stage(kind: str, jobs: list[str], bodies: dict[str, bytes]) -> None:
@@ -122,7 +124,7 @@ def _floor() -> Design:
     for stub in stubs.values():
         stub.activate()
     handler = floor_handler(
-        ddb, sqs, STUB_NAMES["JOBS_TABLE_NAME"], STUB_NAMES["JOBS_QUEUE_URL"], d.SECRET.encode()
+        ddb, sqs, STUB_NAMES[Env.JOBS_TABLE_NAME], STUB_NAMES[Env.JOBS_QUEUE_URL], d.SECRET.encode()
     )
 
     def stage(kind: str, jobs: list[str], bodies: dict[str, bytes]) -> None:
@@ -139,7 +141,7 @@ def _floor() -> Design:
 def _powertools() -> Design:
     import boto3
 
-    from sume.secrets import from_settings
+    from sume.settings import ReceiverSettings
 
     session = boto3.session.Session()
     ddb, sqs, sm = (
@@ -152,11 +154,15 @@ def _powertools() -> Design:
         stub.activate()
     stubs["sm"].add_response(
         "get_secret_value",
-        {"ARN": STUB_NAMES["SIGNING_SECRET_ARN"], "Name": "sume-bench", "SecretString": d.SECRET},
+        {"ARN": STUB_NAMES[Env.SIGNING_SECRET_ARN], "Name": "sume-bench", "SecretString": d.SECRET},
     )
     # The same secret handling as ours: Secrets Manager, cached by Powertools.
-    secrets = from_settings(STUB_NAMES["SIGNING_SECRET_ARN"], None, 3600, sm)
-    handler = powertools_handler(ddb, sqs, IDEMPOTENCY_TABLE, STUB_NAMES["JOBS_QUEUE_URL"], secrets)
+    secrets = services.build_signing_secrets(
+        ReceiverSettings.from_env(), lambda service, patient=False: sm
+    )
+    handler = powertools_handler(
+        ddb, sqs, IDEMPOTENCY_TABLE, STUB_NAMES[Env.JOBS_QUEUE_URL], secrets
+    )
 
     def stage(kind: str, jobs: list[str], bodies: dict[str, bytes]) -> None:
         now = int(time.time())
@@ -228,7 +234,7 @@ class CpuReport:
 def designs() -> Iterator[dict[str, Design]]:
     """The three receivers, stubbed and warmed up (secret cached, clients built)."""
     # The secret stays cached for the whole run, as in a warm container.
-    with environment({**STUB_NAMES, "SECRET_CACHE_SECONDS": "3600"}):
+    with environment({**STUB_NAMES, Env.SECRET_CACHE_SECONDS: "3600"}):
         try:
             built = {"ours": _ours(), "floor": _floor(), "powertools": _powertools()}
             for design in built.values():
@@ -236,7 +242,7 @@ def designs() -> Iterator[dict[str, Design]]:
             yield built
         finally:
             # The stubbed clients must not outlive the run in the handler caches.
-            reset_handler_caches()
+            services.reset()
 
 
 def measure(rounds: int, batch: int) -> CpuReport:
@@ -321,7 +327,9 @@ def breakdown(rounds: int, batch: int) -> dict[str, list[float]]:
         innermost = full.__wrapped__.__wrapped__
         layers = [
             built["floor"],
-            Design(BREAKDOWN[1], _domain_only(receiver.receiver()), ours.stubbers, ours.stage),
+            Design(
+                BREAKDOWN[1], _domain_only(services.receiver_service()), ours.stubbers, ours.stage
+            ),
             Design(BREAKDOWN[2], innermost, ours.stubbers, ours.stage, _log_line_off),
             Design(BREAKDOWN[3], innermost, ours.stubbers, ours.stage),
             Design(BREAKDOWN[4], full.__wrapped__, ours.stubbers, ours.stage),

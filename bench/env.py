@@ -7,6 +7,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from sume.names import Env
+
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 
@@ -28,10 +30,10 @@ UNSET = ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "AWS_SECURITY_T
 
 # Stand-in names for the stubbed runs (no resource is ever reached).
 STUB_NAMES: Mapping[str, str] = {
-    "JOBS_TABLE_NAME": "sume-bench-jobs",
-    "JOBS_QUEUE_URL": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/sume-bench-jobs",
-    "PAYLOADS_BUCKET_NAME": "sume-bench-payloads",
-    "SIGNING_SECRET_ARN": f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:sume-bench-AbCdEf",
+    Env.JOBS_TABLE_NAME: "sume-bench-jobs",
+    Env.JOBS_QUEUE_URL: f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/sume-bench-jobs",
+    Env.PAYLOADS_BUCKET_NAME: "sume-bench-payloads",
+    Env.SIGNING_SECRET_ARN: f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:sume-bench-AbCdEf",
 }
 
 
@@ -86,20 +88,3 @@ def environment(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = old
-
-
-def reset_handler_caches() -> None:
-    """Forget per-container state (session, clients, settings), as a fresh container would.
-
-    The shared boto3 session must go too: one created before moto was
-    imported would hand out clients that moto does not intercept.
-    """
-    import sys
-
-    import sume.aws  # noqa: F401 - imported so its caches are among those cleared
-
-    for name in ("sume.aws", "receiver", "worker", "poller"):
-        module = sys.modules.get(name)
-        for value in vars(module).values() if module else ():
-            if callable(getattr(value, "cache_clear", None)):
-                value.cache_clear()

@@ -19,6 +19,7 @@ from functools import partial
 from typing import Any
 
 from bench.runtime import silenced
+from sume.names import Env
 
 CONCURRENCY = 4
 
@@ -80,7 +81,7 @@ def measure(deliveries: int, concurrency: int = CONCURRENCY) -> ThroughputReport
         worker=False,
         poller=False,
         # Duplicates stay plain duplicates however long the run takes.
-        lambda_env={"REDELIVER_GRACE_SECONDS": "3600"},
+        lambda_env={Env.REDELIVER_GRACE_SECONDS: "3600"},
     )
     with silenced(), DevStack(settings) as stack:
         sume = Sume(stack.url, [stack.signing_secret], attempts=1)

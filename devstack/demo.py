@@ -17,14 +17,15 @@ import time
 from devstack import scenario
 from devstack.simulator import Sume, SumeJob
 from devstack.stack import DevStack, DevStackSettings, printer, start_problem
+from sume.names import Env
 from sume.settings import ConfigurationError
 
 # Seconds, so the job whose webhook never arrives is found while you watch.
 DEMO_TIMINGS = {
-    "POLL_INITIAL_SECONDS": "1",
-    "POLL_MAX_INTERVAL_SECONDS": "4",
-    "REDELIVER_GRACE_SECONDS": "2",
-    "SWEEP_AFTER_SECONDS": "10",
+    Env.POLL_INITIAL_SECONDS: "1",
+    Env.POLL_MAX_INTERVAL_SECONDS: "4",
+    Env.REDELIVER_GRACE_SECONDS: "2",
+    Env.SWEEP_AFTER_SECONDS: "10",
 }
 PORT_VARIABLES = {"webhook": "DEMO_PORT (or --port)", "moto": "DEMO_MOTO_PORT (or --moto-port)"}
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from infra import spec
 from infra.spec import ResourceNames
+from sume.names import Env
 
 
 def create_resources(
@@ -116,16 +117,16 @@ def _registrations(sqs: Any, events: Any, prefix: str, bus: str) -> tuple[str, s
 def environment(names: ResourceNames) -> dict[str, str]:
     """The Lambda environment the stack would set for these resources."""
     env = {
-        "JOBS_TABLE_NAME": names.table,
-        "JOBS_QUEUE_URL": names.queue_url,
-        "PAYLOADS_BUCKET_NAME": names.payloads_bucket,
-        "ARTIFACTS_BUCKET_NAME": names.artifacts_bucket,
-        "EVENT_BUS_NAME": names.event_bus,
+        Env.JOBS_TABLE_NAME: names.table,
+        Env.JOBS_QUEUE_URL: names.queue_url,
+        Env.PAYLOADS_BUCKET_NAME: names.payloads_bucket,
+        Env.ARTIFACTS_BUCKET_NAME: names.artifacts_bucket,
+        Env.EVENT_BUS_NAME: names.event_bus,
     }
     if names.signing_secret_arn:
-        env["SIGNING_SECRET_ARN"] = names.signing_secret_arn
+        env[Env.SIGNING_SECRET_ARN] = names.signing_secret_arn
     if names.api_token_secret_arn:
-        env["SUME_API_TOKEN_ARN"] = names.api_token_secret_arn
+        env[Env.SUME_API_TOKEN_ARN] = names.api_token_secret_arn
     if names.registrations_dlq_url:
-        env["REGISTRATION_DLQ_URL"] = names.registrations_dlq_url
+        env[Env.REGISTRATION_DLQ_URL] = names.registrations_dlq_url
     return env

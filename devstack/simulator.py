@@ -45,6 +45,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from devstack.apigw import LoopbackHTTPServer
+from sume.names import Env
 from sume.signature import sign
 
 MAX_ATTEMPTS = 10
@@ -405,7 +406,7 @@ def print_attempt(attempt: Attempt, next_in: float | None) -> None:
 
 
 def _secrets(args: argparse.Namespace) -> list[str]:
-    chosen = args.secret or [os.environ.get("SUME_COM_WEBHOOK_SIGNING_SECRET", "")]
+    chosen = args.secret or [os.environ.get(Env.SUME_COM_WEBHOOK_SIGNING_SECRET, "")]
     if not all(chosen):
         raise SystemExit("give --secret (twice while rotating) or SUME_COM_WEBHOOK_SIGNING_SECRET")
     return chosen

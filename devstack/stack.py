@@ -39,8 +39,9 @@ from devstack.lambda_context import LambdaContext
 from devstack.resources import create_resources, environment
 from infra import spec
 from infra.spec import ResourceNames
+from sume import services
 from sume.jobs import JobsTable, State
-from sume.names import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH
+from sume.names import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH, Env
 from sume.settings import (
     ConfigurationError,
     PollerSettings,
@@ -51,7 +52,6 @@ from sume.settings import (
 
 HOST = "127.0.0.1"
 REGION = "us-east-1"
-HANDLER_MODULES = ("receiver", "worker", "poller")
 FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
 
 # Only here may artifact and status URLs be plain http on loopback: the
@@ -59,9 +59,9 @@ FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "loca
 # simulator's status server is this stack's Sume API (`status_allowed_hosts`
 # in a deployment), the one host the API token is sent to.
 LOCAL_ONLY = {
-    "ALLOW_HTTP_URLS": "true",
-    "ALLOW_PRIVATE_HOSTS": "true",
-    "STATUS_ALLOWED_HOSTS": HOST,
+    Env.ALLOW_HTTP_URLS: "true",
+    Env.ALLOW_PRIVATE_HOSTS: "true",
+    Env.STATUS_ALLOWED_HOSTS: HOST,
 }
 
 OUTCOME_OF_DETAIL_TYPE = {v: k for k, v in DETAIL_TYPES.items()}
@@ -143,15 +143,6 @@ def printer(stream: TextIO = sys.stdout) -> Callable[[Entry], None]:
             stream.flush()
 
     return echo
-
-
-def reset_containers() -> None:
-    """Forget the per-container state (clients, settings) of every handler."""
-    for name in ("sume.aws", *HANDLER_MODULES):
-        module = sys.modules.get(name)
-        for value in vars(module).values() if module else ():
-            if callable(getattr(value, "cache_clear", None)):
-                value.cache_clear()
 
 
 class PortTaken(OSError):
@@ -277,7 +268,7 @@ class DevStack:
         self.announcements_queue_url = self._subscribe_announcements()
         self._apply_env(self.lambda_environment())
         check_settings(os.environ)
-        reset_containers()
+        services.reset()
 
         receiver = importlib.import_module("receiver")
         try:
@@ -376,7 +367,7 @@ class DevStack:
         self._clients.clear()
         self._session = None
         self._restore_env()
-        reset_containers()
+        services.reset()
         with _running_lock:
             if _running is self:
                 _running = None
@@ -413,8 +404,8 @@ class DevStack:
         # The secret must come from Secrets Manager, as in AWS; a profile or a
         # session token from the developer's shell must not reach moto (or AWS).
         for key in (
-            "SUME_COM_WEBHOOK_SIGNING_SECRET",
-            "SUME_API_TOKEN",
+            Env.SUME_COM_WEBHOOK_SIGNING_SECRET,
+            Env.SUME_API_TOKEN,
             "AWS_PROFILE",
             "AWS_SESSION_TOKEN",
             "AWS_SECURITY_TOKEN",
@@ -741,7 +732,7 @@ def main(argv: list[str] | None = None) -> int:
         DevStackSettings(
             port=args.port,
             moto_port=args.moto_port,
-            signing_secret=os.environ.get("SUME_COM_WEBHOOK_SIGNING_SECRET") or None,
+            signing_secret=os.environ.get(Env.SUME_COM_WEBHOOK_SIGNING_SECRET) or None,
             prefix="sume-local",
             poll_every_seconds=args.poll_every,
         ),

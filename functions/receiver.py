@@ -2,48 +2,16 @@
 
 from __future__ import annotations
 
-import functools
-import time
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sume import aws
+from sume import services
 from sume.http import HttpResponse, request_from_event, to_event_response
-from sume.intake import JobIntake, build_intake
 from sume.observability import logger, metrics, tracer
-from sume.secrets import SecretsUnavailable, from_settings
-from sume.settings import ConfigurationError, ReceiverSettings
-from sume.webhook import Receipt, Rejected, WebhookReceiver
-
-
-@functools.cache
-def receiver() -> WebhookReceiver:
-    settings = ReceiverSettings.from_env()
-
-    @functools.cache
-    def intake() -> JobIntake:
-        return build_intake(
-            settings.table,
-            settings.payloads_bucket_name,
-            settings.redeliver_grace_seconds,
-            settings.sweep_after_seconds,
-            aws.client,
-        )
-
-    secrets = from_settings(
-        settings.signing_secret_arn,
-        settings.signing_secret_value,
-        settings.secret_cache_seconds,
-        aws.client("secretsmanager") if settings.signing_secret_arn else None,
-    )
-    return WebhookReceiver(
-        intake,
-        secrets,
-        settings.signature_tolerance_seconds,
-        settings.max_body_bytes,
-        time.time,
-    )
+from sume.secrets import SecretsUnavailable
+from sume.settings import ConfigurationError
+from sume.webhook import Receipt, Rejected
 
 
 def accepted(receipt: Receipt) -> HttpResponse:
@@ -94,7 +62,7 @@ def rejected(error: Rejected) -> HttpResponse:
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     metrics.add_metric(name="Deliveries", unit="Count", value=1)
     try:
-        response = accepted(receiver().receive(request_from_event(event)))
+        response = accepted(services.receiver_service().receive(request_from_event(event)))
     except Rejected as error:
         response = rejected(error)
     except (ClientError, BotoCoreError, SecretsUnavailable):

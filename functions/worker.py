@@ -10,9 +10,6 @@ claim is released and the record is retried.
 
 from __future__ import annotations
 
-import functools
-import time
-from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import (
@@ -23,25 +20,20 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sume import aws
-from sume.announce import AnnounceFailed, Announcer
-from sume.artifacts import ArtifactStore
-from sume.fetch import SafeHttp, TransientFetchError
+from sume import services
+from sume.announce import AnnounceFailed
+from sume.fetch import TransientFetchError
 from sume.ids import InvalidJobId, check_job_id
-from sume.jobs import JobsTable
 from sume.observability import logger, metrics, tracer
-from sume.payloads import PayloadStore
 from sume.processing import (
     Action,
     JobBusy,
-    JobProcessor,
     JobResult,
     LeaseRunningOut,
     OutOfTime,
     TimeLeft,
     failure_details,
 )
-from sume.settings import WorkerSettings
 
 OUTCOME_METRICS = {"completed": "JobsCompleted", "failed": "JobsFailed", "canceled": "JobsCanceled"}
 # Failures a later attempt may fix: SQS redelivers the message.
@@ -58,49 +50,6 @@ RETRYABLE = (
 # Every record gets a fresh result list; failing the whole batch on an
 # all-failed batch would only make Lambda log an error for a normal retry.
 batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-
-
-def build_processor(
-    settings: WorkerSettings,
-    client: Callable[..., Any] = aws.client,
-    clock: Callable[[], float] = time.time,
-) -> JobProcessor:
-    s3 = client("s3", patient=True)
-    events = client("events", patient=True)
-    http = SafeHttp(
-        settings.url_policy,
-        settings.connect_timeout_seconds,
-        settings.read_timeout_seconds,
-        total_timeout=settings.total_timeout_seconds,
-    )
-    return JobProcessor(
-        jobs=JobsTable(
-            client("dynamodb", patient=True),
-            settings.table.jobs_table_name,
-            settings.table.due_shards,
-        ),
-        # get() reads the bucket from the s3:// reference stored on the item.
-        payloads=PayloadStore(lambda: s3, settings.payloads_bucket_name or ""),
-        artifacts=ArtifactStore(
-            s3,
-            settings.artifacts_bucket_name,
-            http,
-            settings.max_artifact_bytes,
-            settings.part_size_bytes,
-        ),
-        # The artifacts' ARNs name the bucket's partition, which is the bus's.
-        announcer=Announcer(events, settings.event_bus_name, events.meta.partition),
-        clock=clock,
-        lease_seconds=settings.lease_seconds,
-        retention_days=settings.retention_days,
-        max_attempts=settings.max_attempts,
-        time_reserve_seconds=settings.time_reserve_seconds,
-    )
-
-
-@functools.cache
-def processor() -> JobProcessor:
-    return build_processor(WorkerSettings.from_env())
 
 
 def observe(result: JobResult) -> None:
@@ -161,7 +110,7 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
         return
     logger.append_keys(job_id=job_id, message_id=record.message_id)
     try:
-        result = processor().process(job_id, remaining_time(lambda_context))
+        result = services.worker_service().process(job_id, remaining_time(lambda_context))
     except RETRYABLE as exc:
         metrics.add_metric(name="WorkerRetries", unit="Count", value=1)
         # Not repr(exc): a fetch error's redacted form keeps presigned

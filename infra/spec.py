@@ -17,6 +17,7 @@ from sume.names import (
     JOB_ID,
     REGISTRATION_DETAIL_TYPE,
     TTL_ATTRIBUTE,
+    Env,
 )
 
 # Lambda timeouts (seconds). The receiver answers well inside Sume's 10 s.
@@ -120,13 +121,13 @@ class ResourceNames:
 # from the environment. Here because the ops CLI must know them too (expect's
 # first poll), and the CLI ships while the local stack does not.
 LOCAL_TIMINGS: Final = {
-    "REDELIVER_GRACE_SECONDS": "2",
-    "SWEEP_AFTER_SECONDS": "10",
-    "LEASE_SECONDS": "30",
-    "POLL_INITIAL_SECONDS": "2",
-    "POLL_MAX_INTERVAL_SECONDS": "10",
-    "MAX_POLL_AGE_SECONDS": "600",
-    "SECRET_CACHE_SECONDS": "5",
+    Env.REDELIVER_GRACE_SECONDS: "2",
+    Env.SWEEP_AFTER_SECONDS: "10",
+    Env.LEASE_SECONDS: "30",
+    Env.POLL_INITIAL_SECONDS: "2",
+    Env.POLL_MAX_INTERVAL_SECONDS: "10",
+    Env.MAX_POLL_AGE_SECONDS: "600",
+    Env.SECRET_CACHE_SECONDS: "5",
 }
 
 # Outputs for people rather than the ops CLI: where alarms go, what to open.

@@ -22,7 +22,7 @@ from botocore.exceptions import ClientError
 
 from infra import spec
 from sume.jobs import JobsTable
-from sume.names import DUE_SHARDS
+from sume.names import DUE_SHARDS, Env
 from sume.settings import ConfigurationError, PollerSettings, RegistrySettings
 from sume_cli import USAGE, OpsError
 from sume_cli.stackinfo import LOCAL_PREFIX, Stack, discover_local, discover_stage
@@ -38,7 +38,6 @@ LOCAL_ENDPOINT_HINT = "the moto endpoint `make run` prints (default http://127.0
 
 # The deployed poller is found among the stack's functions by its handler.
 POLLER_HANDLER = "poller.handler"
-POLL_INITIAL = "POLL_INITIAL_SECONDS"
 
 
 @functools.cache
@@ -103,11 +102,12 @@ class FirstPoll:
 
 def local_first_poll(table: str, env: Mapping[str, str] = os.environ) -> FirstPoll:
     """The local stack's short first-poll delay (``make run`` reads the same variable)."""
-    value = {**env, POLL_INITIAL: env.get(POLL_INITIAL) or spec.LOCAL_TIMINGS[POLL_INITIAL]}
+    name = Env.POLL_INITIAL_SECONDS
+    value = {**env, name: env.get(name) or spec.LOCAL_TIMINGS[name]}
     settings = RegistrySettings.from_env(value, table_name=table)
     return FirstPoll(
         settings.poll_initial_seconds,
-        f"the local stack's {POLL_INITIAL}",
+        f"the local stack's {name}",
         settings.status_allowed_hosts,
     )
 
@@ -134,7 +134,7 @@ def deployed_first_poll(cloudformation: Any, lambda_: Any, stack_name: str) -> F
             poller = PollerSettings.from_env(env)
             return FirstPoll(
                 poller.poll_initial_seconds,
-                f"{POLL_INITIAL} of {config['FunctionName']}",
+                f"{Env.POLL_INITIAL_SECONDS} of {config['FunctionName']}",
                 poller.url_policy.allowed_hosts,
             )
     raise OpsError(f"stack {stack_name} has no function with handler {POLLER_HANDLER}")

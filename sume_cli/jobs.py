@@ -5,11 +5,8 @@ from __future__ import annotations
 from sume.jobs import Job, JobsTable, State
 from sume.queue import JobQueue
 from sume.registry import Registry
+from sume.settings import DEFAULT_SWEEP_AFTER_SECONDS
 from sume_cli import USAGE, OpsError
-
-# As the receiver's SWEEP_AFTER_SECONDS: if the replay message is lost, the
-# sweeper re-enqueues the job after this long.
-REPLAY_SWEEP_AFTER_SECONDS = 120
 
 
 def load(jobs: JobsTable, job_id: str) -> Job:
@@ -58,7 +55,9 @@ def replay(jobs: JobsTable, queue: JobQueue, job_id: str, now: int) -> None:
     the work is owed and the sweeper queues it; the worker sees ``replay`` and
     copies the artifacts again instead of trusting the ones already stored.
     """
-    if not jobs.request_replay(job_id, now, now + REPLAY_SWEEP_AFTER_SECONDS):
+    # If the replay message is lost, the sweeper re-enqueues the job after the
+    # receiver's default sweep delay.
+    if not jobs.request_replay(job_id, now, now + DEFAULT_SWEEP_AFTER_SECONDS):
         state = load(jobs, job_id).state
         finished = f"{State.PROCESSED.value} or {State.PROCESSING_ERROR.value}"
         raise OpsError(f"job {job_id!r} is {state}: only {finished} jobs can be replayed")

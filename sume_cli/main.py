@@ -32,7 +32,7 @@ from botocore.exceptions import (
 from sume.envelope import TERMINAL_EVENTS
 from sume.ids import InvalidJobId, check_job_id
 from sume.jobs import State
-from sume.names import DUE_SHARDS
+from sume.names import DUE_SHARDS, Env
 from sume.queue import JobQueue
 from sume.secrets import parse_secrets
 from sume.settings import ConfigurationError
@@ -228,7 +228,7 @@ def cmd_dlq_redrive(ops: Ops, args: argparse.Namespace) -> int:
 def _signing_secrets(ops: Ops, args: argparse.Namespace) -> list[bytes]:
     if args.secret:
         return [s.encode("utf-8") for s in args.secret]
-    if value := os.environ.get("SUME_COM_WEBHOOK_SIGNING_SECRET", "").strip():
+    if value := os.environ.get(Env.SUME_COM_WEBHOOK_SIGNING_SECRET, "").strip():
         return list(parse_secrets(value))
     if not (ops.stage or ops.endpoint_url):
         raise OpsError(
@@ -536,7 +536,7 @@ def run(args: argparse.Namespace) -> int:
         # AWS_REGION: the AWS CLI and SDKs read it; botocore only AWS_DEFAULT_REGION.
         region=args.region or os.environ.get("AWS_REGION", "").strip() or None,
         prefix=args.prefix or LOCAL_PREFIX,
-        shards=args.shards or int(os.environ.get("DUE_SHARDS") or DUE_SHARDS),
+        shards=args.shards or int(os.environ.get(Env.DUE_SHARDS) or DUE_SHARDS),
         profile=args.profile,
     )
     command: Command = args.run

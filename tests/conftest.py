@@ -27,7 +27,6 @@ os.environ.update(
 
 
 import logging  # noqa: E402
-import sys  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
 
 import pytest  # noqa: E402
@@ -40,21 +39,6 @@ moto_atomic.install()
 moto_limits.install()
 # moto's server logs every request through werkzeug.
 logging.getLogger("werkzeug").setLevel(logging.WARNING)
-
-HANDLER_MODULES = ("receiver", "worker", "poller")
-
-
-def reset_handler_caches() -> None:
-    """Forget per-container state (clients, settings) between tests."""
-    from sume import aws
-
-    aws.client.cache_clear()
-    aws._session.cache_clear()
-    for name in HANDLER_MODULES:
-        module = sys.modules.get(name)
-        for value in vars(module).values() if module else ():
-            if callable(getattr(value, "cache_clear", None)):
-                value.cache_clear()
 
 
 @pytest.fixture(scope="session")

@@ -44,3 +44,13 @@ def client(service: str, patient: bool = False) -> Any:
     # poller and the local stack use threads); clients themselves are.
     with _lock:
         return _session().client(service, config=PATIENT if patient else FAST)
+
+
+def reset() -> None:
+    """Forget the session and every client, as a fresh container would.
+
+    A session created before moto was started would hand out clients that
+    moto does not intercept.
+    """
+    client.cache_clear()
+    _session.cache_clear()

@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import http.client
 import ipaddress
-import json
 import socket
 import ssl
 import threading
@@ -45,7 +44,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 from urllib.parse import urljoin, urlsplit
 
 import urllib3
@@ -86,7 +85,7 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 # Client errors a retry can fix: the server asks us to come back later.
 RETRYABLE_CLIENT_STATUSES = frozenset({408, 425, 429})
 DEFAULT_MAX_REDIRECTS = 5
-DEFAULT_JSON_MAX_BYTES = 1024 * 1024
+DEFAULT_TEXT_MAX_BYTES = 1024 * 1024
 DEFAULT_TOTAL_TIMEOUT_SECONDS = 60.0
 CHUNK_BYTES = 64 * 1024
 USER_AGENT = "sume-webhooks/1"
@@ -708,7 +707,7 @@ class SafeHttp:
         self,
         url: str,
         headers: Mapping[str, str] | None = None,
-        max_bytes: int = DEFAULT_JSON_MAX_BYTES,
+        max_bytes: int = DEFAULT_TEXT_MAX_BYTES,
         *,
         deadline: float | None = None,
     ) -> tuple[int, str]:
@@ -725,20 +724,3 @@ class SafeHttp:
         ):
             body = Response(target, raw, max_bytes, watch, decode=True).read()
             return raw.status, body.decode("utf-8", errors="replace")
-
-    def get_json(
-        self,
-        url: str,
-        headers: Mapping[str, str] | None = None,
-        max_bytes: int = DEFAULT_JSON_MAX_BYTES,
-        *,
-        deadline: float | None = None,
-    ) -> Any:
-        """A 2xx JSON answer, parsed; non-JSON answers raise ``PermanentFetchError``."""
-        sent = {"accept": "application/json", **(headers or {})}
-        with self.open(url, sent, max_bytes, decode_content=True, deadline=deadline) as response:
-            body = response.read()
-        try:
-            return json.loads(body)
-        except ValueError:
-            raise PermanentFetchError("invalid_json", "answer is not JSON", url) from None

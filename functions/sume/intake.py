@@ -6,16 +6,14 @@ webhook and a poll racing for the same job are decided by the same write.
 from __future__ import annotations
 
 import enum
-import functools
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from sume.envelope import JobEvent
 from sume.jobs import JobsTable, Source, State
+from sume.names import Env
 from sume.payloads import PayloadStore, needs_offload
 from sume.queue import JobQueue
-from sume.settings import ConfigurationError, TableSettings
+from sume.settings import ConfigurationError
 
 
 class Outcome(enum.StrEnum):
@@ -56,7 +54,7 @@ class JobIntake:
         body_ref = None
         if needs_offload(event.raw):
             if self._payloads is None:
-                raise ConfigurationError("PAYLOADS_BUCKET_NAME is needed for large events")
+                raise ConfigurationError(f"{Env.PAYLOADS_BUCKET_NAME} is needed for large events")
             body_ref = self._payloads.put(event.job_id, event.raw)
         recorded = self._jobs.record(
             event, source, now, sweep_at=now + self._sweep_after, body_ref=body_ref
@@ -79,20 +77,3 @@ class JobIntake:
             enqueued=owed,
             state=stored.state,
         )
-
-
-def build_intake(
-    table: TableSettings,
-    payloads_bucket: str | None,
-    redeliver_grace_seconds: int,
-    sweep_after_seconds: int,
-    client: Callable[[str], Any],
-) -> JobIntake:
-    """The intake as the receiver and the poller wire it, from their settings."""
-    return JobIntake(
-        JobsTable(client("dynamodb"), table.jobs_table_name, table.due_shards),
-        JobQueue(client("sqs"), table.jobs_queue_url),
-        PayloadStore(functools.partial(client, "s3"), payloads_bucket) if payloads_bucket else None,
-        redeliver_grace_seconds,
-        sweep_after_seconds,
-    )

@@ -1,7 +1,8 @@
 """Names shared by the code, the CDK stack and the local stack.
 
-The table layout, the due-work index and the announcement API are facts that
-the three functions, ``infra/`` and the tools must agree on, so they live
+The table layout, the due-work index, the announcement API and the functions'
+environment variables are facts that the three functions, ``infra/`` and the
+tools must agree on, so they live
 in one place and every side imports them instead of repeating strings.
 """
 
@@ -39,6 +40,52 @@ REGISTRATION_DETAIL_TYPE: Final = "Sume Job Submitted"
 
 METRICS_NAMESPACE: Final = "SumeWebhooks"
 SERVICE_NAME: Final = "sume-webhooks"
+
+
+class Env:
+    """The functions' environment variables: ``sume.settings`` reads them,
+    ``infra/`` and the local stack set them."""
+
+    # The stack's resources.
+    JOBS_TABLE_NAME: Final = "JOBS_TABLE_NAME"
+    JOBS_QUEUE_URL: Final = "JOBS_QUEUE_URL"
+    PAYLOADS_BUCKET_NAME: Final = "PAYLOADS_BUCKET_NAME"
+    ARTIFACTS_BUCKET_NAME: Final = "ARTIFACTS_BUCKET_NAME"
+    EVENT_BUS_NAME: Final = "EVENT_BUS_NAME"
+    SIGNING_SECRET_ARN: Final = "SIGNING_SECRET_ARN"
+    SUME_API_TOKEN_ARN: Final = "SUME_API_TOKEN_ARN"
+    REGISTRATION_DLQ_URL: Final = "REGISTRATION_DLQ_URL"
+    DUE_SHARDS: Final = "DUE_SHARDS"
+
+    # Secrets in plain text, for running without Secrets Manager.
+    SUME_COM_WEBHOOK_SIGNING_SECRET: Final = "SUME_COM_WEBHOOK_SIGNING_SECRET"
+    SUME_API_TOKEN: Final = "SUME_API_TOKEN"
+
+    # Which URLs the worker and the poller may fetch.
+    ALLOW_HTTP_URLS: Final = "ALLOW_HTTP_URLS"
+    ALLOW_PRIVATE_HOSTS: Final = "ALLOW_PRIVATE_HOSTS"
+    ARTIFACT_ALLOWED_HOSTS: Final = "ARTIFACT_ALLOWED_HOSTS"
+    STATUS_ALLOWED_HOSTS: Final = "STATUS_ALLOWED_HOSTS"
+
+    # Limits and timings.
+    SECRET_CACHE_SECONDS: Final = "SECRET_CACHE_SECONDS"
+    SIGNATURE_TOLERANCE_SECONDS: Final = "SIGNATURE_TOLERANCE_SECONDS"
+    MAX_BODY_BYTES: Final = "MAX_BODY_BYTES"
+    REDELIVER_GRACE_SECONDS: Final = "REDELIVER_GRACE_SECONDS"
+    SWEEP_AFTER_SECONDS: Final = "SWEEP_AFTER_SECONDS"
+    MAX_ARTIFACT_BYTES: Final = "MAX_ARTIFACT_BYTES"
+    ARTIFACT_PART_BYTES: Final = "ARTIFACT_PART_BYTES"
+    RETENTION_DAYS: Final = "RETENTION_DAYS"
+    LEASE_SECONDS: Final = "LEASE_SECONDS"
+    MAX_ATTEMPTS: Final = "MAX_ATTEMPTS"
+    HTTP_CONNECT_TIMEOUT_SECONDS: Final = "HTTP_CONNECT_TIMEOUT_SECONDS"
+    HTTP_READ_TIMEOUT_SECONDS: Final = "HTTP_READ_TIMEOUT_SECONDS"
+    HTTP_TOTAL_TIMEOUT_SECONDS: Final = "HTTP_TOTAL_TIMEOUT_SECONDS"
+    TIME_BUDGET_MARGIN_SECONDS: Final = "TIME_BUDGET_MARGIN_SECONDS"
+    POLL_INITIAL_SECONDS: Final = "POLL_INITIAL_SECONDS"
+    POLL_MAX_INTERVAL_SECONDS: Final = "POLL_MAX_INTERVAL_SECONDS"
+    MAX_POLL_AGE_SECONDS: Final = "MAX_POLL_AGE_SECONDS"
+    MAX_PARALLEL_POLLS: Final = "MAX_PARALLEL_POLLS"
 
 
 def due_shard(job_id: str, shards: int = DUE_SHARDS) -> int:

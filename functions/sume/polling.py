@@ -53,6 +53,8 @@ class PollPolicy:
     poll_timeout_seconds: float
     """Longest one status fetch may take, redirects included."""
     page_size: int = PAGE_SIZE
+    time_margin_seconds: float = 0.0
+    """Kept back from the invocation's remaining time: a run ends this long before it."""
 
     @property
     def poll_reserve_seconds(self) -> float:
@@ -111,7 +113,7 @@ StatusCheck = Callable[[str, str, float], StatusResult]
 """(job_id, status_url, deadline) -> what the status endpoint says by the
 deadline (a ``time.monotonic()`` value)."""
 TimeLeft = Callable[[], float]
-"""Seconds this run may still start work in (the handler's deadline minus its margin)."""
+"""Seconds left before a deadline."""
 
 
 class Poller:
@@ -135,7 +137,14 @@ class Poller:
         self._parallel = max_parallel_polls
         self._clock = clock
 
-    def run(self, time_left: TimeLeft) -> RunSummary:
+    def run(self, remaining: TimeLeft) -> RunSummary:
+        """Handle due items until they run out or ``remaining`` (the invocation's
+        time) is down to the policy's margin."""
+        margin = self._policy.time_margin_seconds
+
+        def time_left() -> float:
+            return remaining() - margin
+
         now = int(self._clock())
         tally: Counter[str] = Counter()
         complete = True

@@ -112,11 +112,3 @@ class SigningSecrets:
             return self._static
         assert self._fetch is not None
         return parse_secrets(self._fetch())
-
-
-def from_settings(
-    secret_arn: str | None, value: str | None, max_age: int, provider_client: object | None = None
-) -> SigningSecrets:
-    if not secret_arn:
-        return SigningSecrets(None, value)
-    return SigningSecrets(secret_fetcher(secret_arn, max_age, provider_client), None)

@@ -9,8 +9,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
-from sume.names import DUE_SHARDS
+from sume.names import DUE_SHARDS, Env
+
+# Defaults that more than one reader applies (two handlers, or a handler and
+# the ops CLI), so they cannot drift apart.
+DEFAULT_SWEEP_AFTER_SECONDS: Final = 120
+DEFAULT_REDELIVER_GRACE_SECONDS: Final = 15
+DEFAULT_SECRET_CACHE_SECONDS: Final = 300
+DEFAULT_POLL_INITIAL_SECONDS: Final = 900
 
 
 class ConfigurationError(RuntimeError):
@@ -71,9 +79,9 @@ class TableSettings:
     @staticmethod
     def table_from(env: Mapping[str, str]) -> TableSettings:
         return TableSettings(
-            jobs_table_name=_required(env, "JOBS_TABLE_NAME"),
-            jobs_queue_url=_required(env, "JOBS_QUEUE_URL"),
-            due_shards=_int(env, "DUE_SHARDS", DUE_SHARDS, minimum=1),
+            jobs_table_name=_required(env, Env.JOBS_TABLE_NAME),
+            jobs_queue_url=_required(env, Env.JOBS_QUEUE_URL),
+            due_shards=_int(env, Env.DUE_SHARDS, DUE_SHARDS, minimum=1),
         )
 
 
@@ -91,25 +99,30 @@ class ReceiverSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> ReceiverSettings:
-        arn = _optional(env, "SIGNING_SECRET_ARN")
-        value = _optional(env, "SUME_COM_WEBHOOK_SIGNING_SECRET")
+        arn = _optional(env, Env.SIGNING_SECRET_ARN)
+        value = _optional(env, Env.SUME_COM_WEBHOOK_SIGNING_SECRET)
         if not arn and not value:
             raise ConfigurationError(
-                "set SIGNING_SECRET_ARN (Secrets Manager) or SUME_COM_WEBHOOK_SIGNING_SECRET"
+                f"set {Env.SIGNING_SECRET_ARN} (Secrets Manager) or "
+                f"{Env.SUME_COM_WEBHOOK_SIGNING_SECRET}"
             )
         return cls(
             table=TableSettings.table_from(env),
-            payloads_bucket_name=_optional(env, "PAYLOADS_BUCKET_NAME"),
+            payloads_bucket_name=_optional(env, Env.PAYLOADS_BUCKET_NAME),
             signing_secret_arn=arn,
             signing_secret_value=value,
-            secret_cache_seconds=_int(env, "SECRET_CACHE_SECONDS", 300),
-            signature_tolerance_seconds=_int(env, "SIGNATURE_TOLERANCE_SECONDS", 300),
-            max_body_bytes=_int(env, "MAX_BODY_BYTES", 1024 * 1024, minimum=1),
+            secret_cache_seconds=_int(env, Env.SECRET_CACHE_SECONDS, DEFAULT_SECRET_CACHE_SECONDS),
+            signature_tolerance_seconds=_int(env, Env.SIGNATURE_TOLERANCE_SECONDS, 300),
+            max_body_bytes=_int(env, Env.MAX_BODY_BYTES, 1024 * 1024, minimum=1),
             # About Sume's 10 s delivery timeout: a twin arriving sooner is
             # most likely concurrent with a first enqueue still in flight.
-            redeliver_grace_seconds=_int(env, "REDELIVER_GRACE_SECONDS", 15),
+            redeliver_grace_seconds=_int(
+                env, Env.REDELIVER_GRACE_SECONDS, DEFAULT_REDELIVER_GRACE_SECONDS
+            ),
             # When the sweeper may first consider a received job abandoned.
-            sweep_after_seconds=_int(env, "SWEEP_AFTER_SECONDS", 120, minimum=1),
+            sweep_after_seconds=_int(
+                env, Env.SWEEP_AFTER_SECONDS, DEFAULT_SWEEP_AFTER_SECONDS, minimum=1
+            ),
         )
 
 
@@ -124,8 +137,8 @@ class UrlPolicy:
     @classmethod
     def from_env(cls, env: Mapping[str, str], hosts_var: str) -> UrlPolicy:
         return cls(
-            allow_http=_flag(env, "ALLOW_HTTP_URLS"),
-            allow_private_hosts=_flag(env, "ALLOW_PRIVATE_HOSTS"),
+            allow_http=_flag(env, Env.ALLOW_HTTP_URLS),
+            allow_private_hosts=_flag(env, Env.ALLOW_PRIVATE_HOSTS),
             allowed_hosts=_list(env, hosts_var),
         )
 
@@ -151,24 +164,24 @@ class WorkerSettings:
     def from_env(cls, env: Mapping[str, str] = os.environ) -> WorkerSettings:
         return cls(
             table=TableSettings.table_from(env),
-            payloads_bucket_name=_optional(env, "PAYLOADS_BUCKET_NAME"),
-            artifacts_bucket_name=_required(env, "ARTIFACTS_BUCKET_NAME"),
-            event_bus_name=_required(env, "EVENT_BUS_NAME"),
-            url_policy=UrlPolicy.from_env(env, "ARTIFACT_ALLOWED_HOSTS"),
-            max_artifact_bytes=_int(env, "MAX_ARTIFACT_BYTES", 5 * 1024**3, minimum=1),
-            retention_days=_int(env, "RETENTION_DAYS", 35, minimum=1),
-            lease_seconds=_int(env, "LEASE_SECONDS", 900, minimum=1),
-            connect_timeout_seconds=_seconds(env, "HTTP_CONNECT_TIMEOUT_SECONDS", 5),
-            read_timeout_seconds=_seconds(env, "HTTP_READ_TIMEOUT_SECONDS", 30),
+            payloads_bucket_name=_optional(env, Env.PAYLOADS_BUCKET_NAME),
+            artifacts_bucket_name=_required(env, Env.ARTIFACTS_BUCKET_NAME),
+            event_bus_name=_required(env, Env.EVENT_BUS_NAME),
+            url_policy=UrlPolicy.from_env(env, Env.ARTIFACT_ALLOWED_HOSTS),
+            max_artifact_bytes=_int(env, Env.MAX_ARTIFACT_BYTES, 5 * 1024**3, minimum=1),
+            retention_days=_int(env, Env.RETENTION_DAYS, 35, minimum=1),
+            lease_seconds=_int(env, Env.LEASE_SECONDS, 900, minimum=1),
+            connect_timeout_seconds=_seconds(env, Env.HTTP_CONNECT_TIMEOUT_SECONDS, 5),
+            read_timeout_seconds=_seconds(env, Env.HTTP_READ_TIMEOUT_SECONDS, 30),
             # One artifact download at most; within an invocation every copy
             # also ends time_reserve_seconds before the function's deadline.
-            total_timeout_seconds=_seconds(env, "HTTP_TOTAL_TIMEOUT_SECONDS", 270),
+            total_timeout_seconds=_seconds(env, Env.HTTP_TOTAL_TIMEOUT_SECONDS, 270),
             # Covers what follows the last copy: its final part's upload, the
             # announcement and the finish, or releasing the claim.
-            time_reserve_seconds=_seconds(env, "TIME_BUDGET_MARGIN_SECONDS", 20),
-            max_attempts=_int(env, "MAX_ATTEMPTS", 10, minimum=1),
+            time_reserve_seconds=_seconds(env, Env.TIME_BUDGET_MARGIN_SECONDS, 20),
+            max_attempts=_int(env, Env.MAX_ATTEMPTS, 10, minimum=1),
             # S3 refuses multipart parts under 5 MiB (except the last).
-            part_size_bytes=_int(env, "ARTIFACT_PART_BYTES", 8 * 1024**2, minimum=5 * 1024**2),
+            part_size_bytes=_int(env, Env.ARTIFACT_PART_BYTES, 8 * 1024**2, minimum=5 * 1024**2),
         )
 
 
@@ -188,30 +201,36 @@ class PollerSettings:
     read_timeout_seconds: float
     total_timeout_seconds: float = 15.0
     payloads_bucket_name: str | None = None
-    secret_cache_seconds: int = 300
-    redeliver_grace_seconds: int = 15
+    secret_cache_seconds: int = DEFAULT_SECRET_CACHE_SECONDS
+    redeliver_grace_seconds: int = DEFAULT_REDELIVER_GRACE_SECONDS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> PollerSettings:
         return cls(
             table=TableSettings.table_from(env),
-            url_policy=UrlPolicy.from_env(env, "STATUS_ALLOWED_HOSTS"),
-            api_token_arn=_optional(env, "SUME_API_TOKEN_ARN"),
-            api_token_value=_optional(env, "SUME_API_TOKEN"),
+            url_policy=UrlPolicy.from_env(env, Env.STATUS_ALLOWED_HOSTS),
+            api_token_arn=_optional(env, Env.SUME_API_TOKEN_ARN),
+            api_token_value=_optional(env, Env.SUME_API_TOKEN),
             # A status answer over 256 KiB is offloaded like a webhook body.
-            payloads_bucket_name=_optional(env, "PAYLOADS_BUCKET_NAME"),
-            secret_cache_seconds=_int(env, "SECRET_CACHE_SECONDS", 300),
-            redeliver_grace_seconds=_int(env, "REDELIVER_GRACE_SECONDS", 15),
-            poll_initial_seconds=_int(env, "POLL_INITIAL_SECONDS", 900, minimum=1),
-            poll_max_interval_seconds=_int(env, "POLL_MAX_INTERVAL_SECONDS", 6 * 3600, minimum=1),
-            max_poll_age_seconds=_int(env, "MAX_POLL_AGE_SECONDS", 7 * 24 * 3600, minimum=1),
-            sweep_after_seconds=_int(env, "SWEEP_AFTER_SECONDS", 120, minimum=1),
-            max_parallel_polls=_int(env, "MAX_PARALLEL_POLLS", 8, minimum=1),
-            time_budget_margin_seconds=_int(env, "TIME_BUDGET_MARGIN_SECONDS", 10),
-            connect_timeout_seconds=_int(env, "HTTP_CONNECT_TIMEOUT_SECONDS", 5, minimum=1),
-            read_timeout_seconds=_int(env, "HTTP_READ_TIMEOUT_SECONDS", 10, minimum=1),
+            payloads_bucket_name=_optional(env, Env.PAYLOADS_BUCKET_NAME),
+            secret_cache_seconds=_int(env, Env.SECRET_CACHE_SECONDS, DEFAULT_SECRET_CACHE_SECONDS),
+            redeliver_grace_seconds=_int(
+                env, Env.REDELIVER_GRACE_SECONDS, DEFAULT_REDELIVER_GRACE_SECONDS
+            ),
+            poll_initial_seconds=_int(
+                env, Env.POLL_INITIAL_SECONDS, DEFAULT_POLL_INITIAL_SECONDS, minimum=1
+            ),
+            poll_max_interval_seconds=_int(env, Env.POLL_MAX_INTERVAL_SECONDS, 6 * 3600, minimum=1),
+            max_poll_age_seconds=_int(env, Env.MAX_POLL_AGE_SECONDS, 7 * 24 * 3600, minimum=1),
+            sweep_after_seconds=_int(
+                env, Env.SWEEP_AFTER_SECONDS, DEFAULT_SWEEP_AFTER_SECONDS, minimum=1
+            ),
+            max_parallel_polls=_int(env, Env.MAX_PARALLEL_POLLS, 8, minimum=1),
+            time_budget_margin_seconds=_int(env, Env.TIME_BUDGET_MARGIN_SECONDS, 10),
+            connect_timeout_seconds=_int(env, Env.HTTP_CONNECT_TIMEOUT_SECONDS, 5, minimum=1),
+            read_timeout_seconds=_int(env, Env.HTTP_READ_TIMEOUT_SECONDS, 10, minimum=1),
             # One status poll, redirects included: a slow host gets no more.
-            total_timeout_seconds=_seconds(env, "HTTP_TOTAL_TIMEOUT_SECONDS", 15),
+            total_timeout_seconds=_seconds(env, Env.HTTP_TOTAL_TIMEOUT_SECONDS, 15),
         )
 
 
@@ -230,10 +249,12 @@ class RegistrySettings:
         cls, env: Mapping[str, str] = os.environ, table_name: str | None = None
     ) -> RegistrySettings:
         return cls(
-            jobs_table_name=table_name or _required(env, "JOBS_TABLE_NAME"),
-            due_shards=_int(env, "DUE_SHARDS", DUE_SHARDS, minimum=1),
-            poll_initial_seconds=_int(env, "POLL_INITIAL_SECONDS", 900, minimum=1),
-            status_allowed_hosts=_list(env, "STATUS_ALLOWED_HOSTS"),
+            jobs_table_name=table_name or _required(env, Env.JOBS_TABLE_NAME),
+            due_shards=_int(env, Env.DUE_SHARDS, DUE_SHARDS, minimum=1),
+            poll_initial_seconds=_int(
+                env, Env.POLL_INITIAL_SECONDS, DEFAULT_POLL_INITIAL_SECONDS, minimum=1
+            ),
+            status_allowed_hosts=_list(env, Env.STATUS_ALLOWED_HOSTS),
         )
 
 
@@ -249,5 +270,5 @@ class RegistrationSettings:
     def from_env(cls, env: Mapping[str, str] = os.environ) -> RegistrationSettings:
         return cls(
             registry=RegistrySettings.from_env(env),
-            dead_letter_queue_url=_required(env, "REGISTRATION_DLQ_URL"),
+            dead_letter_queue_url=_required(env, Env.REGISTRATION_DLQ_URL),
         )

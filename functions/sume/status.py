@@ -26,8 +26,7 @@ from urllib.parse import urlsplit
 from sume.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, from_mapping, load_json
 from sume.fetch import FetchError, SafeHttp, host_allowed
 from sume.ids import InvalidJobId, check_job_id
-from sume.secrets import parse_api_token, secret_fetcher
-from sume.settings import UrlPolicy
+from sume.secrets import Fetch, parse_api_token
 
 COMPLETED_WORDS = frozenset(
     {"completed", "complete", "succeeded", "success", "successful", "done", "finished"}
@@ -261,11 +260,8 @@ class StatusClient:
         return interpret(job_id, http_status, text)
 
 
-def status_getter(
-    policy: UrlPolicy, connect_timeout: float, read_timeout: float, total_timeout: float
-) -> HttpGet:
+def status_getter(http: SafeHttp) -> HttpGet:
     """GET through ``sume.fetch`` (SSRF-safe: same URL rules as artifact downloads)."""
-    http = SafeHttp(policy, connect_timeout, read_timeout, total_timeout=total_timeout)
 
     def get(url: str, headers: Mapping[str, str], deadline: float | None) -> tuple[int, str]:
         try:
@@ -276,17 +272,12 @@ def status_getter(
     return get
 
 
-def api_token(
-    secret_arn: str | None, value: str | None, max_age: int, client: object | None = None
-) -> TokenSource:
-    """Sume's API token: from Secrets Manager (cached per container) or the environment.
+def token_source(fetch: Fetch | None) -> TokenSource:
+    """Sume's API token as ``fetch`` reads it; None: no token is configured.
 
     Checked at each use, so a malformed token is a ``ConfigurationError`` of
     the poll that needs it, not of the whole function.
     """
-    if secret_arn:
-        fetch = secret_fetcher(secret_arn, max_age, client)
-        return lambda: parse_api_token(fetch())
-    if value is None:
+    if fetch is None:
         return lambda: None
-    return lambda: parse_api_token(value)
+    return lambda: parse_api_token(fetch())

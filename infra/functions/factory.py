@@ -26,7 +26,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from infra.nag import acknowledge
-from sume.names import DUE_SHARDS, METRICS_NAMESPACE, SERVICE_NAME
+from sume.names import DUE_SHARDS, METRICS_NAMESPACE, SERVICE_NAME, Env
 
 CODE_ROOT: Final = Path(__file__).resolve().parents[2] / "functions"
 # Whatever a local run leaves beside the code never ships.
@@ -148,9 +148,9 @@ class FunctionFactory(Construct):
             "POWERTOOLS_TRACER_CAPTURE_RESPONSE": "false",
             # Every handler's TableSettings: one shard count for the writers
             # and the poller's index queries, one table, one queue.
-            "DUE_SHARDS": str(DUE_SHARDS),
-            "JOBS_TABLE_NAME": self.table.table_name,
-            "JOBS_QUEUE_URL": self.queue.queue_url,
+            Env.DUE_SHARDS: str(DUE_SHARDS),
+            Env.JOBS_TABLE_NAME: self.table.table_name,
+            Env.JOBS_QUEUE_URL: self.queue.queue_url,
         }
 
 

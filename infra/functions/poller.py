@@ -11,7 +11,7 @@ from aws_cdk import aws_sqs as sqs
 
 from infra import spec
 from infra.functions.factory import FunctionFactory, FunctionSpec, StackFunction
-from sume.names import DUE_INDEX
+from sume.names import DUE_INDEX, Env
 
 
 class PollerFunction(StackFunction):
@@ -33,9 +33,9 @@ class PollerFunction(StackFunction):
                 memory_mb=spec.POLLER_MEMORY_MB,
                 description="Polls status_url of silent jobs and re-enqueues owed work",
                 environment={
-                    "PAYLOADS_BUCKET_NAME": payloads.bucket_name,
-                    "SUME_API_TOKEN_ARN": api_token.secret_arn,
-                    "STATUS_ALLOWED_HOSTS": status_allowed_hosts,
+                    Env.PAYLOADS_BUCKET_NAME: payloads.bucket_name,
+                    Env.SUME_API_TOKEN_ARN: api_token.secret_arn,
+                    Env.STATUS_ALLOWED_HOSTS: status_allowed_hosts,
                 },
             ),
         )
@@ -64,4 +64,4 @@ class PollerFunction(StackFunction):
             event_sources.SqsEventSource(queue, batch_size=10, report_batch_item_failures=True)
         )
         dlq.grant_send_messages(self.function)
-        self.function.add_environment("REGISTRATION_DLQ_URL", dlq.queue_url)
+        self.function.add_environment(Env.REGISTRATION_DLQ_URL, dlq.queue_url)

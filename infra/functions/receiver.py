@@ -7,6 +7,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 
 from infra import spec
 from infra.functions.factory import FunctionFactory, FunctionSpec, StackFunction
+from sume.names import Env
 
 
 class ReceiverFunction(StackFunction):
@@ -27,8 +28,8 @@ class ReceiverFunction(StackFunction):
                 memory_mb=spec.RECEIVER_MEMORY_MB,
                 description="Verifies and records Sume webhook deliveries",
                 environment={
-                    "SIGNING_SECRET_ARN": signing_secret.secret_arn,
-                    "PAYLOADS_BUCKET_NAME": payloads.bucket_name,
+                    Env.SIGNING_SECRET_ARN: signing_secret.secret_arn,
+                    Env.PAYLOADS_BUCKET_NAME: payloads.bucket_name,
                 },
             ),
         )

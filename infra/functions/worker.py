@@ -9,6 +9,7 @@ from aws_cdk import aws_s3 as s3
 
 from infra import spec
 from infra.functions.factory import FunctionFactory, FunctionSpec, StackFunction
+from sume.names import Env
 
 
 class WorkerFunction(StackFunction):
@@ -35,11 +36,11 @@ class WorkerFunction(StackFunction):
                 memory_mb=spec.WORKER_MEMORY_MB,
                 description="Archives artifacts of recorded jobs and announces them",
                 environment={
-                    "PAYLOADS_BUCKET_NAME": payloads.bucket_name,
-                    "ARTIFACTS_BUCKET_NAME": artifacts.bucket_name,
-                    "EVENT_BUS_NAME": bus.event_bus_name,
-                    "RETENTION_DAYS": str(retention_days),
-                    "ARTIFACT_ALLOWED_HOSTS": artifact_allowed_hosts,
+                    Env.PAYLOADS_BUCKET_NAME: payloads.bucket_name,
+                    Env.ARTIFACTS_BUCKET_NAME: artifacts.bucket_name,
+                    Env.EVENT_BUS_NAME: bus.event_bus_name,
+                    Env.RETENTION_DAYS: str(retention_days),
+                    Env.ARTIFACT_ALLOWED_HOSTS: artifact_allowed_hosts,
                 },
             ),
         )

@@ -12,8 +12,8 @@ from moto import mock_aws
 
 from devstack.resources import create_resources, environment
 from infra.spec import ResourceNames
+from sume import services
 from tests.builders import SECRET
-from tests.conftest import reset_handler_caches
 from tests.httpserver import LoopbackServer
 
 
@@ -25,9 +25,9 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[ResourceNames]:
         for key, value in environment(names).items():
             monkeypatch.setenv(key, value)
         monkeypatch.setenv("SUME_COM_WEBHOOK_SIGNING_SECRET", SECRET)
-        reset_handler_caches()
+        services.reset()
         yield names
-    reset_handler_caches()
+    services.reset()
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import boto3
 import pytest
 from jsonschema import Draft4Validator
 
-import worker
 from infra.schema_files import file_name
 from infra.spec import SCHEMAS_DIR
+from sume import services
 from sume.names import DETAIL_TYPES
 from sume.settings import WorkerSettings
 from tests.builders import job_body
@@ -108,7 +108,7 @@ def test_giving_up_is_announced_as_its_schema_says(aws, monkeypatch):
     assert world.table.release(job_id, str(claimed.claim_id), now, failure)
 
     later = now + 1000
-    result = worker.build_processor(WorkerSettings.from_env(), clock=lambda: later).process(job_id)
+    result = services.build_worker(WorkerSettings.from_env(), clock=lambda: later).process(job_id)
 
     assert result.reason == "too_many_attempts"
     (event,) = world.announcements()

@@ -15,6 +15,7 @@ import poller
 import receiver
 import worker
 from sume import aws as clients
+from sume import services
 from sume.envelope import parse
 from sume.jobs import JobsTable, Source, State
 from sume.names import due_shard
@@ -76,7 +77,7 @@ def table(aws) -> JobsTable:
 
 
 def make_poller(clock: Clock):
-    return poller.build_poller(PollerSettings.from_env(), clock)
+    return services.build_poller(PollerSettings.from_env(), clock=clock)
 
 
 def register(aws, clock: Clock, job_id: str, url: str, metadata=None) -> bool:
@@ -182,8 +183,13 @@ def test_job_recovered_by_polling_is_recorded_once_and_enqueued_once(aws, sume, 
     assert indexed_job_ids(aws) == set()
 
 
-def test_the_api_token_goes_only_to_a_listed_host(aws, sume, monkeypatch):
-    use_api_token(monkeypatch)
+def use_api_token_value(monkeypatch, value: str = "sume-api-token") -> None:
+    monkeypatch.setenv("SUME_API_TOKEN", value)
+
+
+@pytest.mark.parametrize("use_token", [use_api_token, use_api_token_value])
+def test_the_api_token_goes_only_to_a_listed_host(aws, sume, monkeypatch, use_token):
+    use_token(monkeypatch)
     clock = Clock(T0)
     register(aws, clock, "job_t", sume.job_url("job_t"))
     sume.answer("job_t", {"status": "running"})
@@ -378,18 +384,20 @@ def test_expired_lease_is_owed_work_again(aws, sume):
 
 
 class Budget:
-    """A run's time left: plenty for the first ``calls`` checks, then too little
-    to start a poll (less than one poll's reserve), though enough to finish the
-    polls already started: time runs down, it does not jump to the deadline."""
+    """The invocation's time left: plenty for the first ``calls`` checks, then,
+    beyond the poller's margin, too little to start a poll (less than one poll's
+    reserve), though enough to finish the polls already started: time runs
+    down, it does not jump to the deadline."""
 
-    def __init__(self, calls: int) -> None:
+    def __init__(self, calls: int, margin: float) -> None:
         self.calls = calls
+        self._after = margin + 10.0
         self._lock = threading.Lock()
 
     def __call__(self) -> float:
         with self._lock:
             self.calls -= 1
-            return FOREVER if self.calls >= 0 else 10.0
+            return FOREVER if self.calls >= 0 else self._after
 
 
 def test_run_out_of_time_leaves_the_rest_for_the_next_run(aws, sume):
@@ -400,7 +408,7 @@ def test_run_out_of_time_leaves_the_rest_for_the_next_run(aws, sume):
     clock.now = T0 + 900
     run = make_poller(clock)
 
-    first = run.run(Budget(8))
+    first = run.run(Budget(8, PollerSettings.from_env().time_budget_margin_seconds))
     assert not first.complete
     assert 0 < first.polled < len(job_ids)
     assert first.rescheduled == first.polled

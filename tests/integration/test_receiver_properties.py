@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import receiver
 import worker
+from sume import services
 from sume.envelope import TERMINAL_EVENTS
 from sume.ids import is_job_id
 from sume.jobs import JobsTable
@@ -30,7 +31,6 @@ from tests.builders import (
     signed_headers,
     sqs_event,
 )
-from tests.conftest import reset_handler_caches
 
 ROOT = Path(__file__).resolve().parents[2]
 header_text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=200)
@@ -76,7 +76,7 @@ def test_forged_requests_get_4xx_and_cost_nothing(
         base64_encoded=base64_encoded,
     )
     with counting_aws_calls() as calls:
-        reset_handler_caches()
+        services.reset()
         response = receiver.handler(event, LambdaContext())
     assert 400 <= response["statusCode"] < 500
     assert calls.total == 0
@@ -197,7 +197,7 @@ PROPERTY_SETTINGS = settings(
 def test_signed_arbitrary_json_is_never_5xx_and_a_4xx_costs_nothing(aws, body, ascii_only):
     delivery = signed(with_fresh_ids(body), ascii_only)
     with counting_aws_calls() as calls:
-        reset_handler_caches()
+        services.reset()
         response = receiver.handler(delivery, LambdaContext())
     assert response["statusCode"] in {200, 400, 413}
     if response["statusCode"] != 200:
@@ -236,7 +236,7 @@ def test_every_job_a_signed_event_creates_ends_once(
     body = with_fresh_ids(body)
     delivery = signed(body, ascii_only)
     with counting_aws_calls() as calls:
-        reset_handler_caches()
+        services.reset()
         response = receiver.handler(delivery, LambdaContext())
         status = response["statusCode"]
         answer = json.loads(response["body"])

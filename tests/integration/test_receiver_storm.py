@@ -7,11 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 import boto3
 import pytest
 
-import receiver
 from devstack.resources import create_resources, environment
+from sume import services
 from sume.http import request_from_event
 from tests.builders import SECRET, delivery_event, job_body
-from tests.conftest import reset_handler_caches
 
 JOBS = 12
 COPIES = 8
@@ -24,9 +23,9 @@ def remote_aws(moto_server, monkeypatch):
     for key, value in environment(names).items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("SUME_COM_WEBHOOK_SIGNING_SECRET", SECRET)
-    reset_handler_caches()
+    services.reset()
     yield names
-    reset_handler_caches()
+    services.reset()
 
 
 def test_duplicate_storm_stores_and_enqueues_each_job_once(remote_aws):
@@ -37,7 +36,7 @@ def test_duplicate_storm_stores_and_enqueues_each_job_once(remote_aws):
     # per-container state (one request at a time in Lambda), so the handler's
     # decorators stay out of the threads.
     events = [delivery_event(b) for b in deliveries]
-    entry = receiver.receiver()
+    entry = services.receiver_service()
     with ThreadPoolExecutor(max_workers=16) as pool:
         receipts = list(pool.map(lambda e: entry.receive(request_from_event(e)), events))
 

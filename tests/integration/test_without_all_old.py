@@ -13,20 +13,19 @@ import boto3
 import pytest
 
 import receiver
-import worker
+from sume import services
 from sume.jobs import JobsTable
 from sume.processing import Action, JobBusy
 from sume.settings import WorkerSettings
 from tests.awscalls import counting_aws_calls, without_all_old
 from tests.builders import LambdaContext, delivery_event, job_body
-from tests.conftest import reset_handler_caches
 from tests.integration import test_receiver as on_dynamodb
 
 
 @pytest.fixture
 def store(aws):
     with without_all_old():
-        reset_handler_caches()
+        services.reset()
         yield aws
 
 
@@ -52,7 +51,7 @@ def test_a_duplicate_costs_one_read_more(store):
     body = job_body("job_calls")
     deliver(body)
     with counting_aws_calls() as counter:
-        reset_handler_caches()
+        services.reset()
         deliver(body)
     assert counter.calls == {"dynamodb.UpdateItem": 2, "dynamodb.GetItem": 1}
 
@@ -61,17 +60,17 @@ def test_claim_of_a_busy_job_says_busy(store):
     job_id = deliver(job_body("job_busy", event="job.failed"))
     JobsTable(boto3.client("dynamodb"), store.table, 16).claim(job_id, int(time.time()), 900)
     with pytest.raises(JobBusy):
-        worker.build_processor(WorkerSettings.from_env()).process(job_id)
+        services.build_worker(WorkerSettings.from_env()).process(job_id)
 
 
 def test_claim_of_a_finished_job_says_finished(store):
     job_id = deliver(job_body("job_done", event="job.failed"))
-    processor = worker.build_processor(WorkerSettings.from_env())
+    processor = services.build_worker(WorkerSettings.from_env())
     assert processor.process(job_id).action == Action.PROCESSED
     again = processor.process(job_id)
     assert (again.action, again.reason, again.outcome) == (Action.SKIPPED, "finished", "failed")
 
 
 def test_claim_of_an_unknown_job_says_absent(store):
-    result = worker.build_processor(WorkerSettings.from_env()).process("job_unknown")
+    result = services.build_worker(WorkerSettings.from_env()).process("job_unknown")
     assert (result.action, result.reason) == (Action.SKIPPED, "absent")

@@ -17,13 +17,13 @@ import pytest
 import receiver
 import worker
 from devstack import moto_atomic
+from sume import services
 from sume.fetch import TransientFetchError
 from sume.jobs import JobsTable
 from sume.names import DETAIL_TYPES, EVENT_SOURCE
 from sume.processing import Action, JobBusy, OutOfTime
 from sume.settings import WorkerSettings
 from tests.builders import LambdaContext, delivery_event, job_body, sqs_event
-from tests.conftest import reset_handler_caches
 
 MP4 = {"content-type": "video/mp4"}
 
@@ -246,7 +246,7 @@ def test_without_local_mode_loopback_artifacts_are_refused(world, server, monkey
     assert world.item(https_only).processing_error["code"] == "refused_scheme"
 
     monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
-    reset_handler_caches()  # a new container, with the new setting
+    services.reset()  # a new container, with the new setting
     public_only = deliver(job_body(artifacts=[url]))
     assert run(public_only)[1] == []
     assert world.item(public_only).processing_error["code"] == "refused_address"
@@ -271,7 +271,7 @@ def test_the_same_job_delivered_concurrently_is_processed_once(world, server, lo
     # Slow enough that the second worker arrives while the first holds the lease.
     urls = [server.route(f"/c/{i}.mp4", body=b"y" * 1000, delay=0.2) for i in range(2)]
     job_id = deliver(job_body(artifacts=urls))
-    workers = [worker.build_processor(WorkerSettings.from_env()) for _ in range(2)]
+    workers = [services.build_worker(WorkerSettings.from_env()) for _ in range(2)]
     start = threading.Barrier(2)
     outcomes = []
 
@@ -341,7 +341,7 @@ def test_a_retry_after_a_crash_does_not_download_stored_artifacts_again(world, s
         return CrashingS3(real, crash_on=3) if service == "s3" else real
 
     with pytest.raises(Crash):
-        worker.build_processor(settings, clients).process(job_id)
+        services.build_worker(settings, clients).process(job_id)
     stored = world.item(job_id)
     assert stored.state == "processing"
     assert [a["source_url"] for a in stored.artifacts] == urls[:2]
@@ -351,7 +351,7 @@ def test_a_retry_after_a_crash_does_not_download_stored_artifacts_again(world, s
     assert failed == ids
 
     later = time.time() + settings.lease_seconds + 60
-    result = worker.build_processor(settings, clock=lambda: later).process(job_id)
+    result = services.build_worker(settings, clock=lambda: later).process(job_id)
 
     assert result.action is Action.PROCESSED
     assert (result.artifacts_copied, len(result.artifacts)) == (2, 4)
@@ -372,7 +372,7 @@ def test_gives_up_after_max_attempts_with_an_announced_processing_error(
     now = time.time()
 
     def attempt(seconds_later):
-        processor = worker.build_processor(settings, clock=lambda: now + seconds_later)
+        processor = services.build_worker(settings, clock=lambda: now + seconds_later)
         return processor.process(job_id)
 
     for seconds_later in (0, 2):
@@ -470,7 +470,7 @@ def test_no_copy_starts_without_the_time_to_finish_it(world, server, local_urls)
     left = iter([100.0, 100.0, settings.time_reserve_seconds])
 
     with pytest.raises(OutOfTime):
-        worker.build_processor(settings).process(job_id, lambda: next(left))
+        services.build_worker(settings).process(job_id, lambda: next(left))
 
     stored = world.item(job_id)
     assert stored.state == "processing"
@@ -480,7 +480,7 @@ def test_no_copy_starts_without_the_time_to_finish_it(world, server, local_urls)
     assert server.hits["/o/1.mp4"] == 0
 
     later = time.time() + 2
-    result = worker.build_processor(settings, clock=lambda: later).process(job_id, lambda: 100.0)
+    result = services.build_worker(settings, clock=lambda: later).process(job_id, lambda: 100.0)
     assert result.action is Action.PROCESSED
     assert (result.artifacts_copied, len(result.artifacts)) == (1, 2)
     assert server.hits["/o/0.mp4"] == 1

@@ -15,12 +15,11 @@ import pytest
 from botocore.exceptions import ClientError
 from moto.dynamodb.models.dynamo_type import LimitedSizeDict
 
-import worker
+from sume import services
 from sume.fetch import TransientFetchError
 from sume.names import DETAIL_TYPES
 from sume.settings import WorkerSettings
 from tests.builders import job_body
-from tests.conftest import reset_handler_caches
 from tests.integration.test_worker import World, deliver, run
 
 ITEM_LIMIT = 400 * 1024
@@ -44,7 +43,7 @@ def put_events(aws, monkeypatch):
         return client
 
     monkeypatch.setattr(botocore.session.Session, "create_client", create_client)
-    reset_handler_caches()  # the worker's clients are made anew, with the hook
+    services.reset()  # the worker's clients are made anew, with the hook
     return calls
 
 
@@ -158,7 +157,7 @@ def test_giving_up_writes_only_codes_and_counts(world, put_events, monkeypatch, 
         assert world.table.release(job_id, item.claim_id, now + attempt * 1000, failure)
     later = now + 5000
 
-    result = worker.build_processor(WorkerSettings.from_env(), clock=lambda: later).process(job_id)
+    result = services.build_worker(WorkerSettings.from_env(), clock=lambda: later).process(job_id)
 
     assert result.reason == "too_many_attempts"
     stored = world.item(job_id)
@@ -287,13 +286,13 @@ def processor_with(refuse):
     def clients(service, patient=False):
         return dynamodb if service == "dynamodb" else boto3.client(service)
 
-    return worker.build_processor(WorkerSettings.from_env(), clients), dynamodb
+    return services.build_worker(WorkerSettings.from_env(), clients), dynamodb
 
 
 def test_a_refused_finish_falls_back_to_a_minimal_one(world, put_events, monkeypatch):
     job_id = deliver(job_body(event="job.failed"))
     processor, dynamodb = processor_with(lambda update: "processed_at" in update)
-    monkeypatch.setattr(worker, "processor", lambda: processor)
+    monkeypatch.setattr(services, "worker_service", lambda: processor)
 
     assert run(job_id)[1] == []
     assert run(job_id)[1] == []
@@ -313,7 +312,7 @@ def test_a_refused_progress_write_is_a_processing_error(
 ):
     job_id = deliver(job_body(artifacts=[server.route("/p.mp4", body=b"p")]))
     processor, _ = processor_with(lambda update: update == "SET artifacts = :artifacts")
-    monkeypatch.setattr(worker, "processor", lambda: processor)
+    monkeypatch.setattr(services, "worker_service", lambda: processor)
 
     assert run(job_id)[1] == []
     assert run(job_id)[1] == []

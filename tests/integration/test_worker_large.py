@@ -15,6 +15,7 @@ from moto.core.models import botocore_stubber as moto_stubber
 import receiver
 import worker
 from sume import aws as sume_aws
+from sume import services
 from sume.jobs import JobsTable
 from sume.settings import WorkerSettings
 from tests.builders import LambdaContext, delivery_event, job_body, sqs_event
@@ -138,8 +139,8 @@ def test_a_large_artifact_is_streamed_with_bounded_memory(aws, server, local_url
         return client
 
     # Built before measuring, as a warm container would have it.
-    processor = worker.build_processor(WorkerSettings.from_env(), clients)
-    monkeypatch.setattr(worker, "processor", lambda: processor)
+    processor = services.build_worker(WorkerSettings.from_env(), clients)
+    monkeypatch.setattr(services, "worker_service", lambda: processor)
 
     tracemalloc.start()
     try:

@@ -8,10 +8,10 @@ from sume.status import (
     StatusClient,
     StatusUnavailable,
     Verdict,
-    api_token,
     bearer_headers,
     host_listed,
     interpret,
+    token_source,
 )
 from tests.builders import job_body
 
@@ -283,15 +283,15 @@ def test_host_listed_compares_hosts_as_the_fetch_does(url, allowed, listed):
     assert host_listed(url, allowed) is listed
 
 
-def test_listed_host_gets_the_token_from_the_environment_checked_at_use():
+def test_listed_host_gets_the_token_checked_at_use():
     seen: list = []
-    client = StatusClient(recording_get(seen), api_token(None, "tok", 300), ("api.sume.example",))
+    client = StatusClient(recording_get(seen), token_source(lambda: "tok"), ("api.sume.example",))
     client.check("job_1", "https://api.sume.example/jobs/job_1")
     assert seen[0][1]["authorization"] == "Bearer tok"
 
     bad = StatusClient(
-        recording_get(seen), api_token(None, '{"token": "tok"}', 300), ("api.sume.example",)
+        recording_get(seen), token_source(lambda: '{"token": "tok"}'), ("api.sume.example",)
     )
     with pytest.raises(ConfigurationError):
         bad.check("job_1", "https://api.sume.example/jobs/job_1")
-    assert api_token(None, None, 300)() is None
+    assert token_source(None)() is None
