@@ -34,7 +34,6 @@ Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 # Sume may redeliver days later; a record that expired sooner would let a
 # redelivery start the work again, so the window matches the jobs' retention.
 IDEMPOTENCY_SECONDS = 35 * 24 * 3600
-TOLERANCE_SECONDS = 300
 
 
 def _answer(status: int, body: dict[str, Any]) -> dict[str, Any]:
@@ -50,11 +49,12 @@ def floor_handler(ddb: Any, sqs: Any, table: str, queue_url: str, secret: bytes)
         raw = event.get("body") or ""
         body = base64.b64decode(raw) if event.get("isBase64Encoded") else raw.encode()
         headers = event.get("headers") or {}
-        timestamp = headers.get("x-sume-webhook-timestamp", "")
-        if not (timestamp.isdigit() and abs(time.time() - int(timestamp)) <= TOLERANCE_SECONDS):
+        timestamp = headers.get(signature.TIMESTAMP_HEADER, "")
+        tolerance = signature.TOLERANCE_SECONDS
+        if not (timestamp.isdigit() and abs(time.time() - int(timestamp)) <= tolerance):
             return _answer(401, {"error": "invalid_timestamp"})
         expected = signature.sign(secret, timestamp, body).encode()
-        entries = headers.get("x-sume-webhook-signature", "").split(",")
+        entries = headers.get(signature.SIGNATURE_HEADER, "").split(",")
         if not any(hmac.compare_digest(e.strip().encode(), expected) for e in entries):
             return _answer(401, {"error": "signature_mismatch"})
         job_id = json.loads(body).get("job_id")
@@ -124,7 +124,7 @@ def powertools_handler(
     webhook = WebhookReceiver(
         lambda: cast(JobIntake, intake),
         secrets,
-        TOLERANCE_SECONDS,
+        signature.TOLERANCE_SECONDS,
         max_body_bytes,
         time.time,
     )

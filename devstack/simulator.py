@@ -45,7 +45,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from devstack.apigw import LoopbackHTTPServer
-from sume.signature import sign
+from sume import signature
 
 MAX_ATTEMPTS = 10
 TIMEOUT_SECONDS = 10.0
@@ -132,11 +132,6 @@ class Delivery:
             if a.answer is not None:
                 out.append(str(a.answer.get("result") or a.answer.get("error")))
         return out
-
-
-def signature_header(raw: bytes, timestamp: str, secrets_: Sequence[str]) -> str:
-    # One entry per active secret, separated by ", " (the contract allows spaces).
-    return ", ".join(sign(s.encode("utf-8"), timestamp, raw) for s in secrets_)
 
 
 def post(url: str, raw: bytes, headers: dict[str, str], timeout: float) -> tuple[int, bytes]:
@@ -315,15 +310,10 @@ class Sume:
     # Deliveries
 
     def headers(self, raw: bytes, signing_secrets: Sequence[str] | None = None) -> dict[str, str]:
-        timestamp = str(int(time.time()))
-        return {
-            "content-type": "application/json",
-            "user-agent": USER_AGENT,
-            "x-sume-webhook-timestamp": timestamp,
-            "x-sume-webhook-signature": signature_header(
-                raw, timestamp, signing_secrets or self.secrets
-            ),
-        }
+        # One entry per active secret, separated by ", " (the contract allows spaces).
+        secrets_ = signing_secrets or self.secrets
+        signed = signature.headers(raw, secrets_, int(time.time()), separator=", ")
+        return {"content-type": "application/json", "user-agent": USER_AGENT, **signed}
 
     def _attempt(
         self, number: int, url: str, raw: bytes, secrets_: Sequence[str] | None, drop: bool

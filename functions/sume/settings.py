@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sume.names import DUE_SHARDS
+from sume.signature import TOLERANCE_SECONDS
 
 
 class ConfigurationError(RuntimeError):
@@ -103,7 +104,7 @@ class ReceiverSettings:
             signing_secret_arn=arn,
             signing_secret_value=value,
             secret_cache_seconds=_int(env, "SECRET_CACHE_SECONDS", 300),
-            signature_tolerance_seconds=_int(env, "SIGNATURE_TOLERANCE_SECONDS", 300),
+            signature_tolerance_seconds=_int(env, "SIGNATURE_TOLERANCE_SECONDS", TOLERANCE_SECONDS),
             max_body_bytes=_int(env, "MAX_BODY_BYTES", 1024 * 1024, minimum=1),
             # About Sume's 10 s delivery timeout: a twin arriving sooner is
             # most likely concurrent with a first enqueue still in flight.

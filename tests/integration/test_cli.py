@@ -612,13 +612,8 @@ class _Verifying(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers["content-length"]))
         try:
-            position = verify(
-                raw,
-                self.headers.get("x-sume-webhook-timestamp"),
-                self.headers.get("x-sume-webhook-signature"),
-                self.secrets,
-                time.time(),
-            )
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            position = verify(raw, headers, self.secrets, time.time())
             status, body = 200, {"result": "test", "position": position}
         except SignatureError as exc:
             status, body = 401, {"error": exc.reason}

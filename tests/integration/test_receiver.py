@@ -12,6 +12,7 @@ import receiver
 from sume.envelope import MAX_STATUS_CHARS, JobEvent, parse
 from sume.intake import Outcome
 from sume.jobs import Source
+from sume.signature import SCHEME, SIGNATURE_HEADER, TIMESTAMP_HEADER
 from tests.awscalls import counting_aws_calls
 from tests.builders import (
     SECRET,
@@ -104,8 +105,8 @@ def test_reserialised_body_does_not_verify(aws):
 def test_rotation_header_and_eleventh_entry(aws):
     raw = raw_of(job_body("job_rot"))
     headers = signed_headers(raw, secrets=["whsec_retired", SECRET])
-    bogus = ",".join(f"sume-v1={i:064x}" for i in range(10))
-    headers["x-sume-webhook-signature"] = f"{bogus} , {headers['x-sume-webhook-signature']}"
+    bogus = ",".join(f"{SCHEME}{i:064x}" for i in range(10))
+    headers[SIGNATURE_HEADER] = f"{bogus} , {headers[SIGNATURE_HEADER]}"
     status, _ = call(apigw_event(raw, headers))
     assert status == 200
 
@@ -180,18 +181,10 @@ def test_oversized_body_is_413(aws, monkeypatch):
     ("mutate", "status", "reason"),
     [
         (lambda e: e.update(body="%%%", isBase64Encoded=True), 400, "invalid_base64"),
-        (lambda e: e["headers"].pop("x-sume-webhook-signature"), 401, "missing_signature"),
-        (lambda e: e["headers"].pop("x-sume-webhook-timestamp"), 401, "missing_timestamp"),
-        (
-            lambda e: e["headers"].update({"x-sume-webhook-timestamp": "soon"}),
-            401,
-            "invalid_timestamp",
-        ),
-        (
-            lambda e: e["headers"].update({"x-sume-webhook-signature": "v2=abc"}),
-            401,
-            "malformed_signature",
-        ),
+        (lambda e: e["headers"].pop(SIGNATURE_HEADER), 401, "missing_signature"),
+        (lambda e: e["headers"].pop(TIMESTAMP_HEADER), 401, "missing_timestamp"),
+        (lambda e: e["headers"].update({TIMESTAMP_HEADER: "soon"}), 401, "invalid_timestamp"),
+        (lambda e: e["headers"].update({SIGNATURE_HEADER: "v2=abc"}), 401, "malformed_signature"),
         (lambda e: e["requestContext"]["http"].update(method="GET"), 405, "method_not_allowed"),
         (lambda e: e["requestContext"]["http"].update(path="/other"), 404, "not_found"),
     ],
@@ -331,7 +324,7 @@ def test_a_misconfigured_secret_is_a_500_logged_and_counted_never_a_401(
     assert "signing secret" in error.reason
     logged = json.dumps([vars(r) for r in caplog.records], default=str)
     assert SECRET not in logged
-    assert headers["x-sume-webhook-signature"].split("=", 1)[1] not in logged
+    assert headers[SIGNATURE_HEADER].removeprefix(SCHEME) not in logged
     assert "job_cfg" not in logged
     lines = capsys.readouterr().out.splitlines()
     (emitted,) = [json.loads(line) for line in lines if "_aws" in line]
