@@ -26,6 +26,7 @@ from sume import signature
 from sume.envelope import JobEvent
 from sume.intake import Intake, JobIntake, Outcome
 from sume.jobs import Source
+from sume.names import Metric
 from sume.secrets import SigningSecrets
 from sume.webhook import Rejected, WebhookReceiver
 
@@ -134,7 +135,7 @@ def powertools_handler(
     @metrics.log_metrics
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         intake.config.register_lambda_context(context)
-        metrics.add_metric(name="Deliveries", unit="Count", value=1)
+        metrics.add_metric(name=Metric.DELIVERIES, unit="Count", value=1)
         try:
             response = receiver.accepted(webhook.receive(receiver.request_from_event(event)))
         except Rejected as error:

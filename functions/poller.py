@@ -12,6 +12,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from sume import aws
 from sume.intake import build_intake
 from sume.jobs import JobsTable
+from sume.names import Metric
 from sume.observability import logger, metrics, tracer
 from sume.polling import Poller, PollPolicy
 from sume.queue import JobQueue
@@ -87,20 +88,20 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     except (ClientError, BotoCoreError, SecretsUnavailable):
         # The index could not be read: nothing changed, the next run retries,
         # and the raised error trips the function's error alarm meanwhile.
-        metrics.add_metric(name="PollerErrors", unit="Count", value=1)
+        metrics.add_metric(name=Metric.POLLER_ERRORS, unit="Count", value=1)
         logger.exception("poller run failed")
         raise
-    metrics.add_metric(name="JobsPolled", unit="Count", value=summary.polled)
-    metrics.add_metric(name="JobsRecoveredByPoll", unit="Count", value=summary.recovered)
-    metrics.add_metric(name="JobsLost", unit="Count", value=summary.lost)
-    metrics.add_metric(name="SweptJobs", unit="Count", value=summary.swept)
-    metrics.add_metric(name="PollerStepErrors", unit="Count", value=summary.errors)
-    metrics.add_metric(name="StatusUrlRefused", unit="Count", value=summary.refused)
+    metrics.add_metric(name=Metric.JOBS_POLLED, unit="Count", value=summary.polled)
+    metrics.add_metric(name=Metric.JOBS_RECOVERED_BY_POLL, unit="Count", value=summary.recovered)
+    metrics.add_metric(name=Metric.JOBS_LOST, unit="Count", value=summary.lost)
+    metrics.add_metric(name=Metric.SWEPT_JOBS, unit="Count", value=summary.swept)
+    metrics.add_metric(name=Metric.POLLER_STEP_ERRORS, unit="Count", value=summary.errors)
+    metrics.add_metric(name=Metric.STATUS_URL_REFUSED, unit="Count", value=summary.refused)
     # Alarmed: a poll met a configuration fault; the run went on without it.
     metrics.add_metric(
-        name="PollerConfigurationErrors", unit="Count", value=summary.configuration_errors
+        name=Metric.POLLER_CONFIGURATION_ERRORS, unit="Count", value=summary.configuration_errors
     )
-    metrics.add_metric(name="PollerBacklog", unit="Count", value=summary.remaining)
+    metrics.add_metric(name=Metric.POLLER_BACKLOG, unit="Count", value=summary.remaining)
     result = summary.as_dict()
     logger.info("poller run finished", **result)
     return result
