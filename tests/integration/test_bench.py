@@ -39,7 +39,7 @@ def test_counter_sees_each_call_of_the_receiver(aws):
     assert new == ["dynamodb.UpdateItem", "sqs.SendMessage"]
     assert duplicate == ["dynamodb.UpdateItem", "dynamodb.UpdateItem"]
     assert rejected == []
-    assert counter.clients >= 2
+    assert len(counter.clients) >= 2
 
 
 def test_counter_leaves_botocore_as_it_found_it():
@@ -47,7 +47,7 @@ def test_counter_leaves_botocore_as_it_found_it():
 
     before = list(handlers.BUILTIN_HANDLERS)
     with CallCounter().installed():
-        assert len(handlers.BUILTIN_HANDLERS) == len(before) + 3
+        assert len(handlers.BUILTIN_HANDLERS) == len(before) + 2
     assert before == handlers.BUILTIN_HANDLERS
 
 
