@@ -39,15 +39,19 @@ def _secrets(args: argparse.Namespace) -> list[str]:
     return chosen
 
 
-def _send(args: argparse.Namespace) -> int:
-    with Sume(
+def _sume(args: argparse.Namespace, **options: Any) -> Sume:
+    """The simulator with the options both commands take."""
+    return Sume(
         args.url,
         _secrets(args),
-        attempts=args.attempts,
         spacing_seconds=args.spacing,
         timeout_seconds=args.timeout,
-        on_attempt=print_attempt,
-    ) as sume:
+        **options,
+    )
+
+
+def _send(args: argparse.Namespace) -> int:
+    with _sume(args, attempts=args.attempts, on_attempt=print_attempt) as sume:
         if args.event == "webhook.test":
             delivery = sume.ping()
         else:
@@ -80,13 +84,7 @@ def _scenario(args: argparse.Namespace) -> int:
             # First poll soon, as the local stack's short timings would have it.
             Registry(jobs, first_poll_after=args.first_poll).expect(job_id, status_url)
 
-    with Sume(
-        args.url,
-        _secrets(args),
-        spacing_seconds=args.spacing,
-        timeout_seconds=args.timeout,
-        api_token=args.api_token,
-    ) as sume:
+    with _sume(args, api_token=args.api_token) as sume:
         run = scenario.drive(
             sume, expect, redeliver_after=lambda _job: time.sleep(args.spacing * 10)
         )
