@@ -867,7 +867,7 @@ def test_stage_with_missing_outputs_says_which(cli, endpoint, names, monkeypatch
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
     code, _, err = cli("--stage", "old", "status", "job_x", local=False)
     assert code == 1
-    assert "lacks the output(s) ArtifactsBucketName" in one_line_error(err)
+    assert f"lacks the output(s) {spec.OUTPUTS['artifacts_bucket']}" in one_line_error(err)
 
 
 def test_stage_without_credentials_is_a_one_line_error(cli, monkeypatch):
