@@ -309,7 +309,7 @@ socket.socket.connect = connect
 counter = CallCounter()
 with counter.installed():
     __import__(sys.argv[1])
-print(json.dumps({"calls": len(counter.calls), "clients": counter.clients,
+print(json.dumps({"calls": len(counter.calls), "clients": len(counter.clients),
                   "connects": len(connects)}))
 """
 

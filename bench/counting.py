@@ -1,16 +1,17 @@
-"""Counting AWS calls with botocore's own event hooks.
+"""Counting AWS calls with botocore's own event hooks: the bench's and the tests' one counter.
 
 The counter is added to botocore's built-in handlers (as moto adds its
 stubber), so every session created while it is installed, including the ones
 ``sume.aws.client`` creates on first use, reports each API call on
-``before-call`` and each HTTP attempt on ``before-send``. It is registered
-under ``*.*`` so it runs before moto's and the Stubber's handlers, which
-answer the call and stop the event there.
+``before-call`` and each client it creates. A session made before it was
+installed is not watched: forget the cached one (the handlers' reset) inside
+the block. It is registered under ``*.*`` so it runs before moto's and the
+Stubber's handlers, which answer the call and stop the event there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,29 +21,25 @@ from botocore import handlers
 class CallCounter:
     def __init__(self) -> None:
         self.calls: list[str] = []
-        self.sends = 0
-        self.clients = 0
+        """Each API call, in order, as ``service.Operation`` (``dynamodb.UpdateItem``)."""
+        self.clients: list[str] = []
+        """The service id of each client created (``dynamodb``, ``secrets-manager``)."""
 
     def on_call(self, model: Any, **_: Any) -> None:
         self.calls.append(f"{model.service_model.service_name}.{model.name}")
 
-    def on_send(self, **_: Any) -> None:
-        self.sends += 1
-
-    def on_client(self, **_: Any) -> None:
-        self.clients += 1
+    def on_client(self, event_name: str, **_: Any) -> None:
+        self.clients.append(event_name.rpartition(".")[2])
 
     def take(self) -> list[str]:
         """The calls since the last ``take``."""
         calls, self.calls = self.calls, []
-        self.sends = 0
         return calls
 
     @contextmanager
     def installed(self) -> Iterator[CallCounter]:
-        specs = [
+        specs: list[tuple[str, Callable[..., None]]] = [
             ("before-call.*.*", self.on_call),
-            ("before-send.*.*", self.on_send),
             ("creating-client-class", self.on_client),
         ]
         handlers.BUILTIN_HANDLERS.extend(specs)

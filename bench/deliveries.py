@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from devstack.apigw import http_api_event
+from sume import signature
 from sume.names import WEBHOOK_PATH
-from sume.signature import sign
 
 SECRET = "whsec_bench_secret"  # noqa: S105 - signs the bench's own deliveries, offline
 ARTIFACT_URL = "https://cdn.sume.example/jobs/{job_id}/renders/{n}/output-1080p.mp4?sig={sig}"
@@ -59,13 +59,12 @@ class Signing:
 
 def delivery(body: bytes, signing: Signing = Signing(), method: str = "POST") -> dict[str, Any]:
     """The API Gateway event for one delivery of ``body``."""
-    timestamp = str(int(time.time()) - signing.skew_seconds)
+    timestamp = int(time.time()) - signing.skew_seconds
     secret = ("not-" + signing.secret) if signing.forge else signing.secret
     headers = {
         "content-type": "application/json",
         "user-agent": "Sume-Webhooks/1.0",
-        "x-sume-webhook-timestamp": timestamp,
-        "x-sume-webhook-signature": sign(secret.encode(), timestamp, body),
+        **signature.headers(body, [secret], timestamp),
     }
     return http_api_event(method, WEBHOOK_PATH, headers, body)
 

@@ -26,6 +26,7 @@ from sume import signature
 from sume.envelope import JobEvent
 from sume.intake import Intake, JobIntake, Outcome
 from sume.jobs import Source
+from sume.names import Metric
 from sume.secrets import SigningSecrets
 from sume.webhook import Rejected, WebhookReceiver
 
@@ -34,7 +35,6 @@ Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 # Sume may redeliver days later; a record that expired sooner would let a
 # redelivery start the work again, so the window matches the jobs' retention.
 IDEMPOTENCY_SECONDS = 35 * 24 * 3600
-TOLERANCE_SECONDS = 300
 
 
 def _answer(status: int, body: dict[str, Any]) -> dict[str, Any]:
@@ -50,11 +50,12 @@ def floor_handler(ddb: Any, sqs: Any, table: str, queue_url: str, secret: bytes)
         raw = event.get("body") or ""
         body = base64.b64decode(raw) if event.get("isBase64Encoded") else raw.encode()
         headers = event.get("headers") or {}
-        timestamp = headers.get("x-sume-webhook-timestamp", "")
-        if not (timestamp.isdigit() and abs(time.time() - int(timestamp)) <= TOLERANCE_SECONDS):
+        timestamp = headers.get(signature.TIMESTAMP_HEADER, "")
+        tolerance = signature.TOLERANCE_SECONDS
+        if not (timestamp.isdigit() and abs(time.time() - int(timestamp)) <= tolerance):
             return _answer(401, {"error": "invalid_timestamp"})
         expected = signature.sign(secret, timestamp, body).encode()
-        entries = headers.get("x-sume-webhook-signature", "").split(",")
+        entries = headers.get(signature.SIGNATURE_HEADER, "").split(",")
         if not any(hmac.compare_digest(e.strip().encode(), expected) for e in entries):
             return _answer(401, {"error": "signature_mismatch"})
         job_id = json.loads(body).get("job_id")
@@ -124,7 +125,7 @@ def powertools_handler(
     webhook = WebhookReceiver(
         lambda: cast(JobIntake, intake),
         secrets,
-        TOLERANCE_SECONDS,
+        signature.TOLERANCE_SECONDS,
         max_body_bytes,
         time.time,
     )
@@ -134,7 +135,7 @@ def powertools_handler(
     @metrics.log_metrics
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         intake.config.register_lambda_context(context)
-        metrics.add_metric(name="Deliveries", unit="Count", value=1)
+        metrics.add_metric(name=Metric.DELIVERIES, unit="Count", value=1)
         try:
             response = receiver.accepted(webhook.receive(receiver.request_from_event(event)))
         except Rejected as error:

@@ -335,8 +335,7 @@ class DevStack:
         Sume's 10 s timeout. A signed ``webhook.test`` reads the settings and
         the signing secret; it is not journaled (nobody sent it).
         """
-        from sume import aws
-        from sume.signature import sign
+        from sume import aws, signature
 
         # The clients the handlers make on first use (receiver and poller: fast
         # ones; worker: patient ones).
@@ -345,11 +344,7 @@ class DevStack:
         for service in ("dynamodb", "s3", "events"):
             aws.client(service, patient=True)
         raw = json.dumps({"event": "webhook.test", "request_id": "local-stack-warm-up"}).encode()
-        timestamp = str(int(time.time()))
-        headers = {
-            "x-sume-webhook-timestamp": timestamp,
-            "x-sume-webhook-signature": sign(self.signing_secret.encode(), timestamp, raw),
-        }
+        headers = signature.headers(raw, [self.signing_secret], int(time.time()))
         event = http_api_event("POST", WEBHOOK_PATH, headers, raw)
         self._contained(receiver_handler)(event, LambdaContext("warm-up", spec.RECEIVER_TIMEOUT))
 

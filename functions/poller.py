@@ -19,6 +19,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sume import services
+from sume.names import Metric
 from sume.observability import logger, metrics, tracer
 from sume.polling import RunSummary
 from sume.registration import Registration
@@ -34,7 +35,7 @@ def observe_registration(registration: Registration) -> None:
     job_id, source = registration.job_id, registration.source
     if registration.refused:
         # Alarmed: the event is in the registrations DLQ and its job is not watched.
-        metrics.add_metric(name="RegistrationsRejected", unit="Count", value=1)
+        metrics.add_metric(name=Metric.REGISTRATIONS_REJECTED, unit="Count", value=1)
         logger.error(
             "registration refused; the event is in the registrations DLQ",
             reason=registration.refused,
@@ -43,10 +44,10 @@ def observe_registration(registration: Registration) -> None:
             source=source,
         )
     elif registration.new:
-        metrics.add_metric(name="JobsRegistered", unit="Count", value=1)
+        metrics.add_metric(name=Metric.JOBS_REGISTERED, unit="Count", value=1)
         logger.info("job registered", job_id=job_id, source=source)
     else:
-        metrics.add_metric(name="RegistrationsOfKnownJobs", unit="Count", value=1)
+        metrics.add_metric(name=Metric.REGISTRATIONS_OF_KNOWN_JOBS, unit="Count", value=1)
         logger.info("registration of a known job: nothing changed", job_id=job_id, source=source)
 
 
@@ -55,7 +56,7 @@ def register_record(record: SQSRecord) -> None:
     try:
         registration = services.registrations_service().handle(record.body)
     except Exception:
-        metrics.add_metric(name="RegistrationRetries", unit="Count", value=1)
+        metrics.add_metric(name=Metric.REGISTRATION_RETRIES, unit="Count", value=1)
         logger.exception("registration will be retried, then moved to the registrations DLQ")
         raise
     finally:
@@ -86,24 +87,24 @@ def run(context: Any) -> dict[str, Any]:
     except (ClientError, BotoCoreError, SecretsUnavailable):
         # The index could not be read: nothing changed, the next run retries,
         # and the raised error trips the function's error alarm meanwhile.
-        metrics.add_metric(name="PollerErrors", unit="Count", value=1)
+        metrics.add_metric(name=Metric.POLLER_ERRORS, unit="Count", value=1)
         logger.exception("poller run failed")
         raise
     return observe(summary)
 
 
 def observe(summary: RunSummary) -> dict[str, Any]:
-    metrics.add_metric(name="JobsPolled", unit="Count", value=summary.polled)
-    metrics.add_metric(name="JobsRecoveredByPoll", unit="Count", value=summary.recovered)
-    metrics.add_metric(name="JobsLost", unit="Count", value=summary.lost)
-    metrics.add_metric(name="SweptJobs", unit="Count", value=summary.swept)
-    metrics.add_metric(name="PollerStepErrors", unit="Count", value=summary.errors)
-    metrics.add_metric(name="StatusUrlRefused", unit="Count", value=summary.refused)
+    metrics.add_metric(name=Metric.JOBS_POLLED, unit="Count", value=summary.polled)
+    metrics.add_metric(name=Metric.JOBS_RECOVERED_BY_POLL, unit="Count", value=summary.recovered)
+    metrics.add_metric(name=Metric.JOBS_LOST, unit="Count", value=summary.lost)
+    metrics.add_metric(name=Metric.SWEPT_JOBS, unit="Count", value=summary.swept)
+    metrics.add_metric(name=Metric.POLLER_STEP_ERRORS, unit="Count", value=summary.errors)
+    metrics.add_metric(name=Metric.STATUS_URL_REFUSED, unit="Count", value=summary.refused)
     # Alarmed: a poll met a configuration fault; the run went on without it.
     metrics.add_metric(
-        name="PollerConfigurationErrors", unit="Count", value=summary.configuration_errors
+        name=Metric.POLLER_CONFIGURATION_ERRORS, unit="Count", value=summary.configuration_errors
     )
-    metrics.add_metric(name="PollerBacklog", unit="Count", value=summary.remaining)
+    metrics.add_metric(name=Metric.POLLER_BACKLOG, unit="Count", value=summary.remaining)
     result = summary.as_dict()
     logger.info("poller run finished", **result)
     return result

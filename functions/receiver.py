@@ -8,6 +8,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from sume import services
 from sume.http import HttpResponse, request_from_event, to_event_response
+from sume.names import Metric
 from sume.observability import logger, metrics, tracer
 from sume.secrets import SecretsUnavailable
 from sume.settings import ConfigurationError
@@ -15,20 +16,20 @@ from sume.webhook import Receipt, Rejected
 
 
 def accepted(receipt: Receipt) -> HttpResponse:
-    metrics.add_metric(name=f"SignatureSecret{receipt.secret_position}", unit="Count", value=1)
+    metrics.add_metric(name=Metric.signature_secret(receipt.secret_position), unit="Count", value=1)
     metrics.add_metric(
         name={
-            "new": "NewJobs",
-            "duplicate": "Duplicates",
-            "conflict": "Conflicts",
-            "test": "TestPings",
-            "ignored": "UnknownEvents",
+            "new": Metric.NEW_JOBS,
+            "duplicate": Metric.DUPLICATES,
+            "conflict": Metric.CONFLICTS,
+            "test": Metric.TEST_PINGS,
+            "ignored": Metric.UNKNOWN_EVENTS,
         }[receipt.result],
         unit="Count",
         value=1,
     )
     if receipt.enqueued and receipt.result != "new":
-        metrics.add_metric(name="Reenqueued", unit="Count", value=1)
+        metrics.add_metric(name=Metric.REENQUEUED, unit="Count", value=1)
     if receipt.job_id:
         logger.set_correlation_id(receipt.job_id)
     logger.info(
@@ -47,10 +48,10 @@ def accepted(receipt: Receipt) -> HttpResponse:
 
 
 def rejected(error: Rejected) -> HttpResponse:
-    metrics.add_metric(name="Rejections", unit="Count", value=1)
+    metrics.add_metric(name=Metric.REJECTIONS, unit="Count", value=1)
     if error.status == 401:
-        metrics.add_metric(name="SignatureRejections", unit="Count", value=1)
-    metrics.add_metric(name=f"Rejected_{error.reason}", unit="Count", value=1)
+        metrics.add_metric(name=Metric.SIGNATURE_REJECTIONS, unit="Count", value=1)
+    metrics.add_metric(name=Metric.rejected(error.reason), unit="Count", value=1)
     logger.warning("delivery rejected", status=error.status, reason=error.reason)
     headers = {"allow": "POST"} if error.status == 405 else {}
     return HttpResponse(error.status, {"error": error.reason}, headers)
@@ -60,7 +61,7 @@ def rejected(error: Rejected) -> HttpResponse:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    metrics.add_metric(name="Deliveries", unit="Count", value=1)
+    metrics.add_metric(name=Metric.DELIVERIES, unit="Count", value=1)
     try:
         response = accepted(services.receiver_service().receive(request_from_event(event)))
     except Rejected as error:
@@ -68,14 +69,14 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     except (ClientError, BotoCoreError, SecretsUnavailable):
         # Nothing was acknowledged: Sume retries a 5xx, and anything already
         # written says its work is owed.
-        metrics.add_metric(name="StorageErrors", unit="Count", value=1)
+        metrics.add_metric(name=Metric.STORAGE_ERRORS, unit="Count", value=1)
         logger.exception("storage unavailable")
         response = HttpResponse(503, {"error": "storage_unavailable"}, {"retry-after": "10"})
     except ConfigurationError as error:
         # Deployed wrong (e.g. a signing secret that is a JSON object): a 401
         # would make Sume give up, a 5xx keeps it retrying while ops fix it.
         # The message names the setting, never its value.
-        metrics.add_metric(name="ConfigurationErrors", unit="Count", value=1)
+        metrics.add_metric(name=Metric.CONFIGURATION_ERRORS, unit="Count", value=1)
         logger.error("receiver misconfigured", reason=str(error))
         response = HttpResponse(500, {"error": "configuration_error"})
     return to_event_response(response)

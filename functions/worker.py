@@ -24,6 +24,7 @@ from sume import services
 from sume.announce import AnnounceFailed
 from sume.fetch import TransientFetchError
 from sume.ids import InvalidJobId, check_job_id
+from sume.names import Metric
 from sume.observability import logger, metrics, tracer
 from sume.processing import (
     Action,
@@ -35,7 +36,11 @@ from sume.processing import (
     failure_details,
 )
 
-OUTCOME_METRICS = {"completed": "JobsCompleted", "failed": "JobsFailed", "canceled": "JobsCanceled"}
+OUTCOME_METRICS = {
+    "completed": Metric.JOBS_COMPLETED,
+    "failed": Metric.JOBS_FAILED,
+    "canceled": Metric.JOBS_CANCELED,
+}
 # Failures a later attempt may fix: SQS redelivers the message.
 RETRYABLE = (
     JobBusy,
@@ -54,12 +59,12 @@ batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=F
 
 def observe(result: JobResult) -> None:
     if result.action is Action.SKIPPED:
-        metrics.add_metric(name="JobsSkipped", unit="Count", value=1)
+        metrics.add_metric(name=Metric.JOBS_SKIPPED, unit="Count", value=1)
         log = logger.warning if result.reason in ("absent", "not_received") else logger.info
         log("job skipped", reason=result.reason, stored_outcome=result.outcome)
         return
     if result.action is Action.PROCESSED:
-        metrics.add_metric(name="JobsProcessed", unit="Count", value=1)
+        metrics.add_metric(name=Metric.JOBS_PROCESSED, unit="Count", value=1)
         metrics.add_metric(name=OUTCOME_METRICS[str(result.outcome)], unit="Count", value=1)
         logger.info(
             "job processed",
@@ -70,7 +75,7 @@ def observe(result: JobResult) -> None:
             attempts=result.attempts,
         )
     else:
-        metrics.add_metric(name="ProcessingErrors", unit="Count", value=1)
+        metrics.add_metric(name=Metric.PROCESSING_ERRORS, unit="Count", value=1)
         logger.error(
             "job processing error",
             code=result.reason,
@@ -84,7 +89,7 @@ def observe(result: JobResult) -> None:
             outcome=result.outcome,
         )
     if result.bytes_copied:
-        metrics.add_metric(name="ArtifactBytes", unit="Bytes", value=result.bytes_copied)
+        metrics.add_metric(name=Metric.ARTIFACT_BYTES, unit="Bytes", value=result.bytes_copied)
 
 
 def remaining_time(context: Any) -> TimeLeft | None:
@@ -100,7 +105,7 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
         job_id = check_job_id(record.body)
     except InvalidJobId as exc:
         # No job can have this id, so a retry cannot help: acknowledge it.
-        metrics.add_metric(name="InvalidMessages", unit="Count", value=1)
+        metrics.add_metric(name=Metric.INVALID_MESSAGES, unit="Count", value=1)
         logger.warning(
             "message body is not a job id; dropped",
             reason=exc.reason,
@@ -112,13 +117,13 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
     try:
         result = services.worker_service().process(job_id, remaining_time(lambda_context))
     except RETRYABLE as exc:
-        metrics.add_metric(name="WorkerRetries", unit="Count", value=1)
+        metrics.add_metric(name=Metric.WORKER_RETRIES, unit="Count", value=1)
         # Not repr(exc): a fetch error's redacted form keeps presigned
         # query strings out of the logs.
         logger.warning("job will be retried", error=failure_details(exc), kind=type(exc).__name__)
         raise
     except Exception:
-        metrics.add_metric(name="WorkerFailures", unit="Count", value=1)
+        metrics.add_metric(name=Metric.WORKER_FAILURES, unit="Count", value=1)
         logger.exception("job failed unexpectedly; SQS retries it, then the DLQ")
         raise
     else:

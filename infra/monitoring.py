@@ -16,7 +16,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from sume.names import METRICS_NAMESPACE, SERVICE_NAME
+from sume.names import METRICS_NAMESPACE, SERVICE_NAME, Metric
 
 PERIOD = Duration.minutes(5)
 # Oldest job message waiting longer than this means the worker is stuck or
@@ -121,7 +121,7 @@ class Monitoring(Construct):
             ),
             self._alarm(
                 "ReceiverConfigurationErrors",
-                app_metric("ConfigurationErrors"),
+                app_metric(Metric.CONFIGURATION_ERRORS),
                 1,
                 "The receiver is deployed wrong and answers every delivery 500 "
                 "configuration_error (e.g. a signing secret that is empty, or JSON but "
@@ -130,27 +130,27 @@ class Monitoring(Construct):
             ),
             self._alarm(
                 "StorageErrors",
-                app_metric("StorageErrors"),
+                app_metric(Metric.STORAGE_ERRORS),
                 1,
                 "DynamoDB, SQS, S3 or Secrets Manager failed during a delivery (answered 503).",
             ),
             self._alarm(
                 "SignatureRejectionSpike",
-                app_metric("SignatureRejections"),
+                app_metric(Metric.SIGNATURE_REJECTIONS),
                 signature_rejection_threshold,
                 "Many deliveries failed signature checks: the signing secret in Secrets "
                 "Manager does not match Sume's (or someone is probing the endpoint).",
             ),
             self._alarm(
                 "JobsLost",
-                app_metric("JobsLost"),
+                app_metric(Metric.JOBS_LOST),
                 1,
                 "A registered job never reached a terminal state before its maximum "
                 "polling age and was marked lost.",
             ),
             self._alarm(
                 "StatusUrlRefused",
-                app_metric("StatusUrlRefused"),
+                app_metric(Metric.STATUS_URL_REFUSED),
                 1,
                 "The poller refused a job's status_url: its host is not on "
                 "status_allowed_hosts (the item's last_poll_error says refused_host). "
@@ -164,7 +164,7 @@ class Monitoring(Construct):
             ),
             self._alarm(
                 "ProcessingErrors",
-                app_metric("ProcessingErrors"),
+                app_metric(Metric.PROCESSING_ERRORS),
                 1,
                 "Follow-up work of a job could not be done and retrying cannot fix it "
                 "(state processing_error, announced on the bus).",
@@ -178,7 +178,7 @@ class Monitoring(Construct):
             ),
             self._alarm(
                 "PollerConfigurationErrors",
-                app_metric("PollerConfigurationErrors"),
+                app_metric(Metric.POLLER_CONFIGURATION_ERRORS),
                 1,
                 "A status poll met a configuration fault (e.g. an empty Sume API token "
                 "secret). The run went on without it, so affected jobs are not being "
@@ -248,7 +248,13 @@ class Monitoring(Construct):
                 "Deliveries",
                 *(
                     app_metric(name)
-                    for name in ("Deliveries", "NewJobs", "Duplicates", "Conflicts", "TestPings")
+                    for name in (
+                        Metric.DELIVERIES,
+                        Metric.NEW_JOBS,
+                        Metric.DUPLICATES,
+                        Metric.CONFLICTS,
+                        Metric.TEST_PINGS,
+                    )
                 ),
             ),
             graph(
@@ -256,10 +262,10 @@ class Monitoring(Construct):
                 *(
                     app_metric(name)
                     for name in (
-                        "SignatureRejections",
-                        "Rejections",
-                        "StorageErrors",
-                        "ConfigurationErrors",
+                        Metric.SIGNATURE_REJECTIONS,
+                        Metric.REJECTIONS,
+                        Metric.STORAGE_ERRORS,
+                        Metric.CONFIGURATION_ERRORS,
                     )
                 ),
             ),
@@ -284,7 +290,11 @@ class Monitoring(Construct):
                 "Outcomes",
                 *(
                     app_metric(name)
-                    for name in ("ProcessingErrors", "JobsLost", "StatusUrlRefused")
+                    for name in (
+                        Metric.PROCESSING_ERRORS,
+                        Metric.JOBS_LOST,
+                        Metric.STATUS_URL_REFUSED,
+                    )
                 ),
             ),
             graph(

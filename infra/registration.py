@@ -25,7 +25,7 @@ from constructs import Construct
 from infra import spec
 from infra.messaging import queue_with_dlq
 from infra.monitoring import PERIOD, Monitoring, app_metric
-from sume.names import REGISTRATION_DETAIL_TYPE
+from sume.names import REGISTRATION_DETAIL_TYPE, Metric
 
 
 class JobRegistrations(Construct):
@@ -74,8 +74,8 @@ class JobRegistrations(Construct):
     def watch(self, monitoring: Monitoring) -> None:
         """Alarm on every event that did not register, and graph registrations."""
         monitoring.add_alarm(
-            "RegistrationsRejected",
-            app_metric("RegistrationsRejected"),
+            Metric.REGISTRATIONS_REJECTED,
+            app_metric(Metric.REGISTRATIONS_REJECTED),
             1,
             "A registration event was refused (unknown or missing field, a status_url "
             "off status_allowed_hosts, bad job_id or metadata): its job is not watched. "
@@ -98,10 +98,10 @@ class JobRegistrations(Construct):
                 left=[
                     app_metric(name)
                     for name in (
-                        "JobsRegistered",
-                        "RegistrationsOfKnownJobs",
-                        "RegistrationsRejected",
-                        "RegistrationRetries",
+                        Metric.JOBS_REGISTERED,
+                        Metric.REGISTRATIONS_OF_KNOWN_JOBS,
+                        Metric.REGISTRATIONS_REJECTED,
+                        Metric.REGISTRATION_RETRIES,
                     )
                 ],
                 right=[dlq_depth.with_(period=PERIOD, label="DLQ")],

@@ -29,10 +29,11 @@ from botocore.exceptions import (
     ProfileNotFound,
 )
 
+from infra.spec import OUTPUT_WEBHOOK_URL
 from sume.envelope import TERMINAL_EVENTS
 from sume.ids import InvalidJobId, check_job_id
 from sume.jobs import State
-from sume.names import DUE_SHARDS, Env
+from sume.names import DUE_SHARDS, Env, Metric
 from sume.queue import JobQueue
 from sume.secrets import parse_secrets
 from sume.settings import ConfigurationError
@@ -244,10 +245,12 @@ def cmd_send_test(ops: Ops, args: argparse.Namespace) -> int:
     url = args.url
     if not url:
         if not ops.stage:
-            raise OpsError("no URL: pass the webhook URL, or --stage to use its WebhookUrl", USAGE)
+            raise OpsError(
+                f"no URL: pass the webhook URL, or --stage to use its {OUTPUT_WEBHOOK_URL}", USAGE
+            )
         url = ops.stack.webhook_url
         if not url:
-            raise OpsError(f"{ops.stack.description} has no WebhookUrl output")
+            raise OpsError(f"{ops.stack.description} has no {OUTPUT_WEBHOOK_URL} output")
     answers = send(url, _signing_secrets(ops, args), args.job, args.event, args.artifact)
     shown = [(a, a.body[:MAX_SHOWN_BODY]) for a in answers]
     if as_json_output(args):
@@ -335,7 +338,7 @@ def cmd_secrets_status(ops: Ops, args: argparse.Namespace) -> int:
             {
                 "position": u.position,
                 "fingerprint": u.fingerprint,
-                "metric": rotation.metric_name(u.position),
+                "metric": Metric.signature_secret(u.position),
                 "matches": u.matches,
             }
             for u in usage
@@ -348,7 +351,7 @@ def cmd_secrets_status(ops: Ops, args: argparse.Namespace) -> int:
             [
                 str(u.position),
                 u.fingerprint,
-                rotation.metric_name(u.position),
+                Metric.signature_secret(u.position),
                 "no data" if u.matches is None else f"{u.matches:g}",
             ]
             for u in usage
@@ -476,7 +479,10 @@ def build_parser() -> argparse.ArgumentParser:
         commands, "send-test", cmd_send_test, "send a signed webhook.test (and a job event)"
     )
     send_test.add_argument(
-        "url", nargs="?", metavar="URL", help="webhook URL (default: the stage's WebhookUrl)"
+        "url",
+        nargs="?",
+        metavar="URL",
+        help=f"webhook URL (default: the stage's {OUTPUT_WEBHOOK_URL})",
     )
     send_test.add_argument(
         "--secret",

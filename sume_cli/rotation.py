@@ -15,17 +15,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sume.names import METRICS_NAMESPACE, SERVICE_NAME
+from sume.names import METRICS_NAMESPACE, SERVICE_NAME, Metric
 from sume.secrets import parse_secrets
 from sume_cli import USAGE, OpsError
 
 
 def fingerprint(secret: str) -> str:
     return "sha256:" + hashlib.sha256(secret.encode("utf-8")).hexdigest()[:12]
-
-
-def metric_name(position: int) -> str:
-    return f"SignatureSecret{position}"
 
 
 def read(sm: Any, secret_id: str) -> list[str]:
@@ -78,7 +74,7 @@ def usage(cloudwatch: Any, secrets: list[str], start: datetime, end: datetime) -
     for position, secret in enumerate(secrets):
         points = cloudwatch.get_metric_statistics(
             Namespace=METRICS_NAMESPACE,
-            MetricName=metric_name(position),
+            MetricName=Metric.signature_secret(position),
             Dimensions=[{"Name": "service", "Value": SERVICE_NAME}],
             StartTime=start,
             EndTime=end,
@@ -93,12 +89,12 @@ def usage(cloudwatch: Any, secrets: list[str], start: datetime, end: datetime) -
 def metric_hint(position: int, stage_option: str) -> str:
     """How to see, before retiring, whether Sume still signs with ``position``."""
     return (
-        f"Before retiring position {position}, its metric {metric_name(position)} "
+        f"Before retiring position {position}, its metric {Metric.signature_secret(position)} "
         f"(namespace {METRICS_NAMESPACE}, dimension service={SERVICE_NAME}) must stay at 0 "
         f"for a while after Sume switched secrets:\n"
         f"  sume-webhooks {stage_option} secrets status --hours 24\n"
         f"  aws cloudwatch get-metric-statistics --namespace {METRICS_NAMESPACE} "
-        f"--metric-name {metric_name(position)} "
+        f"--metric-name {Metric.signature_secret(position)} "
         f"--dimensions Name=service,Value={SERVICE_NAME} --statistics Sum --period 3600 "
         f"--start-time {_hours_ago(24)} --end-time {_hours_ago(0)}\n"
         f"Receivers cache the secret for up to SECRET_CACHE_SECONDS (300 s) after a change."

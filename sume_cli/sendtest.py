@@ -16,9 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from sume import signature
 from sume.envelope import TEST_EVENT
-from sume.signature import sign
-from sume.webhook import SIGNATURE_HEADER, TIMESTAMP_HEADER
 from sume_cli import USAGE, OpsError
 
 # Sume gives up on an attempt after 10 s; a slower answer is a failure too.
@@ -62,7 +61,6 @@ def check_url(url: str) -> None:
 
 def deliver(url: str, label: str, raw: bytes, secrets: Sequence[bytes], now: float) -> Answer:
     """POST ``raw`` signed with every secret (one header entry each, as Sume does)."""
-    timestamp = str(int(now))
     request = urllib.request.Request(  # noqa: S310 - check_url allows http(s) only
         url,
         data=raw,
@@ -70,8 +68,7 @@ def deliver(url: str, label: str, raw: bytes, secrets: Sequence[bytes], now: flo
         headers={
             "content-type": "application/json",
             "user-agent": "sume-webhooks-ops",
-            TIMESTAMP_HEADER: timestamp,
-            SIGNATURE_HEADER: ",".join(sign(s, timestamp, raw) for s in secrets),
+            **signature.headers(raw, secrets, int(now)),
         },
     )
     try:

@@ -1,33 +1,16 @@
-"""Watch and alter AWS API calls with botocore's event hooks.
+"""Alter AWS API calls with botocore's event hooks (counting them is ``bench.counting``'s).
 
 Every client created while a hook is installed gets it, whichever module
-created the client: counting calls, or answering as another store would.
+created the client: here, answering as another store would.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import botocore.session
-
-
-class AwsCalls:
-    def __init__(self) -> None:
-        self.calls: Counter[str] = Counter()
-        self.clients: Counter[str] = Counter()
-
-    def hook(self, model: Any, **_: Any) -> None:
-        self.calls[f"{model.service_model.service_name}.{model.name}"] += 1
-
-    @property
-    def total(self) -> int:
-        return sum(self.calls.values())
-
-    def reset(self) -> None:
-        self.calls.clear()
 
 
 @contextmanager
@@ -45,18 +28,6 @@ def hooking_new_clients(register: Callable[[Any], None]) -> Iterator[None]:
         yield
     finally:
         botocore.session.Session.create_client = original
-
-
-@contextmanager
-def counting_aws_calls() -> Iterator[AwsCalls]:
-    counter = AwsCalls()
-
-    def register(client: Any) -> None:
-        counter.clients[client.meta.service_model.service_name] += 1
-        client.meta.events.register("before-call", counter.hook)
-
-    with hooking_new_clients(register):
-        yield counter
 
 
 def _drop_stored_item(parsed: dict[str, Any], **_: Any) -> None:

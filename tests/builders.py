@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from devstack.lambda_context import LambdaContext
+from sume import signature
 from sume.names import REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH
-from sume.signature import sign
 
 SECRET = "whsec_test_secret"
 
@@ -43,13 +43,8 @@ def signed_headers(
     secrets: Iterable[str] = (SECRET,),
     timestamp: int | None = None,
 ) -> dict[str, str]:
-    ts = str(int(time.time()) if timestamp is None else timestamp)
-    entries = ",".join(sign(s.encode(), ts, raw) for s in secrets)
-    return {
-        "content-type": "application/json",
-        "x-sume-webhook-timestamp": ts,
-        "x-sume-webhook-signature": entries,
-    }
+    ts = int(time.time()) if timestamp is None else timestamp
+    return {"content-type": "application/json", **signature.headers(raw, secrets, ts)}
 
 
 def raw_of(body: dict[str, Any] | str | bytes) -> bytes:

@@ -1,4 +1,9 @@
-"""Sume's event envelope, parsed only after the signature has been verified."""
+"""Sume's event envelope, parsed only after the signature has been verified.
+
+``parse`` and ``from_mapping`` read what comes from outside (a webhook body, a
+status answer) and refuse what breaks the rules; ``stored_event`` reads back, for
+the worker, an event that passed them on its way in.
+"""
 
 from __future__ import annotations
 
@@ -121,11 +126,25 @@ def from_mapping(data: dict[str, Any], raw: str) -> Delivery:
         job_id = check_job_id(data.get("job_id"))
     except InvalidJobId as exc:
         raise MalformedEvent(exc.reason) from None
+    return JobEvent(job_id=job_id, event=event, status=_status(data), raw=raw, data=data)
+
+
+def stored_event(raw: str, job_id: str) -> JobEvent:
+    """The terminal event stored for ``job_id``, read back by the worker.
+
+    It was verified and checked on its way in (strict JSON, depth, the job_id
+    rule), so none of that is done again: the job is the item's. What the
+    worker cannot do without is still checked, for a stored text it cannot
+    read: ``ValueError`` or ``RecursionError`` when it is not JSON,
+    ``MalformedEvent("not_terminal")`` when it is not a terminal event.
+    """
+    data = json.loads(raw)
+    event = data.get("event") if isinstance(data, dict) else None
+    if not isinstance(event, str) or event not in TERMINAL_EVENTS:
+        raise MalformedEvent("not_terminal")
+    return JobEvent(job_id=job_id, event=event, status=_status(data), raw=raw, data=data)
+
+
+def _status(data: dict[str, Any]) -> str:
     status = data.get("status")
-    return JobEvent(
-        job_id=job_id,
-        event=event,
-        status=bounded_text(status) if isinstance(status, str) else "",
-        raw=raw,
-        data=data,
-    )
+    return bounded_text(status) if isinstance(status, str) else ""

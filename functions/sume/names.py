@@ -88,6 +88,64 @@ class Env:
     MAX_PARALLEL_POLLS: Final = "MAX_PARALLEL_POLLS"
 
 
+class Metric:
+    """The functions' CloudWatch metrics (``METRICS_NAMESPACE``, dimension
+    ``service``): emitted by the handlers, alarmed and graphed by
+    ``infra/monitoring.py``, read by the operator's CLI."""
+
+    # receiver
+    DELIVERIES: Final = "Deliveries"
+    NEW_JOBS: Final = "NewJobs"
+    DUPLICATES: Final = "Duplicates"
+    CONFLICTS: Final = "Conflicts"
+    TEST_PINGS: Final = "TestPings"
+    UNKNOWN_EVENTS: Final = "UnknownEvents"
+    REENQUEUED: Final = "Reenqueued"
+    REJECTIONS: Final = "Rejections"
+    SIGNATURE_REJECTIONS: Final = "SignatureRejections"
+    STORAGE_ERRORS: Final = "StorageErrors"
+    CONFIGURATION_ERRORS: Final = "ConfigurationErrors"
+    # worker
+    JOBS_SKIPPED: Final = "JobsSkipped"
+    JOBS_PROCESSED: Final = "JobsProcessed"
+    JOBS_COMPLETED: Final = "JobsCompleted"
+    JOBS_FAILED: Final = "JobsFailed"
+    JOBS_CANCELED: Final = "JobsCanceled"
+    PROCESSING_ERRORS: Final = "ProcessingErrors"
+    ARTIFACT_BYTES: Final = "ArtifactBytes"
+    INVALID_MESSAGES: Final = "InvalidMessages"
+    WORKER_RETRIES: Final = "WorkerRetries"
+    WORKER_FAILURES: Final = "WorkerFailures"
+    # poller
+    POLLER_ERRORS: Final = "PollerErrors"
+    JOBS_POLLED: Final = "JobsPolled"
+    JOBS_RECOVERED_BY_POLL: Final = "JobsRecoveredByPoll"
+    JOBS_LOST: Final = "JobsLost"
+    SWEPT_JOBS: Final = "SweptJobs"
+    POLLER_STEP_ERRORS: Final = "PollerStepErrors"
+    STATUS_URL_REFUSED: Final = "StatusUrlRefused"
+    POLLER_CONFIGURATION_ERRORS: Final = "PollerConfigurationErrors"
+    POLLER_BACKLOG: Final = "PollerBacklog"
+    # poller, registrations by event
+    JOBS_REGISTERED: Final = "JobsRegistered"
+    REGISTRATIONS_OF_KNOWN_JOBS: Final = "RegistrationsOfKnownJobs"
+    REGISTRATIONS_REJECTED: Final = "RegistrationsRejected"
+    REGISTRATION_RETRIES: Final = "RegistrationRetries"
+
+    @staticmethod
+    def signature_secret(position: int) -> str:
+        """Deliveries verified by the secret at ``position`` of the list (0: newest).
+
+        Ops retire an old secret once its position stops matching.
+        """
+        return f"SignatureSecret{position}"
+
+    @staticmethod
+    def rejected(reason: str) -> str:
+        """Deliveries refused for ``reason`` (the error code the receiver answered)."""
+        return f"Rejected_{reason}"
+
+
 def due_shard(job_id: str, shards: int = DUE_SHARDS) -> int:
     """Stable shard for a job, so one job always lands in the same partition.
 

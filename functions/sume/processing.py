@@ -19,7 +19,6 @@ announcing it again.
 from __future__ import annotations
 
 import enum
-import json
 import re
 import time
 from collections.abc import Callable
@@ -35,7 +34,7 @@ from sume.artifacts import (
     source_digest,
 )
 from sume.bounded import bounded_text, scrub_urls, stored_error
-from sume.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, from_mapping
+from sume.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, stored_event
 from sume.fetch import FetchError, PermanentFetchError
 from sume.ids import check_job_id
 from sume.jobs import (
@@ -325,13 +324,11 @@ class JobProcessor:
         if raw is None:
             raise _Problem("unreadable_event", "the job item holds no event")
         try:
-            data = json.loads(raw)
-            delivery = from_mapping(data, raw) if isinstance(data, dict) else None
-        except (ValueError, RecursionError, MalformedEvent) as exc:
+            return stored_event(raw, job.job_id)
+        except (ValueError, RecursionError) as exc:
             raise _Problem("unreadable_event", f"stored event is unusable: {exc}") from None
-        if not isinstance(delivery, JobEvent):
-            raise _Problem("unreadable_event", "stored event is not a terminal job event")
-        return delivery
+        except MalformedEvent:
+            raise _Problem("unreadable_event", "stored event is not a terminal job event") from None
 
     def _reusable(self, job: Job) -> dict[str, dict[str, Any]]:
         """Artifacts already stored for this job, by key.

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from sume.names import DUE_SHARDS, Env
+from sume.signature import TOLERANCE_SECONDS
 
 # Defaults that more than one reader applies (two handlers, or a handler and
 # the ops CLI), so they cannot drift apart.
@@ -112,7 +113,9 @@ class ReceiverSettings:
             signing_secret_arn=arn,
             signing_secret_value=value,
             secret_cache_seconds=_int(env, Env.SECRET_CACHE_SECONDS, DEFAULT_SECRET_CACHE_SECONDS),
-            signature_tolerance_seconds=_int(env, Env.SIGNATURE_TOLERANCE_SECONDS, 300),
+            signature_tolerance_seconds=_int(
+                env, Env.SIGNATURE_TOLERANCE_SECONDS, TOLERANCE_SECONDS
+            ),
             max_body_bytes=_int(env, Env.MAX_BODY_BYTES, 1024 * 1024, minimum=1),
             # About Sume's 10 s delivery timeout: a twin arriving sooner is
             # most likely concurrent with a first enqueue still in flight.

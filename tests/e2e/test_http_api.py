@@ -16,7 +16,7 @@ import pytest
 from devstack.apigw import HttpApiServer
 from devstack.simulator import Sume
 from devstack.stack import DevStack
-from sume.signature import sign
+from sume.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 from tests.builders import job_body, raw_of, signed_headers
 
 
@@ -59,12 +59,12 @@ def test_a_body_that_is_not_utf8_arrives_byte_for_byte(stack: DevStack) -> None:
 def test_repeated_signature_headers_are_joined_like_http_api(stack: DevStack) -> None:
     body = job_body(event="job.failed")
     raw = raw_of(body)
-    timestamp = signed_headers(raw, [stack.signing_secret])["x-sume-webhook-timestamp"]
+    timestamp = signed_headers(raw, [stack.signing_secret])[TIMESTAMP_HEADER]
     headers = [
         ("content-type", "application/json"),
-        ("x-sume-webhook-timestamp", timestamp),
-        ("x-sume-webhook-signature", sign(b"retired-secret", timestamp, raw)),
-        ("x-sume-webhook-signature", sign(stack.signing_secret.encode(), timestamp, raw)),
+        (TIMESTAMP_HEADER, timestamp),
+        (SIGNATURE_HEADER, sign(b"retired-secret", timestamp, raw)),
+        (SIGNATURE_HEADER, sign(stack.signing_secret.encode(), timestamp, raw)),
     ]
     status, answer = request(stack, "POST", "/webhooks/sume?via=test", raw, headers)
     assert (status, answer) == (200, {"result": "new", "job_id": body["job_id"]})

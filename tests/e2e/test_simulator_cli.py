@@ -8,14 +8,14 @@ import sys
 
 import pytest
 
-from devstack import simulator
+from devstack.simulator import cli
 from devstack.stack import DevStack
 
 
 def test_send_signs_with_every_secret_given(
     stack: DevStack, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = simulator.main(
+    code = cli.main(
         [
             "send",
             stack.url,
@@ -42,7 +42,7 @@ def test_send_signs_with_every_secret_given(
 def test_send_retries_every_refusal_then_gives_up(
     stack: DevStack, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = simulator.main(
+    code = cli.main(
         [
             "send",
             stack.url,
@@ -86,13 +86,13 @@ def test_send_tells_each_attempt_as_it_happens_and_ctrl_c_stops_it(stack: DevSta
         out, err = sending.communicate(timeout=30)
     finally:
         sending.kill()
-    assert sending.returncode == simulator.INTERRUPTED == 130
+    assert sending.returncode == cli.INTERRUPTED == 130
     assert err.strip() == "stopped (Ctrl-C): nothing more is sent"
     assert "attempt 2" not in out
 
 
 def test_send_a_test_ping(stack: DevStack, capsys: pytest.CaptureFixture[str]) -> None:
-    code = simulator.main(
+    code = cli.main(
         ["send", stack.url, "--secret", stack.signing_secret, "--event", "webhook.test"]
     )
     assert code == 0
@@ -102,4 +102,4 @@ def test_send_a_test_ping(stack: DevStack, capsys: pytest.CaptureFixture[str]) -
 def test_send_without_a_secret_refuses_to_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
     with pytest.raises(SystemExit, match="secret"):
-        simulator.main(["send", "http://127.0.0.1:9/webhooks/sume"])
+        cli.main(["send", "http://127.0.0.1:9/webhooks/sume"])

@@ -610,13 +610,8 @@ class _Verifying(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers["content-length"]))
         try:
-            position = verify(
-                raw,
-                self.headers.get("x-sume-webhook-timestamp"),
-                self.headers.get("x-sume-webhook-signature"),
-                self.secrets,
-                time.time(),
-            )
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            position = verify(raw, headers, self.secrets, time.time())
             status, body = 200, {"result": "test", "position": position}
         except SignatureError as exc:
             status, body = 401, {"error": exc.reason}
@@ -870,7 +865,7 @@ def test_stage_with_missing_outputs_says_which(cli, endpoint, names, monkeypatch
     monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
     code, _, err = cli("--stage", "old", "status", "job_x", local=False)
     assert code == 1
-    assert "lacks the output(s) ArtifactsBucketName" in one_line_error(err)
+    assert f"lacks the output(s) {spec.OUTPUTS['artifacts_bucket']}" in one_line_error(err)
 
 
 def test_stage_without_credentials_is_a_one_line_error(cli, monkeypatch):

@@ -14,6 +14,7 @@ import pytest
 import poller
 import receiver
 import worker
+from bench.counting import CallCounter
 from sume import aws as clients
 from sume import services
 from sume.envelope import parse
@@ -21,7 +22,6 @@ from sume.jobs import JobsTable, Source, State
 from sume.names import due_shard
 from sume.registry import Registry
 from sume.settings import PollerSettings
-from tests.awscalls import counting_aws_calls
 from tests.builders import (
     LambdaContext,
     delivery_event,
@@ -484,12 +484,12 @@ def test_the_due_index_is_sparse_and_never_scanned(aws, sume):
     assert indexed_job_ids(aws) == {"job_waiting", "job_owed"}
 
     clock.now = T0 + 10**4
-    with counting_aws_calls() as calls:
-        clients.client.cache_clear()  # counted clients only
+    with CallCounter().installed() as calls:
+        services.reset()  # the poller's clients are made in the block, so counted
         summary = make_poller(clock).run(lambda: FOREVER)
     assert (summary.polled, summary.swept) == (1, 1)
-    assert calls.calls["dynamodb.Query"] == SHARDS
-    assert calls.calls["dynamodb.Scan"] == 0
+    assert calls.calls.count("dynamodb.Query") == SHARDS
+    assert calls.calls.count("dynamodb.Scan") == 0
 
 
 # -- deadlines and faults that must not stop a run ------------------------------------

@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 
 import poller
 from devstack.eventsources import sqs_records
+from sume import services
 from sume.jobs import Job, JobsTable, State
 from sume.names import DUE_SHARDS, REGISTRATION_DETAIL_TYPE
 from sume.queue import DeadLetterQueue
@@ -187,7 +188,7 @@ def test_a_registration_dynamodb_could_not_take_is_retried_by_sqs(aws, bus, monk
     jobs = JobsTable(Unavailable(), aws.table, DUE_SHARDS)
     dead_letters = DeadLetterQueue(boto3.client("sqs"), aws.registrations_dlq_url)
     broken = Registrations(Registry(jobs, 900), dead_letters)
-    monkeypatch.setattr(poller, "registrations", lambda: broken)
+    monkeypatch.setattr(services, "registrations_service", lambda: broken)
     bus.put({"job_id": "job_t1", "status_url": URL + "t1"})
     (message,) = bus.received()
     bus.sqs.change_message_visibility(

@@ -414,6 +414,63 @@ def test_an_event_stored_in_s3_is_read_from_there(world, server, local_urls):
     assert server.hits["/big-event.mp4"] == 1
 
 
+def stored_body_replaced(world, job_id, raw):
+    """The job's stored event as if something other than our intake had written it."""
+    boto3.client("dynamodb").update_item(
+        TableName=world.names.table,
+        Key={"job_id": {"S": job_id}},
+        UpdateExpression="SET body = :raw",
+        ExpressionAttributeValues={":raw": {"S": raw}},
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("{not json", "stored event is unusable: "),
+        ("[" * 100_000 + "]" * 100_000, "stored event is unusable: "),
+        ('["job.failed"]', "stored event is not a terminal job event"),
+        (
+            '{"event":"job.started","job_id":"job_unread"}',
+            "stored event is not a terminal job event",
+        ),
+    ],
+)
+def test_a_stored_event_the_worker_cannot_read_is_an_announced_processing_error(
+    world, raw, message
+):
+    job_id = deliver(job_body("job_unread", event="job.failed"))
+    stored_body_replaced(world, job_id, raw)
+
+    assert run(job_id)[1] == []  # acknowledged: a retry would read the same text
+
+    stored = world.item(job_id)
+    assert stored["state"] == "processing_error"
+    assert stored["processing_error"]["code"] == "unreadable_event"
+    assert stored["processing_error"]["message"].startswith(message)
+    (event,) = world.announcements()
+    assert event["detail-type"] == DETAIL_TYPES["processing_error"]
+    assert (event["detail"]["job_id"], event["detail"]["event"]) == (job_id, "job.failed")
+
+
+def test_the_stored_event_is_trusted_for_what_the_intake_checked(world):
+    # The intake checked the job id before it stored the event; the worker
+    # does not check the stored body's again (this one breaks the rule) and
+    # works on the item's job.
+    job_id = deliver(job_body("job_trusted", event="job.failed"))
+    stored_body_replaced(
+        world, job_id, json.dumps({**job_body(" job_trusted", event="job.failed"), "status": "E"})
+    )
+
+    assert run(job_id)[1] == []
+
+    stored = world.item(job_id)
+    assert (stored["state"], stored["outcome"]) == ("processed", "failed")
+    (event,) = world.announcements()
+    assert event["detail"]["job_id"] == job_id
+    assert event["detail"]["status"] == "E"
+
+
 def test_unknown_and_empty_messages(aws):
     assert run("job_that_was_never_received", " ", "")[1] == []
 

@@ -10,6 +10,7 @@ from sume.envelope import (
     Ping,
     UnknownEvent,
     parse,
+    stored_event,
 )
 
 
@@ -102,3 +103,28 @@ def test_the_stored_status_is_bounded_and_the_body_kept_whole():
     assert surrogate.status == "ERR\ufffd"
     unknown = parse(json.dumps({"event": "x" * 100_000}).encode())
     assert unknown == UnknownEvent("x" * MAX_STATUS_CHARS)
+
+
+def test_a_stored_event_is_read_back_as_the_items_job_without_the_intake_rules():
+    raw = json.dumps({"event": "job.canceled", "job_id": "not the rule's", "status": "E" * 100})
+    event = stored_event(raw, "job_1")
+    assert (event.job_id, event.event, event.outcome) == ("job_1", "job.canceled", "canceled")
+    assert event.status == "E" * MAX_STATUS_CHARS
+    assert event.raw == raw
+    assert event.data == json.loads(raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        ("{", ValueError),
+        ("[" * 100_000 + "]" * 100_000, RecursionError),
+        ('["job.completed"]', MalformedEvent),
+        ('{"event":"job.progress"}', MalformedEvent),
+        ('{"event":["job.completed"]}', MalformedEvent),
+        ('{"job_id":"job_1"}', MalformedEvent),
+    ],
+)
+def test_a_stored_event_the_worker_cannot_read_raises(raw, error):
+    with pytest.raises(error):
+        stored_event(raw, "job_1")

@@ -25,14 +25,11 @@ unanswered), 2 usage, 130 stopped with Ctrl-C (nothing more is sent).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import http.client
 import json
-import os
 import secrets
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -45,8 +42,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from devstack.apigw import LoopbackHTTPServer
-from sume.names import Env
-from sume.signature import sign
+from sume import signature
 
 MAX_ATTEMPTS = 10
 TIMEOUT_SECONDS = 10.0
@@ -58,7 +54,6 @@ ERRORS = {
     "job.failed": {"code": "RENDER_FAILED", "message": "the encoder exited with status 1"},
     "job.canceled": {"code": "CANCELED", "message": "canceled by the user"},
 }
-INTERRUPTED = 130
 
 
 @dataclass
@@ -133,11 +128,6 @@ class Delivery:
             if a.answer is not None:
                 out.append(str(a.answer.get("result") or a.answer.get("error")))
         return out
-
-
-def signature_header(raw: bytes, timestamp: str, secrets_: Sequence[str]) -> str:
-    # One entry per active secret, separated by ", " (the contract allows spaces).
-    return ", ".join(sign(s.encode("utf-8"), timestamp, raw) for s in secrets_)
 
 
 def post(url: str, raw: bytes, headers: dict[str, str], timeout: float) -> tuple[int, bytes]:
@@ -316,15 +306,10 @@ class Sume:
     # Deliveries
 
     def headers(self, raw: bytes, signing_secrets: Sequence[str] | None = None) -> dict[str, str]:
-        timestamp = str(int(time.time()))
-        return {
-            "content-type": "application/json",
-            "user-agent": USER_AGENT,
-            "x-sume-webhook-timestamp": timestamp,
-            "x-sume-webhook-signature": signature_header(
-                raw, timestamp, signing_secrets or self.secrets
-            ),
-        }
+        # One entry per active secret, separated by ", " (the contract allows spaces).
+        secrets_ = signing_secrets or self.secrets
+        signed = signature.headers(raw, secrets_, int(time.time()), separator=", ")
+        return {"content-type": "application/json", "user-agent": USER_AGENT, **signed}
 
     def _attempt(
         self, number: int, url: str, raw: bytes, secrets_: Sequence[str] | None, drop: bool
@@ -392,140 +377,3 @@ class Sume:
         """The dashboard's "send test event": no job_id, a request_id."""
         body = {"event": "webhook.test", "request_id": f"req_{uuid.uuid4().hex[:12]}"}
         return self.send(json.dumps(body, separators=(",", ":")).encode())
-
-
-def print_attempt(attempt: Attempt, next_in: float | None) -> None:
-    """One line per attempt, as it happens, saying when the next one goes."""
-    a = attempt
-    what = f"{a.status} {json.dumps(a.answer)}" if a.reached else f"no answer ({a.error})"
-    line = f"attempt {a.number}: {what}{' (answer dropped)' if a.dropped else ''}"
-    if next_in is not None:
-        at = time.strftime("%H:%M:%S", time.localtime(time.time() + next_in))
-        line += f"; next in {next_in:g} s (at {at}); Ctrl-C stops"
-    print(line, flush=True)
-
-
-def _secrets(args: argparse.Namespace) -> list[str]:
-    chosen = args.secret or [os.environ.get(Env.SUME_COM_WEBHOOK_SIGNING_SECRET, "")]
-    if not all(chosen):
-        raise SystemExit("give --secret (twice while rotating) or SUME_COM_WEBHOOK_SIGNING_SECRET")
-    return chosen
-
-
-def _send(args: argparse.Namespace) -> int:
-    with Sume(
-        args.url,
-        _secrets(args),
-        attempts=args.attempts,
-        spacing_seconds=args.spacing,
-        timeout_seconds=args.timeout,
-        on_attempt=print_attempt,
-    ) as sume:
-        if args.event == "webhook.test":
-            delivery = sume.ping()
-        else:
-            body: dict[str, Any] = {
-                "event": args.event,
-                "job_id": args.job_id or f"job_{uuid.uuid4().hex[:16]}",
-                "status": "OK" if args.event == "job.completed" else "ERROR",
-            }
-            if args.event == "job.completed":
-                body["payload"] = {"artifacts": args.artifact}
-            else:
-                body["error"] = ERRORS.get(args.event)
-            print(f"job_id {body['job_id']}", flush=True)
-            delivery = sume.send(json.dumps(body).encode(), body["job_id"])
-    print("delivered" if delivery.delivered else "NOT delivered: Sume gives up")
-    return 0 if delivery.delivered else 1
-
-
-def _scenario(args: argparse.Namespace) -> int:
-    from devstack import scenario
-
-    expect = None
-    if args.table:
-        from sume import aws
-        from sume.jobs import JobsTable
-        from sume.names import DUE_SHARDS
-        from sume.registry import Registry
-
-        jobs = JobsTable(aws.client("dynamodb"), args.table, DUE_SHARDS)
-
-        def expect(job_id: str, status_url: str) -> None:
-            # First poll soon, as the local stack's short timings would have it.
-            Registry(jobs, first_poll_after=args.first_poll).expect(job_id, status_url)
-
-    with Sume(
-        args.url,
-        _secrets(args),
-        spacing_seconds=args.spacing,
-        timeout_seconds=args.timeout,
-        api_token=args.api_token,
-    ) as sume:
-        run = scenario.drive(
-            sume, expect, redeliver_after=lambda _job: time.sleep(args.spacing * 10)
-        )
-        # Keep serving status and artifacts while the stack catches up.
-        for line in scenario.delivery_lines(run):
-            print(line)
-        print(f"serving status_url and artifacts for {args.linger:g}s more...", flush=True)
-        time.sleep(args.linger)
-    return 0 if run.as_expected() else 1
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devstack.simulator", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    def common(p: argparse.ArgumentParser, spacing: float) -> None:
-        p.add_argument(
-            "--secret",
-            action="append",
-            help="signing secret; give it twice to sign with two (rotation). "
-            "Default: $SUME_COM_WEBHOOK_SIGNING_SECRET",
-        )
-        p.add_argument("--spacing", type=float, default=spacing, help="seconds between attempts")
-        p.add_argument("--timeout", type=float, default=TIMEOUT_SECONDS, help="per attempt")
-
-    send = sub.add_parser("send", help="send one signed event to any URL, with Sume's retries")
-    send.add_argument("url")
-    send.add_argument(
-        "--event",
-        default="job.completed",
-        choices=["job.completed", "job.failed", "job.canceled", "webhook.test"],
-    )
-    send.add_argument("--job-id")
-    send.add_argument("--artifact", action="append", default=[], help="artifact URL (repeat)")
-    send.add_argument("--attempts", type=int, default=MAX_ATTEMPTS)
-    common(send, SPACING_SECONDS)
-    send.set_defaults(run=_send)
-
-    run = sub.add_parser(
-        "scenario", help="every delivery path against a receiver (e.g. one `make run` serves)"
-    )
-    run.add_argument("url", nargs="?", default="http://127.0.0.1:8080/webhooks/sume")
-    run.add_argument(
-        "--table",
-        help="jobs table, to register the job whose webhooks never arrive "
-        "(uses AWS_ENDPOINT_URL; `make run` prints both). Without it that job is skipped.",
-    )
-    run.add_argument(
-        "--first-poll", type=int, default=2, help="seconds before the registered job's first poll"
-    )
-    run.add_argument(
-        "--api-token", help="bearer token the status_url demands (`make run` prints it)"
-    )
-    run.add_argument("--linger", type=float, default=15.0, help="keep serving after the deliveries")
-    common(run, 0.5)
-    run.set_defaults(run=_scenario)
-
-    args = parser.parse_args(argv)
-    try:
-        return int(args.run(args))
-    except KeyboardInterrupt:
-        print("stopped (Ctrl-C): nothing more is sent", file=sys.stderr)
-        return INTERRUPTED
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,153 @@
+"""``python -m devstack.simulator``: the simulator's command line, usage in the package's doc.
+
+Kept apart from the simulator so that ``devstack.scenario``, which plays Sume
+through the simulator, and the ``scenario`` command, which runs it, do not
+import each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import uuid
+from typing import Any
+
+from devstack import scenario, simulator
+from devstack.simulator import ERRORS, MAX_ATTEMPTS, SPACING_SECONDS, TIMEOUT_SECONDS, Attempt, Sume
+from sume.names import Env
+
+INTERRUPTED = 130
+
+
+def print_attempt(attempt: Attempt, next_in: float | None) -> None:
+    """One line per attempt, as it happens, saying when the next one goes."""
+    a = attempt
+    what = f"{a.status} {json.dumps(a.answer)}" if a.reached else f"no answer ({a.error})"
+    line = f"attempt {a.number}: {what}{' (answer dropped)' if a.dropped else ''}"
+    if next_in is not None:
+        at = time.strftime("%H:%M:%S", time.localtime(time.time() + next_in))
+        line += f"; next in {next_in:g} s (at {at}); Ctrl-C stops"
+    print(line, flush=True)
+
+
+def _secrets(args: argparse.Namespace) -> list[str]:
+    chosen = args.secret or [os.environ.get(Env.SUME_COM_WEBHOOK_SIGNING_SECRET, "")]
+    if not all(chosen):
+        raise SystemExit("give --secret (twice while rotating) or SUME_COM_WEBHOOK_SIGNING_SECRET")
+    return chosen
+
+
+def _sume(args: argparse.Namespace, **options: Any) -> Sume:
+    """The simulator with the options both commands take."""
+    return Sume(
+        args.url,
+        _secrets(args),
+        spacing_seconds=args.spacing,
+        timeout_seconds=args.timeout,
+        **options,
+    )
+
+
+def _send(args: argparse.Namespace) -> int:
+    with _sume(args, attempts=args.attempts, on_attempt=print_attempt) as sume:
+        if args.event == "webhook.test":
+            delivery = sume.ping()
+        else:
+            body: dict[str, Any] = {
+                "event": args.event,
+                "job_id": args.job_id or f"job_{uuid.uuid4().hex[:16]}",
+                "status": "OK" if args.event == "job.completed" else "ERROR",
+            }
+            if args.event == "job.completed":
+                body["payload"] = {"artifacts": args.artifact}
+            else:
+                body["error"] = ERRORS.get(args.event)
+            print(f"job_id {body['job_id']}", flush=True)
+            delivery = sume.send(json.dumps(body).encode(), body["job_id"])
+    print("delivered" if delivery.delivered else "NOT delivered: Sume gives up")
+    return 0 if delivery.delivered else 1
+
+
+def _scenario(args: argparse.Namespace) -> int:
+    expect = None
+    if args.table:
+        from sume import aws
+        from sume.jobs import JobsTable
+        from sume.names import DUE_SHARDS
+        from sume.registry import Registry
+
+        jobs = JobsTable(aws.client("dynamodb"), args.table, DUE_SHARDS)
+
+        def expect(job_id: str, status_url: str) -> None:
+            # First poll soon, as the local stack's short timings would have it.
+            Registry(jobs, first_poll_after=args.first_poll).expect(job_id, status_url)
+
+    with _sume(args, api_token=args.api_token) as sume:
+        run = scenario.drive(
+            sume, expect, redeliver_after=lambda _job: time.sleep(args.spacing * 10)
+        )
+        # Keep serving status and artifacts while the stack catches up.
+        for line in scenario.delivery_lines(run):
+            print(line)
+        print(f"serving status_url and artifacts for {args.linger:g}s more...", flush=True)
+        time.sleep(args.linger)
+    return 0 if run.as_expected() else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m devstack.simulator", description=simulator.__doc__
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser, spacing: float) -> None:
+        p.add_argument(
+            "--secret",
+            action="append",
+            help="signing secret; give it twice to sign with two (rotation). "
+            "Default: $SUME_COM_WEBHOOK_SIGNING_SECRET",
+        )
+        p.add_argument("--spacing", type=float, default=spacing, help="seconds between attempts")
+        p.add_argument("--timeout", type=float, default=TIMEOUT_SECONDS, help="per attempt")
+
+    send = sub.add_parser("send", help="send one signed event to any URL, with Sume's retries")
+    send.add_argument("url")
+    send.add_argument(
+        "--event",
+        default="job.completed",
+        choices=["job.completed", "job.failed", "job.canceled", "webhook.test"],
+    )
+    send.add_argument("--job-id")
+    send.add_argument("--artifact", action="append", default=[], help="artifact URL (repeat)")
+    send.add_argument("--attempts", type=int, default=MAX_ATTEMPTS)
+    common(send, SPACING_SECONDS)
+    send.set_defaults(run=_send)
+
+    run = sub.add_parser(
+        "scenario", help="every delivery path against a receiver (e.g. one `make run` serves)"
+    )
+    run.add_argument("url", nargs="?", default="http://127.0.0.1:8080/webhooks/sume")
+    run.add_argument(
+        "--table",
+        help="jobs table, to register the job whose webhooks never arrive "
+        "(uses AWS_ENDPOINT_URL; `make run` prints both). Without it that job is skipped.",
+    )
+    run.add_argument(
+        "--first-poll", type=int, default=2, help="seconds before the registered job's first poll"
+    )
+    run.add_argument(
+        "--api-token", help="bearer token the status_url demands (`make run` prints it)"
+    )
+    run.add_argument("--linger", type=float, default=15.0, help="keep serving after the deliveries")
+    common(run, 0.5)
+    run.set_defaults(run=_scenario)
+
+    args = parser.parse_args(argv)
+    try:
+        return int(args.run(args))
+    except KeyboardInterrupt:
+        print("stopped (Ctrl-C): nothing more is sent", file=sys.stderr)
+        return INTERRUPTED
