@@ -114,14 +114,17 @@ def to_json(detail: dict[str, Any]) -> str:
 
 
 class Announcer:
-    def __init__(self, events: Any, bus_name: str, partition: str = "aws") -> None:
+    def __init__(self, events: Any, bus_name: str, partition: str | None = None) -> None:
         self._events = events
         self._bus = bus_name
         self._partition = partition
 
     def announce(self, announcement: Announcement) -> None:
         """Put one event; raise ``AnnounceFailed`` if EventBridge rejected it."""
-        detail, resources = announcement.contents(self._partition)
+        # The artifacts' ARNs name the bucket's partition, which is the bus's:
+        # the client knows it once it exists (aws, aws-cn, aws-us-gov).
+        partition = self._partition or self._events.meta.partition
+        detail, resources = announcement.contents(partition)
         response = self._events.put_events(
             Entries=[
                 {

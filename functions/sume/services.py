@@ -71,14 +71,12 @@ def build_worker(
     from sume.processing import JobProcessor
 
     s3 = clients("s3", patient=True)
-    events = clients("events", patient=True)
     return JobProcessor(
         jobs=_jobs(settings.table, clients("dynamodb", patient=True)),
         # get() reads the bucket from the s3:// reference stored on the item.
         payloads=PayloadStore(lambda: s3, settings.payloads_bucket_name or ""),
         artifacts=build_artifact_store(settings, clients),
-        # The artifacts' ARNs name the bucket's partition, which is the bus's.
-        announcer=Announcer(events, settings.event_bus_name, events.meta.partition),
+        announcer=Announcer(clients("events", patient=True), settings.event_bus_name),
         clock=clock,
         lease_seconds=settings.lease_seconds,
         retention_days=settings.retention_days,

@@ -445,9 +445,10 @@ def test_a_stored_event_the_worker_cannot_read_is_an_announced_processing_error(
     assert run(job_id)[1] == []  # acknowledged: a retry would read the same text
 
     stored = world.item(job_id)
-    assert stored["state"] == "processing_error"
-    assert stored["processing_error"]["code"] == "unreadable_event"
-    assert stored["processing_error"]["message"].startswith(message)
+    assert stored.state == "processing_error"
+    assert stored.processing_error is not None
+    assert stored.processing_error["code"] == "unreadable_event"
+    assert stored.processing_error["message"].startswith(message)
     (event,) = world.announcements()
     assert event["detail-type"] == DETAIL_TYPES["processing_error"]
     assert (event["detail"]["job_id"], event["detail"]["event"]) == (job_id, "job.failed")
@@ -465,7 +466,7 @@ def test_the_stored_event_is_trusted_for_what_the_intake_checked(world):
     assert run(job_id)[1] == []
 
     stored = world.item(job_id)
-    assert (stored["state"], stored["outcome"]) == ("processed", "failed")
+    assert (stored.state, stored.outcome) == ("processed", "failed")
     (event,) = world.announcements()
     assert event["detail"]["job_id"] == job_id
     assert event["detail"]["status"] == "E"
