@@ -146,6 +146,9 @@ class WorkerSettings:
     part_size_bytes: int = 8 * 1024**2
     total_timeout_seconds: float = 270.0
     time_reserve_seconds: float = 20.0
+    artifact_connections: int = 4
+    artifact_uploads: int = 4
+    artifact_planned_bytes_per_second: int = 20_000_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> WorkerSettings:
@@ -169,6 +172,17 @@ class WorkerSettings:
             max_attempts=_int(env, "MAX_ATTEMPTS", 10, minimum=1),
             # S3 refuses multipart parts under 5 MiB (except the last).
             part_size_bytes=_int(env, "ARTIFACT_PART_BYTES", 8 * 1024**2, minimum=5 * 1024**2),
+            # Ranged connections per artifact when the origin offers ranges (1:
+            # never ranged) and parts uploaded at once; a copy holds at most
+            # their sum in parts (sume.transfer).
+            artifact_connections=_int(env, "ARTIFACT_CONNECTIONS", 4, minimum=1),
+            artifact_uploads=_int(env, "ARTIFACT_UPLOADS", 4, minimum=1),
+            # The slowest copy planned for: a declared size that would not end
+            # in the time left at this rate is not started (infra/spec.py has
+            # the arithmetic that ties it to MAX_ARTIFACT_BYTES and the timeouts).
+            artifact_planned_bytes_per_second=_int(
+                env, "ARTIFACT_PLANNED_BYTES_PER_SECOND", 20_000_000, minimum=1
+            ),
         )
 
 

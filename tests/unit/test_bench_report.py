@@ -31,7 +31,7 @@ def row(label, role, speed, seconds, connections=1, python_peak=None):
 
 
 def report(*rows):
-    return ArtifactsReport(64 * MiB, 8 * MiB, 5 * 1024 * MiB, 2, list(rows))
+    return ArtifactsReport(64 * MiB, 8 * MiB, 5 * 1024 * MiB, 2, 4, 8, list(rows))
 
 
 def test_the_limit_of_an_overlapped_copy_is_the_slower_floor():
@@ -59,6 +59,19 @@ def test_ours_is_measured_against_the_limit_at_its_own_speed():
     assert r.over_limit(rows[2]) == pytest.approx(1.5)
     assert r.over_limit(rows[4]) == pytest.approx(1.5)
     assert r.over_limit(rows[0]) is None
+
+
+def test_a_ranged_copy_under_the_cap_has_no_one_connection_limit():
+    rows = [
+        row("upload", Role.UPLOAD_FLOOR, None, [2.0]),
+        row("download", Role.DOWNLOAD_FLOOR, FULL, [0.5]),
+        row("download", Role.DOWNLOAD_FLOOR, CAPPED, [4.0]),
+        row("ranged", Role.OURS, FULL, [2.2], connections=4),
+        row("ranged", Role.OURS, CAPPED, [2.0], connections=4),
+    ]
+    r = report(*rows)
+    assert r.over_limit(rows[3]) == pytest.approx(1.1)
+    assert r.over_limit(rows[4]) is None
 
 
 def test_no_limit_without_both_floors():
