@@ -220,7 +220,9 @@ class PollerSettings:
             poll_max_interval_seconds=_int(env, "POLL_MAX_INTERVAL_SECONDS", 6 * 3600, minimum=1),
             max_poll_age_seconds=_int(env, "MAX_POLL_AGE_SECONDS", 7 * 24 * 3600, minimum=1),
             sweep_after_seconds=_int(env, "SWEEP_AFTER_SECONDS", 120, minimum=1),
-            max_parallel_polls=_int(env, "MAX_PARALLEL_POLLS", 8, minimum=1),
+            # Polls mostly wait on Sume: 32 at 500 ms answers is 64 polls/s, about
+            # what a 512 MB poller's CPU share carries (docs/poller.md).
+            max_parallel_polls=_int(env, "MAX_PARALLEL_POLLS", 32, minimum=1),
             time_budget_margin_seconds=_int(env, "TIME_BUDGET_MARGIN_SECONDS", 10),
             connect_timeout_seconds=_int(env, "HTTP_CONNECT_TIMEOUT_SECONDS", 5, minimum=1),
             read_timeout_seconds=_int(env, "HTTP_READ_TIMEOUT_SECONDS", 10, minimum=1),
