@@ -434,19 +434,28 @@ def section_artifacts(report: artifacts.ArtifactsReport, targets: Targets) -> No
         f"the worker's {part_mib:.0f} MiB. Under the cap the limit is one connection's, so a "
         "ranged copy has no x limit there: its measure is the speed-up over one stream."
     )
-    from infra.spec import WORKER_TIMEOUT
+    from infra.spec import WORKER_MEMORY_MB, WORKER_TIMEOUT
 
     ours = [r for r in report.rows if r.case.role is artifacts.Role.OURS]
     if ours:
+        seconds = report.fetch_seconds
         largest = ", ".join(
-            f"{report.size / r.seconds * WORKER_TIMEOUT / 1e9:.1f} GB "
-            f"{r.case.speed.name if r.case.speed else ''}"
+            f"{report.size / r.seconds * seconds / 1e9:.1f} GB ({r.case.label.split(': ')[-1]}, "
+            f"{r.case.speed.name if r.case.speed else ''})"
             for r in ours
         )
+        planned = report.planned_rate * seconds
+        cpu = max(r.best.cpu_seconds for r in ours) / report.size * 1e9
+        share = WORKER_MEMORY_MB / cost.FULL_VCPU_MB
         print(
-            f"\nLargest artifact one worker invocation ({WORKER_TIMEOUT} s) copies at ours' rates "
-            f"above, doing nothing else: {largest}; `MAX_ARTIFACT_BYTES` is "
-            f"{report.max_bytes / 1e9:.1f} GB ({report.max_bytes / 2**30:.0f} GiB)."
+            f"\nTimeout math (`infra/spec.py`): one artifact's copy may take {seconds:.0f} s "
+            f"(`HTTP_TOTAL_TIMEOUT_SECONDS`) of the worker's {WORKER_TIMEOUT} s; at ours' rates "
+            f"above that is {largest}. The worker plans at "
+            f"{report.planned_rate / 1e6:.0f} MB/s (`ARTIFACT_PLANNED_BYTES_PER_SECOND`): "
+            f"{planned / 1e9:.1f} GB per invocation, and `MAX_ARTIFACT_BYTES` is "
+            f"{report.max_bytes / 1e9:.2f} GB ({report.max_bytes / 2**30:.0f} GiB). Ours costs up "
+            f"to {cpu:.1f} CPU s per GB here, so the worker's {WORKER_MEMORY_MB} MB ({share:.2f} "
+            f"of a vCPU) carries about {share / cpu * 1e3:.0f} MB/s."
         )
     print()
     full = report.find(artifacts.Role.OURS, artifacts.FULL, report.connections)
@@ -462,13 +471,13 @@ def section_artifacts(report: artifacts.ArtifactsReport, targets: Targets) -> No
         "not measured" if speedup is None else f"{speedup:.2f}x",
         None if speedup is None else speedup >= artifacts.RANGED_TARGET,
     )
-    parts = report.python_peak_parts()
-    bound = report.bound_parts
+    peak = report.python_peak()
     targets.add(
-        f"artifact copy memory: ours' Python peak <= {bound} parts ({bound * part_mib:.0f} MiB: "
-        "ARTIFACT_CONNECTIONS + ARTIFACT_UPLOADS)",
-        f"{parts * part_mib:.1f} MiB ({parts:.1f} parts)",
-        parts <= bound,
+        f"artifact copy memory: ours' Python peak <= {report.bound_bytes / MiB:.0f} MiB "
+        f"({report.bound_parts} parts, ARTIFACT_CONNECTIONS + ARTIFACT_UPLOADS, and "
+        f"{artifacts.FRAMING_PER_UPLOAD // MiB} MiB per upload)",
+        f"{peak / MiB:.1f} MiB ({peak / report.part_size:.1f} parts)",
+        peak <= report.bound_bytes,
     )
 
 

@@ -46,6 +46,9 @@ FULL_SPEED_TARGET = 1.2
 """Ours at full speed: at most this many times the overlapped limit."""
 RANGED_TARGET = 3.0
 """Under the per-connection cap: ranged at least this many times faster than one stream."""
+FRAMING_PER_UPLOAD = 2 * MiB
+"""Ours' memory bound beyond its parts: botocore reads an upload's body in 1 MiB
+pieces (checksum, signature, framing), about this much per upload in flight."""
 
 
 class Role(enum.Enum):
@@ -114,9 +117,23 @@ class ArtifactsReport:
     rounds: int
     connections: int
     """The worker's ``ARTIFACT_CONNECTIONS``: ours as deployed."""
-    bound_parts: int
-    """The most parts one copy holds (connections + uploads): ours' memory bound."""
+    uploads: int
+    """The worker's ``ARTIFACT_UPLOADS``."""
+    fetch_seconds: float
+    """The worker's ``HTTP_TOTAL_TIMEOUT_SECONDS``: the longest one artifact's copy may take."""
+    planned_rate: float
+    """The worker's ``ARTIFACT_PLANNED_BYTES_PER_SECOND``."""
     rows: list[Row] = field(default_factory=list)
+
+    @property
+    def bound_parts(self) -> int:
+        """The most parts one copy holds: a part per connection and per upload."""
+        return self.connections + self.uploads
+
+    @property
+    def bound_bytes(self) -> int:
+        """Ours' memory bound: its parts, and botocore's pieces of the uploads in flight."""
+        return self.bound_parts * self.part_size + self.uploads * FRAMING_PER_UPLOAD
 
     def find(self, role: Role, speed: Speed | None, connections: int = 1) -> Row | None:
         for row in self.rows:
@@ -151,9 +168,8 @@ class ArtifactsReport:
             return None
         return single.seconds / min(r.seconds for r in ranged)
 
-    def python_peak_parts(self, role: Role = Role.OURS) -> float:
-        peaks = [r.traced.python_peak or 0 for r in self.rows if r.case.role is role]
-        return max(peaks, default=0) / self.part_size
+    def python_peak(self, role: Role = Role.OURS) -> int:
+        return max((r.traced.python_peak or 0 for r in self.rows if r.case.role is role), default=0)
 
 
 def copier_environment(s3_bucket: str) -> dict[str, str]:
@@ -207,7 +223,9 @@ class Bench:
             settings.max_artifact_bytes,
             rounds,
             settings.artifact_connections,
-            settings.artifact_connections + settings.artifact_uploads,
+            settings.artifact_uploads,
+            settings.total_timeout_seconds,
+            settings.artifact_planned_bytes_per_second,
         )
         for case in self._cases:
             report.rows.append(Row(case, timed[case], self._once(case, traced=True)))

@@ -90,7 +90,7 @@ class SumeWebhooksStack(Stack):
                 name="Worker",
                 handler="worker.handler",
                 timeout_seconds=spec.WORKER_TIMEOUT,
-                memory_mb=1024,
+                memory_mb=spec.WORKER_MEMORY_MB,
                 description="Archives artifacts of recorded jobs and announces them",
                 environment=_without_empty(
                     {
