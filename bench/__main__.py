@@ -445,7 +445,8 @@ def section_artifacts(report: artifacts.ArtifactsReport, targets: Targets) -> No
             for r in ours
         )
         planned = report.planned_rate * seconds
-        cpu = max(r.best.cpu_seconds for r in ours) / report.size * 1e9
+        deployed = report.find(artifacts.Role.OURS, artifacts.FULL, report.connections) or ours[0]
+        cpu = deployed.best.cpu_seconds / report.size * 1e9
         share = WORKER_MEMORY_MB / cost.FULL_VCPU_MB
         print(
             f"\nTimeout math (`infra/spec.py`): one artifact's copy may take {seconds:.0f} s "
@@ -453,9 +454,10 @@ def section_artifacts(report: artifacts.ArtifactsReport, targets: Targets) -> No
             f"above that is {largest}. The worker plans at "
             f"{report.planned_rate / 1e6:.0f} MB/s (`ARTIFACT_PLANNED_BYTES_PER_SECOND`): "
             f"{planned / 1e9:.1f} GB per invocation, and `MAX_ARTIFACT_BYTES` is "
-            f"{report.max_bytes / 1e9:.2f} GB ({report.max_bytes / 2**30:.0f} GiB). Ours costs up "
-            f"to {cpu:.1f} CPU s per GB here, so the worker's {WORKER_MEMORY_MB} MB ({share:.2f} "
-            f"of a vCPU) carries about {share / cpu * 1e3:.0f} MB/s."
+            f"{report.max_bytes / 1e9:.2f} GB ({report.max_bytes / 2**30:.0f} GiB). Ours as "
+            f"deployed costs {cpu:.1f} CPU s per GB at full speed here, so the worker's "
+            f"{WORKER_MEMORY_MB} MB ({share:.2f} of a vCPU) carries about "
+            f"{share / cpu * 1e3:.0f} MB/s."
         )
     print()
     full = report.find(artifacts.Role.OURS, artifacts.FULL, report.connections)

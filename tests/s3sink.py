@@ -103,6 +103,8 @@ class S3Sink:
             digest = hashlib.sha256()
             size = self._consume(request, digest)
             self.parts[int(query["partNumber"][0])] = (size, digest.hexdigest())
+            # What S3 answers: the part's checksum, as computed by the client.
+            headers["x-amz-checksum-crc32"] = request.headers.get("x-amz-checksum-crc32", "")
         elif method == "POST" and "uploadId" in query:
             self.completed = True
             etag = xml.sax.saxutils.escape(headers["etag"])

@@ -42,6 +42,7 @@ Room = Callable[[bool], bool]
 """Take a slot for one more part buffer: wait for one, or (False) only say whether one was free."""
 
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
+CHECKSUM = "CRC32"
 
 
 @dataclass(frozen=True)
@@ -54,45 +55,19 @@ class RangesUnusable(Exception):
     """The origin's byte ranges cannot be trusted for this copy: copy it again as one stream."""
 
 
-class _PartBody(io.RawIOBase):
-    """A part's bytes as the seekable file botocore reads (again, on a retry), never copied whole.
+def _part(size: int) -> io.BytesIO:
+    """A part's buffer: ``size`` bytes, allocated once and written in place.
 
-    ``bytes`` would mean a copy of each buffer, and botocore copies a
-    ``bytearray`` into a ``BytesIO`` when it frames a body for a checksum trailer.
+    An in-memory file and not a ``bytearray``: botocore reads it (again, on
+    a retry) at C speed without a copy, where a Python-level reader slowed
+    the uploads, and it copies a ``bytearray`` whole to frame a checksum
+    trailer.
     """
-
-    def __init__(self, data: memoryview) -> None:
-        super().__init__()
-        self._data = data
-        self._position = 0
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._position
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: len(self._data)}
-        self._position = max(0, base[whence] + offset)
-        return self._position
-
-    def read(self, size: int | None = -1) -> bytes:
-        end = len(self._data) if size is None or size < 0 else self._position + size
-        piece = bytes(self._data[self._position : end])
-        self._position += len(piece)
-        return piece
-
-    def readinto(self, buffer: Any) -> int:
-        piece = self.read(len(buffer))
-        buffer[: len(piece)] = piece
-        return len(piece)
+    buffer = io.BytesIO()
+    buffer.seek(size - 1)
+    buffer.write(b"\0")
+    buffer.seek(0)
+    return buffer
 
 
 class S3Parts:
@@ -124,9 +99,9 @@ class S3Parts:
         self._free = in_memory
         self._changed = threading.Condition()
         self._failure: BaseException | None = None
-        self._first: memoryview | None = None
+        self._first: io.BytesIO | None = None
         self._upload_id: str | None = None
-        self._etags: dict[int, str] = {}
+        self._done: dict[int, dict[str, Any]] = {}
 
     def room(self, wait: bool = True) -> bool:
         with self._changed:
@@ -140,7 +115,7 @@ class S3Parts:
                     return False
                 self._changed.wait()
 
-    def add(self, number: int, part: memoryview) -> None:
+    def add(self, number: int, part: io.BytesIO) -> None:
         """Part ``number`` (from 1, in order), read into a slot taken with ``room``."""
         with self._changed:
             if self._failure is not None:
@@ -149,20 +124,32 @@ class S3Parts:
             self._first = part
             return
         if self._first is not None:
+            # A CRC32 per part, as s3transfer does: botocore computes it for
+            # each part anyway, and S3 checks every part against it when the
+            # upload completes. (Without one S3 builds a whole-object checksum
+            # itself; moto, in the bench, copies the whole object twice to do so.)
             self._upload_id = self._s3.create_multipart_upload(
-                **self._where, ContentType=self._content_type
+                **self._where, ContentType=self._content_type, ChecksumAlgorithm=CHECKSUM
             )["UploadId"]
             self._pool.submit(self._send, 1, self._first)
             self._first = None
         self._pool.submit(self._send, number, part)
 
-    def _send(self, number: int, part: memoryview) -> None:
+    def _send(self, number: int, part: io.BytesIO) -> None:
         failure = None
         try:
             answer = self._s3.upload_part(
-                **self._where, UploadId=self._upload_id, PartNumber=number, Body=_PartBody(part)
+                **self._where,
+                UploadId=self._upload_id,
+                PartNumber=number,
+                Body=part,
+                ChecksumAlgorithm=CHECKSUM,
             )
-            self._etags[number] = answer["ETag"]
+            self._done[number] = {
+                "ETag": answer["ETag"],
+                "PartNumber": number,
+                f"Checksum{CHECKSUM}": answer[f"Checksum{CHECKSUM}"],
+            }
         except BaseException as exc:  # handed to the reader, which aborts
             failure = exc
         with self._changed:
@@ -174,12 +161,12 @@ class S3Parts:
     def finish(self) -> None:
         self._pool.shutdown(wait=True)
         if self._upload_id is None:
-            body = self._first if self._first is not None else memoryview(b"")
-            self._s3.put_object(**self._where, Body=_PartBody(body), ContentType=self._content_type)
+            body = self._first if self._first is not None else io.BytesIO()
+            self._s3.put_object(**self._where, Body=body, ContentType=self._content_type)
             return
         if self._failure is not None:
             raise self._failure
-        parts = [{"ETag": self._etags[n], "PartNumber": n} for n in sorted(self._etags)]
+        parts = [self._done[n] for n in sorted(self._done)]
         self._s3.complete_multipart_upload(
             **self._where, UploadId=self._upload_id, MultipartUpload={"Parts": parts}
         )
@@ -194,7 +181,7 @@ class S3Parts:
                 self._s3.abort_multipart_upload(**self._where, UploadId=self._upload_id)
 
 
-Parts = Generator[memoryview, None, None]
+Parts = Generator[io.BytesIO, None, None]
 
 
 def copy_parts(parts: Parts, sink: S3Parts) -> Copied:
@@ -208,8 +195,9 @@ def copy_parts(parts: Parts, sink: S3Parts) -> Copied:
     try:
         with contextlib.closing(parts):
             for number, part in enumerate(parts, 1):
-                digest.update(part)
-                size += len(part)
+                with part.getbuffer() as view:
+                    digest.update(view)
+                    size += len(view)
                 sink.add(number, part)
         sink.finish()
     except BaseException:
@@ -227,26 +215,28 @@ def stream_parts(
     a part boundary leaves no empty part. With a ``declared`` size a short
     body gets a buffer of its own size, not a whole part's.
     """
-    buffer: bytearray | None = None
-    filled = offset = 0
+    buffer: io.BytesIO | None = None
+    offset = size = 0
     for chunk in chunks:
         data = memoryview(chunk)
         while data:
             if buffer is None:
                 room(True)
                 left = declared - offset if declared is not None else 0
-                buffer = bytearray(min(part_size, left) if left > 0 else part_size)
-                filled = 0
-            taken = min(len(data), len(buffer) - filled)
-            buffer[filled : filled + taken] = data[:taken]
-            filled += taken
+                size = min(part_size, left) if left > 0 else part_size
+                buffer = _part(size)
+            taken = min(len(data), size - buffer.tell())
+            buffer.write(data[:taken])
             offset += taken
             data = data[taken:]
-            if filled == len(buffer):
-                yield memoryview(buffer)
+            if buffer.tell() == size:
+                buffer.seek(0)
+                yield buffer
                 buffer = None
     if buffer is not None:
-        yield memoryview(buffer)[:filled]
+        buffer.truncate()
+        buffer.seek(0)
+        yield buffer
 
 
 @dataclass(frozen=True)
@@ -326,7 +316,7 @@ class RangedParts:
     def __iter__(self) -> Parts:
         count = -(-self._plan.size // self._part_size)
         pool = ThreadPoolExecutor(self._connections, thread_name_prefix="range")
-        fetching: dict[int, Future[memoryview]] = {}
+        fetching: dict[int, Future[io.BytesIO]] = {}
         started = 0
         try:
             for index in range(count):
@@ -342,7 +332,7 @@ class RangedParts:
             self._stop()
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _result(self, index: int, future: Future[memoryview]) -> memoryview:
+    def _result(self, index: int, future: Future[io.BytesIO]) -> io.BytesIO:
         try:
             return future.result()
         except FetchError as exc:
@@ -371,16 +361,16 @@ class RangedParts:
             with self._lock:
                 self._open.discard(response)
 
-    def _fetch(self, index: int) -> memoryview:
+    def _fetch(self, index: int) -> io.BytesIO:
         start = index * self._part_size
         end = min(start + self._part_size, self._plan.size)
-        buffer = bytearray(end - start)
+        buffer = _part(end - start)
         if index == 0:
             with self._tracked(self._first) as first:
-                self._fill(buffer, first, "the first answer")
+                self._fill(buffer, end - start, first, "the first answer")
                 # The rest of the first answer comes on other connections.
                 first.cancel()
-            return memoryview(buffer)
+            return buffer
         what = f"range {start}-{end - 1}"
         endpoint: Endpoint = self._first.endpoint
         with (
@@ -390,8 +380,8 @@ class RangedParts:
             self._tracked(answer) as part,
         ):
             self._check(part, start, end, what)
-            self._fill(buffer, part, what)
-        return memoryview(buffer)
+            self._fill(buffer, end - start, part, what)
+        return buffer
 
     def _check(self, part: Response, start: int, end: int, what: str) -> None:
         if part.status != 206:
@@ -404,12 +394,10 @@ class RangedParts:
             if part.headers.get(name, "").strip() != value:
                 raise RangesUnusable(f"{what} came from another version ({name} differs)")
 
-    def _fill(self, buffer: bytearray, response: Response, what: str) -> None:
-        filled = 0
+    def _fill(self, buffer: io.BytesIO, size: int, response: Response, what: str) -> None:
         for chunk in response.iter_bytes():
-            taken = min(len(chunk), len(buffer) - filled)
-            buffer[filled : filled + taken] = chunk[:taken]
-            filled += taken
-            if filled == len(buffer):
+            buffer.write(memoryview(chunk)[: size - buffer.tell()])
+            if buffer.tell() == size:
+                buffer.seek(0)
                 return
-        raise RangesUnusable(f"{what} ended after {filled} of {len(buffer)} bytes")
+        raise RangesUnusable(f"{what} ended after {buffer.tell()} of {size} bytes")
