@@ -58,10 +58,9 @@ class RangesUnusable(Exception):
 def _part(size: int) -> io.BytesIO:
     """A part's buffer: ``size`` bytes, allocated once and written in place.
 
-    An in-memory file and not a ``bytearray``: botocore reads it (again, on
-    a retry) at C speed without a copy, where a Python-level reader slowed
-    the uploads, and it copies a ``bytearray`` whole to frame a checksum
-    trailer.
+    An in-memory file and not a ``bytearray``: botocore reads it in pieces
+    (to checksum, sign and send it, and again on a retry), where it would copy
+    a ``bytearray`` whole to frame a checksum trailer.
     """
     buffer = io.BytesIO()
     buffer.seek(size - 1)
