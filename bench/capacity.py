@@ -52,6 +52,14 @@ def poll_rate_minutes() -> int:
     return int(found.group(1))
 
 
+def poll_reserve(settings: Any) -> float:
+    """Seconds before a run's end when it starts no poll: one poll's worst case
+    (``sume.polling.PollPolicy.poll_reserve_seconds``)."""
+    from sume.polling import POLL_FINISH_SECONDS
+
+    return float(settings.total_timeout_seconds) + POLL_FINISH_SECONDS
+
+
 def keeps_up_with(
     polled_per_second: float, window_seconds: float, interval_seconds: float, every_seconds: float
 ) -> float:
@@ -211,7 +219,7 @@ def run_once(delay: float, due: int, not_due: int, window: float | None = None) 
             reset_handler_caches()
             settings = PollerSettings.from_env()
             run = poller.build_poller(settings)
-            reserve = settings.connect_timeout_seconds + settings.read_timeout_seconds
+            reserve = poll_reserve(settings)
             budget: float = POLLER_TIMEOUT - settings.time_budget_margin_seconds
             if window is not None:
                 budget = min(budget, window + reserve)
@@ -245,7 +253,7 @@ def measure(items: int = ITEMS, window: float | None = None) -> CapacityReport:
     defaults = PollerSettings.from_env({"JOBS_TABLE_NAME": "t", "JOBS_QUEUE_URL": "q"})
     report = CapacityReport(
         budget=POLLER_TIMEOUT - defaults.time_budget_margin_seconds,
-        reserve=defaults.connect_timeout_seconds + defaults.read_timeout_seconds,
+        reserve=poll_reserve(defaults),
         every=poll_rate_minutes() * 60,
         intervals=(defaults.poll_initial_seconds, defaults.poll_max_interval_seconds),
         parallel=defaults.max_parallel_polls,
