@@ -15,10 +15,12 @@ the best boto3 offers). A copy that overlaps download and upload can take no
 less than the slower of the two, so ``max(download, upload)`` is the limit
 ours is measured against.
 
-A later copier (pipelined, ranged) is one ``Bench.case`` call in ``measure``
-and one entry in ``copier.COPIERS``. Cases run interleaved, ``rounds`` times,
-and the fastest round counts: on a shared machine the neighbours only ever
-add time.
+Ours runs as deployed (ranged, since the origin offers ranges) and held to
+one stream; beside it, s3transfer's managed upload of the same stream with the
+same memory bound, the alternative ``sume.transfer`` was measured against. A
+copier is one ``Bench.case`` call in ``measure`` and one entry in
+``copier.COPIERS``. Cases run interleaved, ``rounds`` times, and the fastest
+round counts: on a shared machine the neighbours only ever add time.
 """
 
 from __future__ import annotations
@@ -45,15 +47,16 @@ FULL_SPEED_TARGET = 1.2
 """Ours at full speed: at most this many times the overlapped limit."""
 RANGED_TARGET = 3.0
 """Under the per-connection cap: ranged at least this many times faster than one stream."""
-MEMORY_BOUND_PARTS = 4
-"""Ours' Python peak, in the worker's parts, whatever the artifact's size: room
-for a bounded pipeline (the part being read, parts being uploaded, one spare)."""
+FRAMING_PER_UPLOAD = 2 * MiB
+"""Ours' memory bound beyond its parts: botocore reads an upload's body in 1 MiB
+pieces (checksum, signature, framing), about this much per upload in flight."""
 
 
 class Role(enum.Enum):
     DOWNLOAD_FLOOR = "download floor"
     UPLOAD_FLOOR = "upload floor"
     OURS = "ours"
+    ALTERNATIVE = "alternative"
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,25 @@ class ArtifactsReport:
     max_bytes: int
     """The worker's ``MAX_ARTIFACT_BYTES``."""
     rounds: int
+    connections: int
+    """The worker's ``ARTIFACT_CONNECTIONS``: ours as deployed."""
+    uploads: int
+    """The worker's ``ARTIFACT_UPLOADS``."""
+    fetch_seconds: float
+    """The worker's ``HTTP_TOTAL_TIMEOUT_SECONDS``: the longest one artifact's copy may take."""
+    planned_rate: float
+    """The worker's ``ARTIFACT_PLANNED_BYTES_PER_SECOND``."""
     rows: list[Row] = field(default_factory=list)
+
+    @property
+    def bound_parts(self) -> int:
+        """The most parts one copy holds: a part per connection and per upload."""
+        return self.connections + self.uploads
+
+    @property
+    def bound_bytes(self) -> int:
+        """Ours' memory bound: its parts, and botocore's pieces of the uploads in flight."""
+        return self.bound_parts * self.part_size + self.uploads * FRAMING_PER_UPLOAD
 
     def find(self, role: Role, speed: Speed | None, connections: int = 1) -> Row | None:
         for row in self.rows:
@@ -130,7 +151,10 @@ class ArtifactsReport:
         return overlapped_limit(download.seconds, upload.seconds)
 
     def over_limit(self, row: Row) -> float | None:
-        limit = self.limit(row.case.speed) if row.case.speed else None
+        """Seconds over the limit; None where the limit is one connection's and the row's not."""
+        if row.case.speed is None or (row.case.speed.bytes_per_second and row.case.connections > 1):
+            return None
+        limit = self.limit(row.case.speed)
         return row.seconds / limit if limit else None
 
     def ranged_speedup(self, speed: Speed) -> float | None:
@@ -145,9 +169,8 @@ class ArtifactsReport:
             return None
         return single.seconds / min(r.seconds for r in ranged)
 
-    def python_peak_parts(self) -> float:
-        peaks = [r.traced.python_peak or 0 for r in self.rows if r.case.role is Role.OURS]
-        return max(peaks, default=0) / self.part_size
+    def python_peak(self, role: Role = Role.OURS) -> int:
+        return max((r.traced.python_peak or 0 for r in self.rows if r.case.role is role), default=0)
 
 
 def copier_environment(s3_bucket: str) -> dict[str, str]:
@@ -179,7 +202,7 @@ class Bench:
         self._s3.create_bucket(Bucket=BUCKET)
         self._sha256 = Content(size, SEED).sha256()
         self._size = size
-        self._settings = WorkerSettings.from_env(self._env)
+        self.settings = WorkerSettings.from_env(self._env)
 
     def case(
         self, label: str, name: str, role: Role, speed: Speed | None = None, connections: int = 1
@@ -194,9 +217,16 @@ class Bench:
         for _ in range(rounds):
             for case in self._cases:
                 timed[case].append(self._once(case, traced=False))
-        settings = self._settings
+        settings = self.settings
         report = ArtifactsReport(
-            self._size, settings.part_size_bytes, settings.max_artifact_bytes, rounds
+            self._size,
+            settings.part_size_bytes,
+            settings.max_artifact_bytes,
+            rounds,
+            settings.artifact_connections,
+            settings.artifact_uploads,
+            settings.total_timeout_seconds,
+            settings.artifact_planned_bytes_per_second,
         )
         for case in self._cases:
             report.rows.append(Row(case, timed[case], self._once(case, traced=True)))
@@ -206,7 +236,7 @@ class Bench:
         """One multipart upload first: moto's first requests pay its imports and set-up."""
         from boto3.s3.transfer import TransferConfig
 
-        part = self._settings.part_size_bytes
+        part = self.settings.part_size_bytes
         body = io.BytesIO(Content(2 * part, SEED + 1).read())
         config = TransferConfig(multipart_threshold=part, multipart_chunksize=part)
         self._s3.upload_fileobj(body, BUCKET, "bench/warm-up", Config=config)
@@ -228,11 +258,12 @@ class Bench:
             url=self._origin(case.speed),
             s3_endpoint=self._s3_url,
             bucket=BUCKET,
-            key=f"bench/{case.copier}",
+            key=f"bench/{case.copier}-{case.connections}",
             size=self._size,
             seed=SEED,
-            part_size=self._settings.part_size_bytes,
+            part_size=self.settings.part_size_bytes,
             traced=traced,
+            connections=case.connections,
         )
         result = copier.run(job, self._env)
         self._check(job, case.role, result)
@@ -263,8 +294,27 @@ def problems(size: int, sha256: str, result: copier.Result, stored: int | None) 
 def measure(size: int = SIZE, rounds: int = 2) -> ArtifactsReport:
     with contextlib.ExitStack() as stack:
         bench = Bench(stack, size)
+        deployed = bench.settings.artifact_connections
         bench.case("upload only (floor): s3transfer upload_fileobj", "upload", Role.UPLOAD_FLOOR)
         for speed in (FULL, CAPPED):
-            bench.case("download only (floor): SafeHttp", "download", Role.DOWNLOAD_FLOOR, speed)
-            bench.case("ours: ArtifactStore.copy, one stream", "ours", Role.OURS, speed)
+            bench.case(
+                "download only (floor): SafeHttp, one connection",
+                "download",
+                Role.DOWNLOAD_FLOOR,
+                speed,
+            )
+            bench.case("ours: ArtifactStore.copy held to one stream", "ours", Role.OURS, speed)
+            bench.case(
+                f"ours: ArtifactStore.copy as deployed, ranged on {deployed} connections",
+                "ours",
+                Role.OURS,
+                speed,
+                deployed,
+            )
+        bench.case(
+            "s3transfer upload_fileobj of the stream, ours' memory bound",
+            "s3transfer",
+            Role.ALTERNATIVE,
+            FULL,
+        )
         return bench.run(rounds)

@@ -38,6 +38,14 @@ QUICK_POLL_WINDOW_SECONDS = 10.0
 STATUS_PATH = "/status/"
 
 
+def poll_reserve(settings: Any) -> float:
+    """Seconds before a run's end when it starts no poll: one poll's worst case
+    (``sume.polling.PollPolicy.poll_reserve_seconds``)."""
+    from sume.polling import POLL_FINISH_SECONDS
+
+    return float(settings.total_timeout_seconds) + POLL_FINISH_SECONDS
+
+
 def keeps_up_with(
     polled_per_second: float, window_seconds: float, interval_seconds: float, every_seconds: float
 ) -> float:
@@ -196,8 +204,8 @@ def run_once(delay: float, due: int, not_due: int, window: float | None = None) 
             services.reset()
             settings = PollerSettings.from_env()
             run = services.build_poller(settings)
+            reserve = poll_reserve(settings)
             margin = settings.time_budget_margin_seconds
-            reserve = settings.connect_timeout_seconds + settings.read_timeout_seconds
             budget: float = POLLER_TIMEOUT - margin
             if window is not None:
                 budget = min(budget, window + reserve)
@@ -232,7 +240,7 @@ def measure(items: int = ITEMS, window: float | None = None) -> CapacityReport:
     defaults = PollerSettings.from_env({Env.JOBS_TABLE_NAME: "t", Env.JOBS_QUEUE_URL: "q"})
     report = CapacityReport(
         budget=POLLER_TIMEOUT - defaults.time_budget_margin_seconds,
-        reserve=defaults.connect_timeout_seconds + defaults.read_timeout_seconds,
+        reserve=poll_reserve(defaults),
         every=DEFAULT_POLL_RATE_MINUTES * 60,
         intervals=(defaults.poll_initial_seconds, defaults.poll_max_interval_seconds),
         parallel=defaults.max_parallel_polls,

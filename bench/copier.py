@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import io
 import json
 import os
@@ -23,7 +24,7 @@ import resource
 import sys
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,6 +45,8 @@ class Job:
     part_size: int
     traced: bool
     """Trace Python allocations (tracemalloc) during the copy."""
+    connections: int = 1
+    """Ours: ``ARTIFACT_CONNECTIONS`` (1: one stream, whatever the origin offers)."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,10 @@ def _upload_only(job: Job) -> Action:
 def _ours(job: Job) -> Action:
     """The worker's ``ArtifactStore``, wired as the worker wires it."""
     from sume import services
+    from sume.names import Env
     from sume.settings import WorkerSettings
+
+    os.environ[Env.ARTIFACT_CONNECTIONS] = str(job.connections)
 
     # Built as the worker builds it, so the bench copies with exactly the
     # deployed wiring (client config, part size, size cap, policy).
@@ -118,10 +124,70 @@ def _ours(job: Job) -> Action:
     return run
 
 
+class _HashedReader:
+    """A response as the non-seekable file s3transfer reads, hashed on the way."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._left = b""
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def read(self, size: int = -1) -> bytes:
+        pieces = [self._left]
+        have = len(self._left)
+        for chunk in self._chunks:
+            pieces.append(chunk)
+            have += len(chunk)
+            if 0 <= size <= have:
+                break
+        data = b"".join(pieces)
+        data, self._left = (data, b"") if size < 0 else (data[:size], data[size:])
+        self.digest.update(data)
+        self.size += len(data)
+        return data
+
+
+def _s3transfer(job: Job) -> Action:
+    """s3transfer's managed upload of the response, memory bounded as ours is.
+
+    boto3's ``TransferConfig`` leaves s3transfer's ``max_in_memory_upload_chunks``
+    at 10 (about 98 MiB held with 8 MiB parts); here it gets ours' bound, the
+    parts being uploaded plus the one being read.
+    """
+    from boto3.s3.transfer import TransferConfig
+
+    from sume import aws
+    from sume.fetch import SafeHttp
+    from sume.settings import WorkerSettings
+
+    settings = WorkerSettings.from_env()
+    s3 = aws.client("s3", patient=True)
+    http = SafeHttp(
+        settings.url_policy, settings.connect_timeout_seconds, settings.read_timeout_seconds
+    )
+    uploads = settings.artifact_uploads
+    config = TransferConfig(
+        multipart_threshold=job.part_size,
+        multipart_chunksize=job.part_size,
+        max_concurrency=uploads,
+    )
+    config.max_in_memory_upload_chunks = uploads + 1
+
+    def run() -> tuple[int, str | None]:
+        with http.open(job.url) as response:
+            body = _HashedReader(response.iter_bytes())
+            s3.upload_fileobj(body, job.bucket, job.key, Config=config)
+        return body.size, body.digest.hexdigest()
+
+    return run
+
+
 COPIERS: dict[str, Copier] = {
     "download": _download_only,
     "upload": _upload_only,
     "ours": _ours,
+    "s3transfer": _s3transfer,
 }
 
 

@@ -14,10 +14,16 @@ version, ``If-Range`` (a stale validator gets the whole current object, 200),
 object replaced after a given number of bytes served (later requests see the
 new version; a response in progress keeps its own), and a bandwidth cap per
 connection, paced by the server, as CDNs cap each connection.
+
+For the copier's tests it can also misbehave on one ranged request
+(``Fault``): answer it whole (200), with other bytes than asked, or cut it
+short.
 """
 
 from __future__ import annotations
 
+import contextlib
+import enum
 import hashlib
 import random
 import threading
@@ -93,6 +99,17 @@ class Version:
         return validator.strip() in (self.etag, self.last_modified)
 
 
+class Fault(enum.Enum):
+    """How the origin answers the ``fault_at``-th request that asks for a range."""
+
+    WHOLE = "whole"
+    """200 and the whole object, as if ranges were off after all."""
+    SHIFTED = "shifted"
+    """206 for the range one byte further on (its Content-Range says so)."""
+    SHORT = "short"
+    """206 as asked, but the connection closes half-way through the body."""
+
+
 class Unsatisfiable(Exception):
     """A range starting at or past the end of the object (416)."""
 
@@ -165,6 +182,7 @@ class Seen:
     if_range: str | None
     status: int
     etag: str
+    host: str | None = None
 
 
 class Origin:
@@ -172,6 +190,7 @@ class Origin:
 
     ``rate``: bytes per second per connection (None: as fast as it goes).
     ``change_after``: replace the object once this many body bytes were served.
+    ``fault``: misbehave so on the ``fault_at``-th ranged request (from 1).
     ``clock`` and ``sleep`` pace the answers (tests pass fakes).
     """
 
@@ -182,11 +201,16 @@ class Origin:
         rate: float | None = None,
         ranges: bool = True,
         change_after: int | None = None,
+        fault: Fault | None = None,
+        fault_at: int = 1,
         seed: int = 1,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Any] | None = None,
     ) -> None:
         self.rate = rate
+        self.fault = fault
+        self._fault_at = fault_at
+        self._ranged = 0
         self._clock = clock
         self.ranges = ranges
         self.requests: list[Seen] = []
@@ -221,6 +245,12 @@ class Origin:
         with self._lock:
             self.requests.append(seen)
 
+    def fault_now(self) -> Fault | None:
+        """The fault for this ranged request, if it is the one to misbehave."""
+        with self._lock:
+            self._ranged += 1
+            return self.fault if self._ranged == self._fault_at else None
+
     def send(
         self, write: Callable[[memoryview], Any], version: Version, start: int, end: int
     ) -> None:
@@ -251,6 +281,12 @@ class _OriginHandler(BaseHTTPRequestHandler):
     # HTTP/1.1: a ranged copier may keep its connections for several parts.
     protocol_version = "HTTP/1.1"
 
+    def handle(self) -> None:
+        # A copier that stops reading (a size cap, a fallback, a part it
+        # already has) resets its connection: nothing to report.
+        with contextlib.suppress(ConnectionError):
+            super().handle()
+
     def do_HEAD(self) -> None:
         self._answer(body=False)
 
@@ -274,9 +310,14 @@ class _OriginHandler(BaseHTTPRequestHandler):
         except Unsatisfiable:
             self._empty(origin, version, 416, requested, if_range, f"bytes */{size}")
             return
+        fault = origin.fault_now() if span is not None else None
+        if fault is Fault.WHOLE:
+            span = None
+        elif fault is Fault.SHIFTED and span is not None:
+            span = (span[0] + 1, min(span[1] + 1, size))
         start, end = span or (0, size)
         status = 200 if span is None else 206
-        origin.record(Seen(self.command, self.path, requested, if_range, status, version.etag))
+        origin.record(self._seen(requested, if_range, status, version))
         self.send_response(status)
         self._validators(origin, version)
         if span is not None:
@@ -284,12 +325,21 @@ class _OriginHandler(BaseHTTPRequestHandler):
         self.send_header("content-type", "application/octet-stream")
         self.send_header("content-length", str(end - start))
         self.end_headers()
+        if fault is Fault.SHORT:
+            end = start + (end - start) // 2
+            self.close_connection = True
         if body:
             # The client may stop reading first (a size cap, a fallback).
             try:
                 origin.send(self.wfile.write, version, start, end)
             except (BrokenPipeError, ConnectionResetError):
                 self.close_connection = True
+
+    def _seen(
+        self, requested: str | None, if_range: str | None, status: int, version: Version
+    ) -> Seen:
+        host = self.headers.get("host")
+        return Seen(self.command, self.path, requested, if_range, status, version.etag, host)
 
     def _validators(self, origin: Origin, version: Version) -> None:
         self.send_header("etag", version.etag)
@@ -306,7 +356,7 @@ class _OriginHandler(BaseHTTPRequestHandler):
         if_range: str | None,
         content_range: str | None = None,
     ) -> None:
-        origin.record(Seen(self.command, self.path, requested, if_range, status, version.etag))
+        origin.record(self._seen(requested, if_range, status, version))
         self.send_response(status)
         if content_range:
             self._validators(origin, version)

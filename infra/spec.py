@@ -22,18 +22,43 @@ from sume.names import (
 
 # Lambda timeouts (seconds). The receiver answers well inside Sume's 10 s.
 RECEIVER_TIMEOUT: Final = 8
-WORKER_TIMEOUT: Final = 300
 POLLER_TIMEOUT: Final = 120
 
 # Lambda memory (MB), which also sets each function's CPU share; the bench
 # prices the receiver at its figure.
 RECEIVER_MEMORY_MB: Final = 512
-WORKER_MEMORY_MB: Final = 1024
 POLLER_MEMORY_MB: Final = 512
 
 # The poller's schedule unless a stage sets poll_rate_minutes; the bench
 # sizes the poller's capacity against it.
 DEFAULT_POLL_RATE_MINUTES: Final = 5
+
+# The worker's timeout and memory and the largest artifact are chosen together
+# (docs/worker.md, "Time, size and memory", says how to change them); the
+# other terms are the worker's settings (sume/settings.py):
+#
+#   T = HTTP_TOTAL_TIMEOUT_SECONDS  270 s  the longest one artifact's copy may take
+#   M = TIME_BUDGET_MARGIN_SECONDS   20 s  after it: the uploads still in flight,
+#                                          the announcement and the finish
+#   C = WORKER_CLAIM_SECONDS         10 s  before it: the claim, reading the event
+#   WORKER_TIMEOUT >= C + T + M = 300 s    (LEASE_SECONDS, 900, stays above it)
+#
+#   R = ARTIFACT_PLANNED_BYTES_PER_SECOND, 20 MB/s: the slowest copy planned
+#       for, one stream from an origin that offers no ranges and caps each
+#       connection at 25 MB/s (`make bench` measures ours at 22 MB/s there, and
+#       ranged copies at several times that). A copy whose declared size does
+#       not fit the time left at R is not started; a fresh invocation gives T.
+#   MAX_ARTIFACT_BYTES <= R x T = 5.4 GB. It is 5 GiB (5.37 GB), so no artifact
+#       under the cap is ever refused as too_large_for_invocation.
+#
+#   Memory: a copy holds (ARTIFACT_CONNECTIONS + ARTIFACT_UPLOADS) parts of
+#   ARTIFACT_PART_BYTES, 8 x 8 MiB, and about 2 MiB of botocore's per upload:
+#   72 MiB over a runtime of about 80 MB. The 1024 MB are for the CPU share,
+#   0.58 of a vCPU: a copy costs about 5 CPU s per GB (`make bench`, section
+#   6), so the worker carries about 110 MB/s, over five times R.
+WORKER_CLAIM_SECONDS: Final = 10
+WORKER_TIMEOUT: Final = 300
+WORKER_MEMORY_MB: Final = 1024
 
 # SQS: the queue's visibility timeout must cover the worker's whole batch
 # (AWS advises at least 6x the function timeout); after MAX_RECEIVES failed

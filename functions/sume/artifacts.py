@@ -1,29 +1,40 @@
 """Copying a job's artifacts into the artifacts bucket, streaming.
 
-A body goes from the HTTP socket to S3 in parts: at most one part is held in
-memory (``part_size`` plus one read chunk), whatever the file's size. A body
-that fits in one part is a single ``PutObject``; a larger one a multipart
-upload, aborted if anything fails so no orphan parts are billed. The SHA-256
-and size are computed on the way through.
+A body goes from HTTP to S3 in parts, download and upload overlapping, with
+memory bounded by a number of parts whatever the file's size (see
+``sume.transfer``). When the origin serves byte ranges the parts are fetched
+on several connections at once; should it answer a range otherwise than asked
+(the object changed, ranges are off after all, a short part), the copy starts
+over as one stream. A body of one part is a single ``PutObject``; a larger one
+a multipart upload, aborted if anything fails so no orphan parts are billed.
+The SHA-256 and size are computed on the way through, in order.
+
+A copy is only started when it can end in time: its declared size must fit,
+at the planned rate, in the time the fetch has (see ``ArtifactStore.copy``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import posixpath
 import re
-from collections.abc import Iterable
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from sume.bounded import clean_text
-from sume.fetch import SafeHttp
+from sume.fetch import PermanentFetchError, SafeHttp, TransientFetchError
 from sume.ids import key_segment
+from sume.observability import logger
+from sume.transfer import (
+    RangedParts,
+    RangesUnusable,
+    S3Parts,
+    copy_parts,
+    range_plan,
+    stream_parts,
+)
 from sume.urls import redact_url
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
@@ -121,24 +132,22 @@ class StoredArtifact:
         }
 
 
-class _Hashed:
-    """Passes chunks through while counting and hashing them."""
-
-    def __init__(self, chunks: Iterable[bytes]) -> None:
-        self._chunks = chunks
-        self.size = 0
-        self.digest = hashlib.sha256()
-
-    def __iter__(self) -> Any:
-        for chunk in self._chunks:
-            self.size += len(chunk)
-            self.digest.update(chunk)
-            yield chunk
+class NotEnoughTime(TransientFetchError):
+    """The declared size cannot be copied in the time left: retry in a fresh invocation."""
 
 
 class ArtifactStore:
     def __init__(
-        self, s3: Any, bucket: str, http: SafeHttp, max_bytes: int, part_size: int
+        self,
+        s3: Any,
+        bucket: str,
+        http: SafeHttp,
+        max_bytes: int,
+        part_size: int,
+        *,
+        connections: int,
+        uploads: int,
+        planned_bytes_per_second: float,
     ) -> None:
         self._s3 = s3
         self._bucket = bucket
@@ -146,73 +155,96 @@ class ArtifactStore:
         self._max_bytes = max_bytes
         # Parts grow when the cap would otherwise need more than S3's 10,000.
         self._part_size = max(part_size, -(-max_bytes // MAX_PARTS))
+        self._connections = connections
+        self._uploads = uploads
+        self._rate = planned_bytes_per_second
 
     @property
     def bucket(self) -> str:
         return self._bucket
 
-    def copy(self, url: str, key: str, *, deadline: float | None = None) -> StoredArtifact:
-        """Stream ``url`` into ``key``. Raises ``FetchError`` and botocore errors.
+    @property
+    def parts_in_memory(self) -> int:
+        """The most part buffers one copy holds: its connections' and its uploads'."""
+        return self._connections + self._uploads
 
-        The fetch ends by ``deadline`` (``time.monotonic()``), the upload of the
-        parts read by then included; only the last part's upload follows it.
+    def copy(self, url: str, key: str, *, deadline: float | None = None) -> StoredArtifact:
+        """Copy ``url`` into ``key``. Raises ``FetchError`` and botocore errors.
+
+        The fetch ends by ``deadline`` (``time.monotonic()``, never later than
+        the HTTP client's total timeout); only the uploads of the parts read by
+        then follow it. A declared size that cannot be copied by then at the
+        planned rate is not started: ``NotEnoughTime`` when a fetch of its own
+        (a fresh invocation) could do it, ``too_large_for_invocation``
+        (permanent) when none can.
         """
+        deadline = self._http.deadline(deadline)
+        try:
+            return self._copy(url, key, deadline, ranged=self._connections > 1)
+        except RangesUnusable as exc:
+            logger.warning(
+                "ranged artifact copy restarted as one stream",
+                reason=str(exc),
+                url=clean_text(redact_url(url)),
+                key=key,
+            )
+            return self._copy(url, key, deadline, ranged=False)
+
+    def _copy(self, url: str, key: str, deadline: float, ranged: bool) -> StoredArtifact:
         with self._http.open(url, max_bytes=self._max_bytes, deadline=deadline) as response:
             media_type = content_type(response.content_type)
-            body = _Hashed(response.iter_bytes())
-            self._upload(key, body, media_type)
+            declared = response.content_length
+            self._check_time(declared, deadline, url)
+            plan = range_plan(response, self._part_size) if ranged else None
+            readers = self._connections if plan else 1
+            sink = S3Parts(
+                self._s3,
+                self._bucket,
+                key,
+                media_type,
+                uploads=self._uploads,
+                in_memory=readers + self._uploads,
+            )
+            if plan is None:
+                parts = stream_parts(response.iter_bytes(), self._part_size, declared, sink.room)
+            else:
+                ranges = RangedParts(
+                    self._http,
+                    response,
+                    plan,
+                    part_size=self._part_size,
+                    connections=readers,
+                    room=sink.room,
+                    deadline=deadline,
+                )
+                parts = iter(ranges)
+            copied = copy_parts(parts, sink)
         return StoredArtifact(
             source_url=clean_text(redact_url(url)),
             source_digest=source_digest(url),
             bucket=self._bucket,
             key=key,
-            size=body.size,
-            sha256=body.digest.hexdigest(),
+            size=copied.size,
+            sha256=copied.sha256,
             content_type=media_type,
         )
 
-    def _upload(self, key: str, chunks: Iterable[bytes], content_type: str) -> None:
-        part = io.BytesIO()
-        upload_id: str | None = None
-        etags: list[dict[str, Any]] = []
-        try:
-            for chunk in chunks:
-                part.write(chunk)
-                if part.tell() >= self._part_size:
-                    if upload_id is None:
-                        upload_id = self._s3.create_multipart_upload(
-                            Bucket=self._bucket, Key=key, ContentType=content_type
-                        )["UploadId"]
-                    etags.append(self._send_part(key, upload_id, len(etags) + 1, part))
-                    part = io.BytesIO()
-            if upload_id is None:
-                part.seek(0)
-                self._s3.put_object(
-                    Bucket=self._bucket, Key=key, Body=part, ContentType=content_type
-                )
-                return
-            if part.tell():
-                etags.append(self._send_part(key, upload_id, len(etags) + 1, part))
-            self._s3.complete_multipart_upload(
-                Bucket=self._bucket,
-                Key=key,
-                UploadId=upload_id,
-                MultipartUpload={"Parts": etags},
+    def _check_time(self, declared: int | None, deadline: float, url: str) -> None:
+        if declared is None:
+            return
+        longest = self._http.total_timeout
+        if declared > self._rate * longest:
+            raise PermanentFetchError(
+                "too_large_for_invocation",
+                f"declared size {declared} cannot be copied within one fetch's "
+                f"{longest:.0f} s at the planned {self._rate:.0f} bytes/s",
+                url,
             )
-        except BaseException:
-            if upload_id is not None:
-                self._abort(key, upload_id)
-            raise
-
-    def _send_part(self, key: str, upload_id: str, number: int, part: io.BytesIO) -> dict[str, Any]:
-        part.seek(0)
-        response = self._s3.upload_part(
-            Bucket=self._bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=part
-        )
-        return {"ETag": response["ETag"], "PartNumber": number}
-
-    def _abort(self, key: str, upload_id: str) -> None:
-        # The error that got us here matters more than a failed abort; the
-        # bucket's lifecycle rule removes parts an abort could not.
-        with contextlib.suppress(BotoCoreError, ClientError):
-            self._s3.abort_multipart_upload(Bucket=self._bucket, Key=key, UploadId=upload_id)
+        left = deadline - time.monotonic()
+        if declared > self._rate * left:
+            raise NotEnoughTime(
+                "not_enough_time",
+                f"declared size {declared} needs more than the {max(left, 0):.0f} s left "
+                f"at the planned {self._rate:.0f} bytes/s",
+                url,
+            )

@@ -9,6 +9,11 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+# Threads share a client (the poller's polls, the worker's part uploads): a
+# pool smaller than them would open, and discard with a warning, a connection
+# per call over its size.
+MAX_POOL_CONNECTIONS = 50
+
 # Short timeouts and few retries: the receiver must answer well inside
 # Sume's 10 s, and a 5xx is cheaper than a timeout (Sume retries either way).
 FAST = Config(
@@ -19,11 +24,13 @@ FAST = Config(
     # DynamoDB validates them anyway; botocore's client-side pass over every
     # parameter was the largest CPU cost of a delivery after the HMAC (bench).
     parameter_validation=False,
+    max_pool_connections=MAX_POOL_CONNECTIONS,
 )
 PATIENT = Config(
     connect_timeout=5,
     read_timeout=30,
     retries={"max_attempts": 5, "mode": "standard"},
+    max_pool_connections=MAX_POOL_CONNECTIONS,
 )
 
 

@@ -168,6 +168,16 @@ class Target:
         return (self.scheme, self.host, self.port)
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """Where an answer came from: the checked URL, the checked address connected
+    to, and the headers sent there (``host`` included)."""
+
+    target: Target
+    address: str
+    headers: Mapping[str, str]
+
+
 def _literal_ip(host: str) -> IPAddress | None:
     try:
         return ipaddress.ip_address(host)
@@ -384,6 +394,10 @@ class _Watchdog:
             with contextlib.suppress(OSError):
                 socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
 
+    def cancel(self) -> None:
+        """End the exchange now, as the deadline would."""
+        self._fire()
+
     def disarm(self) -> None:
         """Before the socket is closed, so a reused file descriptor is never shut down."""
         with self._lock:
@@ -504,12 +518,14 @@ class Response:
 
     def __init__(
         self,
-        target: Target,
+        endpoint: Endpoint,
         raw: urllib3.BaseHTTPResponse,
         max_bytes: int | None,
         watch: _Watchdog,
         decode: bool = False,
     ) -> None:
+        target = endpoint.target
+        self.endpoint = endpoint
         self.url = target.url
         self.status = raw.status
         self.headers: Mapping[str, str] = raw.headers
@@ -556,6 +572,10 @@ class Response:
     def read(self) -> bytes:
         return b"".join(self.iter_bytes())
 
+    def cancel(self) -> None:
+        """Shut the connection down from any thread; a read in progress ends with an error."""
+        self._watch.cancel()
+
 
 class SafeHttp:
     """GET with the URL policy applied to every hop. Thread-safe; holds no pools."""
@@ -581,10 +601,6 @@ class SafeHttp:
         # depend on the runtime image's system store.
         self._ca_certs = ca_certs or get_cert_path(True)
 
-    def _deadline(self, deadline: float | None) -> float:
-        latest = time.monotonic() + self._total_timeout
-        return latest if deadline is None else min(deadline, latest)
-
     def _connection(self, target: Target, address: str, timeout: float) -> HTTPConnection:
         if target.scheme == "https":
             return HTTPSConnection(
@@ -598,15 +614,26 @@ class SafeHttp:
             )
         return HTTPConnection(address, target.port, timeout=timeout)
 
+    @property
+    def total_timeout(self) -> float:
+        """The longest any one fetch may take, whatever deadline it is given."""
+        return self._total_timeout
+
+    def deadline(self, deadline: float | None = None) -> float:
+        """When a fetch given ``deadline`` (``time.monotonic()``, or None) must end."""
+        latest = time.monotonic() + self._total_timeout
+        return latest if deadline is None else min(deadline, latest)
+
     @contextlib.contextmanager
     def _request(
-        self, target: Target, address: str, headers: Mapping[str, str], deadline: float
+        self, endpoint: Endpoint, deadline: float
     ) -> Iterator[tuple[urllib3.BaseHTTPResponse, _Watchdog]]:
-        """One GET to ``target``; the answer's body is not read, and closed on exit."""
+        """One GET to ``endpoint``; the answer's body is not read, and closed on exit."""
+        target = endpoint.target
         left = deadline - time.monotonic()
         if left <= 0:
             raise _deadline_error(target.url)
-        conn = self._connection(target, address, min(self._connect_timeout, left))
+        conn = self._connection(target, endpoint.address, min(self._connect_timeout, left))
         watch = _Watchdog(deadline)
         raw: urllib3.BaseHTTPResponse | None = None
         try:
@@ -615,7 +642,11 @@ class SafeHttp:
                 watch.arm(conn.sock)
                 conn.timeout = self._read_timeout
                 conn.request(
-                    "GET", target.path, headers=headers, preload_content=False, decode_content=False
+                    "GET",
+                    target.path,
+                    headers=endpoint.headers,
+                    preload_content=False,
+                    decode_content=False,
                 )
                 raw = conn.getresponse()
             yield raw, watch
@@ -632,7 +663,7 @@ class SafeHttp:
         headers: Mapping[str, str] | None,
         accept_encoding: str,
         deadline: float,
-    ) -> Iterator[tuple[Target, urllib3.BaseHTTPResponse, _Watchdog]]:
+    ) -> Iterator[tuple[Endpoint, urllib3.BaseHTTPResponse, _Watchdog]]:
         """The final (non-redirect) answer, its body not yet read."""
         sent = {k.lower(): v for k, v in (headers or {}).items() if k.lower() != "host"}
         sent.setdefault("user-agent", USER_AGENT)
@@ -649,8 +680,8 @@ class SafeHttp:
                 sent.pop("cookie", None)
             resolver = _resolver_within(self._resolver, deadline, target.url)
             address = resolve_checked(target, self._policy, resolver)
-            hop_headers = {**sent, "host": target.host_header}
-            with self._request(target, address, hop_headers, deadline) as (raw, watch):
+            endpoint = Endpoint(target, address, {**sent, "host": target.host_header})
+            with self._request(endpoint, deadline) as (raw, watch):
                 location = raw.headers.get("location")
                 if raw.status in REDIRECT_STATUSES and location:
                     # The redirect's body is never read: leaving this block
@@ -664,7 +695,7 @@ class SafeHttp:
                         )
                     current = urljoin(target.url, location.strip())
                     continue
-                yield target, raw, watch
+                yield endpoint, raw, watch
                 return
 
     @contextlib.contextmanager
@@ -686,22 +717,43 @@ class SafeHttp:
         it is never later than the client's total timeout from now.
         """
         encoding = "gzip" if decode_content else "identity"
-        with self._exchange(url, headers, encoding, self._deadline(deadline)) as (
-            target,
+        with self._exchange(url, headers, encoding, self.deadline(deadline)) as (
+            endpoint,
             raw,
             watch,
         ):
             if not 200 <= raw.status < 300:
-                raise _status_error(raw.status, target.url)
-            response = Response(target, raw, max_bytes, watch, decode=decode_content)
+                raise _status_error(raw.status, endpoint.target.url)
+            response = Response(endpoint, raw, max_bytes, watch, decode=decode_content)
             declared = response.content_length
             if max_bytes is not None and declared is not None and declared > max_bytes:
                 raise PermanentFetchError(
                     "too_large",
                     f"declared size {declared} is over the {max_bytes}-byte cap",
-                    target.url,
+                    endpoint.target.url,
                 )
             yield response
+
+    @contextlib.contextmanager
+    def open_range(
+        self, source: Endpoint, start: int, end: int, if_range: str, *, deadline: float
+    ) -> Iterator[Response]:
+        """Bytes ``[start, end)`` of what ``source`` answered, on a connection of its own.
+
+        The request goes to the address checked for ``source`` (never looked
+        up again) with the headers sent there, plus ``Range`` and ``If-Range``;
+        no redirect is followed. The answer comes back whatever its status
+        (the caller expects 206) and may carry at most ``end - start`` bytes.
+        """
+        headers = {
+            **source.headers,
+            "accept-encoding": "identity",
+            "range": f"bytes={start}-{end - 1}",
+            "if-range": if_range,
+        }
+        endpoint = Endpoint(source.target, source.address, headers)
+        with self._request(endpoint, self.deadline(deadline)) as (raw, watch):
+            yield Response(source, raw, end - start, watch)
 
     def get_text(
         self,
@@ -717,10 +769,10 @@ class SafeHttp:
         a 404 as "not known yet"); refused URLs, transport failures and the
         deadline still raise ``FetchError``.
         """
-        with self._exchange(url, headers, "gzip", self._deadline(deadline)) as (
-            target,
+        with self._exchange(url, headers, "gzip", self.deadline(deadline)) as (
+            endpoint,
             raw,
             watch,
         ):
-            body = Response(target, raw, max_bytes, watch, decode=True).read()
+            body = Response(endpoint, raw, max_bytes, watch, decode=True).read()
             return raw.status, body.decode("utf-8", errors="replace")

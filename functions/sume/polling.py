@@ -24,7 +24,7 @@ import functools
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -152,15 +152,20 @@ class Poller:
         # a run's time no shard is always served last.
         first = now % self._shards
         # No ``with`` block: leaving it would join every poll thread, and a
-        # run never waits on a poll past its own deadline (see _handle_page).
+        # run never waits on a poll past its own deadline (see _settle).
         pool = ThreadPoolExecutor(self._parallel, thread_name_prefix="poll")
+        polls: set[Future[Iterable[Tally]]] = set()
         try:
             for offset in range(self._shards):
-                if not self._drain((first + offset) % self._shards, now, time_left, pool, tally):
+                shard = (first + offset) % self._shards
+                if not self._drain(shard, now, time_left, pool, polls, tally):
                     complete = False
                     break
+            self._settle(polls, 0, time_left, tally)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+        # Polls left for want of time may only be counted at the end.
+        complete = complete and not tally[Tally.REMAINING]
         return RunSummary(
             polled=tally[Tally.POLLED],
             recovered=tally[Tally.RECOVERED],
@@ -180,6 +185,7 @@ class Poller:
         now: int,
         time_left: TimeLeft,
         pool: ThreadPoolExecutor,
+        polls: set[Future[Iterable[Tally]]],
         tally: Counter[str],
     ) -> bool:
         """Handle one shard's due items page by page; False when time ran out."""
@@ -191,7 +197,10 @@ class Poller:
             # an item whose step failed is not retried within this run.
             jobs, start = self._jobs.due(shard, now, self._policy.page_size, start)
             before = tally[Tally.REMAINING]
-            self._handle_page(jobs, now, time_left, pool, tally)
+            self._handle_page(jobs, now, time_left, pool, polls, tally)
+            # The next page is read while the pool still has a poll per
+            # thread to run: no thread idles at a page's end.
+            self._settle(polls, self._parallel, time_left, tally)
             if tally[Tally.REMAINING] > before:
                 return False
             if start is None:
@@ -203,10 +212,11 @@ class Poller:
         now: int,
         time_left: TimeLeft,
         pool: ThreadPoolExecutor,
+        polls: set[Future[Iterable[Tally]]],
         tally: Counter[str],
     ) -> None:
         reserve = self._policy.poll_reserve_seconds
-        polls: list[Future[Iterable[Tally]]] = [
+        polls.update(
             pool.submit(
                 self._guarded,
                 functools.partial(self._poll, job, now, time_left),
@@ -216,7 +226,7 @@ class Poller:
             )
             for job in jobs
             if job.state == State.AWAITING
-        ]
+        )
         # Sweeps are quick DynamoDB and SQS calls; they run here while the
         # polls wait on HTTP in the pool.
         for job in jobs:
@@ -226,17 +236,35 @@ class Poller:
             elif job.state != State.AWAITING:
                 # A stale index entry for a job that has moved on.
                 tally[Tally.SKIPPED_STATE] += 1
-        # A poll starts only with its whole reserve left and its fetch ends by
-        # its deadline, so all are normally done by now; one that is not (a
-        # stuck write) is left behind rather than waited on.
-        done, late = wait(polls, timeout=max(0.0, time_left()))
-        for future in done:
-            tally.update(future.result())
-        for future in late:
+
+    def _settle(
+        self,
+        polls: set[Future[Iterable[Tally]]],
+        keep: int,
+        time_left: TimeLeft,
+        tally: Counter[str],
+    ) -> None:
+        """Count polls as they end until at most ``keep`` are left, or the run's time is up.
+
+        A poll starts only with its whole reserve left and its fetch ends by
+        its deadline, so all are normally done in time; with ``keep`` 0, one
+        that is not (a stuck write) is left behind rather than waited on.
+        """
+        while len(polls) > keep:
+            done, _ = wait(polls, timeout=max(0.0, time_left()), return_when=FIRST_COMPLETED)
+            if not done:
+                break
+            for future in done:
+                polls.discard(future)
+                tally.update(future.result())
+        if keep:
+            return
+        for future in polls:
             future.cancel()
             tally[Tally.REMAINING] += 1
-        if late:
-            logger.warning("status polls still running at the run's deadline", polls=len(late))
+        if polls:
+            logger.warning("status polls still running at the run's deadline", polls=len(polls))
+        polls.clear()
 
     def _guarded(
         self,

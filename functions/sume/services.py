@@ -146,6 +146,9 @@ def build_artifact_store(settings: WorkerSettings, clients: Clients = aws.client
         _http(settings),
         settings.max_artifact_bytes,
         settings.part_size_bytes,
+        connections=settings.artifact_connections,
+        uploads=settings.artifact_uploads,
+        planned_bytes_per_second=settings.artifact_planned_bytes_per_second,
     )
 
 

@@ -162,6 +162,9 @@ class WorkerSettings:
     part_size_bytes: int = 8 * 1024**2
     total_timeout_seconds: float = 270.0
     time_reserve_seconds: float = 20.0
+    artifact_connections: int = 4
+    artifact_uploads: int = 4
+    artifact_planned_bytes_per_second: int = 20_000_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> WorkerSettings:
@@ -185,6 +188,17 @@ class WorkerSettings:
             max_attempts=_int(env, Env.MAX_ATTEMPTS, 10, minimum=1),
             # S3 refuses multipart parts under 5 MiB (except the last).
             part_size_bytes=_int(env, Env.ARTIFACT_PART_BYTES, 8 * 1024**2, minimum=5 * 1024**2),
+            # Ranged connections per artifact when the origin offers ranges (1:
+            # never ranged) and parts uploaded at once; a copy holds at most
+            # their sum in parts (sume.transfer).
+            artifact_connections=_int(env, Env.ARTIFACT_CONNECTIONS, 4, minimum=1),
+            artifact_uploads=_int(env, Env.ARTIFACT_UPLOADS, 4, minimum=1),
+            # The slowest copy planned for: a declared size that would not end
+            # in the time left at this rate is not started (infra/spec.py has
+            # the arithmetic that ties it to MAX_ARTIFACT_BYTES and the timeouts).
+            artifact_planned_bytes_per_second=_int(
+                env, Env.ARTIFACT_PLANNED_BYTES_PER_SECOND, 20_000_000, minimum=1
+            ),
         )
 
 
@@ -228,7 +242,9 @@ class PollerSettings:
             sweep_after_seconds=_int(
                 env, Env.SWEEP_AFTER_SECONDS, DEFAULT_SWEEP_AFTER_SECONDS, minimum=1
             ),
-            max_parallel_polls=_int(env, Env.MAX_PARALLEL_POLLS, 8, minimum=1),
+            # Polls mostly wait on Sume: 32 at 500 ms answers is 64 polls/s, about
+            # what a 512 MB poller's CPU share carries (docs/poller.md).
+            max_parallel_polls=_int(env, Env.MAX_PARALLEL_POLLS, 32, minimum=1),
             time_budget_margin_seconds=_int(env, Env.TIME_BUDGET_MARGIN_SECONDS, 10),
             connect_timeout_seconds=_int(env, Env.HTTP_CONNECT_TIMEOUT_SECONDS, 5, minimum=1),
             read_timeout_seconds=_int(env, Env.HTTP_READ_TIMEOUT_SECONDS, 10, minimum=1),

@@ -31,7 +31,7 @@ def row(label, role, speed, seconds, connections=1, python_peak=None):
 
 
 def report(*rows):
-    return ArtifactsReport(64 * MiB, 8 * MiB, 5 * 1024 * MiB, 2, list(rows))
+    return ArtifactsReport(64 * MiB, 8 * MiB, 5 * 1024 * MiB, 2, 4, 4, 270.0, 20e6, list(rows))
 
 
 def test_the_limit_of_an_overlapped_copy_is_the_slower_floor():
@@ -61,6 +61,19 @@ def test_ours_is_measured_against_the_limit_at_its_own_speed():
     assert r.over_limit(rows[0]) is None
 
 
+def test_a_ranged_copy_under_the_cap_has_no_one_connection_limit():
+    rows = [
+        row("upload", Role.UPLOAD_FLOOR, None, [2.0]),
+        row("download", Role.DOWNLOAD_FLOOR, FULL, [0.5]),
+        row("download", Role.DOWNLOAD_FLOOR, CAPPED, [4.0]),
+        row("ranged", Role.OURS, FULL, [2.2], connections=4),
+        row("ranged", Role.OURS, CAPPED, [2.0], connections=4),
+    ]
+    r = report(*rows)
+    assert r.over_limit(rows[3]) == pytest.approx(1.1)
+    assert r.over_limit(rows[4]) is None
+
+
 def test_no_limit_without_both_floors():
     r = report(row("download", Role.DOWNLOAD_FLOOR, FULL, [0.5]))
     assert r.limit(FULL) is None
@@ -78,13 +91,15 @@ def test_ranged_speedup_is_unknown_until_a_ranged_copy_is_measured():
     assert report(single, *ranged).ranged_speedup(FULL) is None
 
 
-def test_memory_is_ours_worst_python_peak_in_parts():
+def test_memory_is_ours_worst_python_peak_against_parts_and_framing():
     r = report(
         row("upload", Role.UPLOAD_FLOOR, None, [1.0], python_peak=80 * MiB),
         row("ours", Role.OURS, FULL, [1.0], python_peak=12 * MiB),
         row("ours", Role.OURS, CAPPED, [1.0], python_peak=20 * MiB),
     )
-    assert r.python_peak_parts() == 2.5
+    assert r.python_peak() == 20 * MiB
+    assert r.bound_parts == 8
+    assert r.bound_bytes == 8 * 8 * MiB + 4 * 2 * MiB
 
 
 def test_backlog_a_schedule_keeps_up_with():

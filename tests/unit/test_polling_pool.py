@@ -1,0 +1,85 @@
+"""The poller keeps every poll thread busy across pages: the next page is read while
+the last polls of the one before are still running, and the run still waits for them."""
+
+import threading
+import time
+from typing import Any
+
+from sume.jobs import Job, State
+from sume.polling import Poller, PollPolicy
+from sume.status import StatusResult, Verdict
+
+NOW = 1_700_000_000
+
+
+class Jobs:
+    """One shard of awaiting items, handed out ``page_size`` at a time."""
+
+    def __init__(self, count: int) -> None:
+        self.items = [
+            Job(job_id=f"job_{n:03d}", state=State.AWAITING, status_url="u") for n in range(count)
+        ]
+        self.rescheduled: list[str] = []
+        self._lock = threading.Lock()
+
+    def due(
+        self, shard: int, now: int, limit: int, start: dict[str, Any] | None = None
+    ) -> tuple[list[Job], dict[str, Any] | None]:
+        offset = int(start["offset"]) if start else 0
+        page = self.items[offset : offset + limit]
+        more = offset + limit < len(self.items)
+        return page, ({"offset": offset + limit} if more else None)
+
+    def reschedule_poll(self, job_id: str, now: int, next_poll_at: int, error: Any = None) -> bool:
+        with self._lock:
+            self.rescheduled.append(job_id)
+        return True
+
+
+class SlowStatus:
+    """Every answer takes ``seconds``; remembers how many were asked for at once."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.running = self.most = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, job_id: str, url: str, deadline: float) -> StatusResult:
+        with self._lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        time.sleep(self.seconds)
+        with self._lock:
+            self.running -= 1
+        return StatusResult(Verdict.PENDING, "running")
+
+
+def test_polls_of_the_next_page_start_while_the_last_page_ends():
+    jobs = Jobs(12)
+    status = SlowStatus(0.3)
+    policy = PollPolicy(
+        initial_seconds=900,
+        max_interval_seconds=21600,
+        max_age_seconds=7 * 86400,
+        sweep_after_seconds=120,
+        poll_timeout_seconds=5,
+        page_size=3,
+    )
+    poller = Poller(
+        jobs,  # type: ignore[arg-type]
+        intake=None,  # type: ignore[arg-type]
+        queue=None,  # type: ignore[arg-type]
+        check_status=status,
+        policy=policy,
+        shards=1,
+        max_parallel_polls=4,
+        clock=lambda: NOW,
+    )
+
+    summary = poller.run(lambda: 60.0)
+
+    # Pages of 3 and 4 threads: waiting for each page would leave one idle.
+    assert status.most == 4
+    assert (summary.polled, summary.rescheduled, summary.remaining) == (12, 12, 0)
+    assert summary.complete
+    assert sorted(jobs.rescheduled) == [job.job_id for job in jobs.items]
