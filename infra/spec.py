@@ -54,8 +54,8 @@ DEFAULT_POLL_RATE_MINUTES: Final = 5
 #   Memory: a copy holds (ARTIFACT_CONNECTIONS + ARTIFACT_UPLOADS) parts of
 #   ARTIFACT_PART_BYTES, 8 x 8 MiB, and about 2 MiB of botocore's per upload:
 #   72 MiB over a runtime of about 80 MB. The 1024 MB are for the CPU share,
-#   0.58 of a vCPU: a copy costs about 5 CPU s per GB (`make bench`, section
-#   6), so the worker carries about 110 MB/s, over five times R.
+#   0.58 of a vCPU: a copy costs 5 to 7 CPU s per GB (`make bench`, section
+#   6), so the worker carries 85 to 115 MB/s, four to five times R.
 WORKER_CLAIM_SECONDS: Final = 10
 WORKER_TIMEOUT: Final = 300
 WORKER_MEMORY_MB: Final = 1024
