@@ -5,7 +5,6 @@ from infra import spec
 from infra.spec import WORKER_MEMORY_MB, WORKER_TIMEOUT
 from sume.settings import WorkerSettings
 from tests.infra.conftest import Stage
-from tests.infra.test_stack import function
 
 MiB = 1024 * 1024
 # botocore's checksum framing per upload in flight (sume.transfer).
@@ -42,5 +41,5 @@ def test_a_copy_s_parts_take_a_small_share_of_the_worker_s_memory():
 
 
 def test_the_stack_deploys_the_worker_s_timeout_and_memory(dev: Stage) -> None:
-    worker = function(dev, "Worker")
+    worker = dev.function("Worker")
     assert (worker["Timeout"], worker["MemorySize"]) == (WORKER_TIMEOUT, WORKER_MEMORY_MB)
