@@ -16,7 +16,6 @@ outside reaches either without passing through here first:
   ``message`` strings, cut to ``SUMMARY_FIELDS`` characters, and a mark.
 - ``bounded_text``: any other outside string (a status, a content type, an
   error message) cleaned of lone surrogates and cut to a number of UTF-8 bytes.
-- ``scrub_urls``: error messages keep no URL's query string or user info.
 """
 
 from __future__ import annotations
@@ -24,11 +23,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-
-from sume.urls import redact_url
 
 MAX_STORED_ERROR_CHARS = 16 * 1024
 MAX_ANNOUNCED_ERROR_CHARS = 8 * 1024
@@ -36,7 +33,6 @@ MAX_ANNOUNCED_ERROR_DEPTH = 8
 SUMMARY_FIELDS = {"code": 256, "message": 1024}
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_ABSOLUTE_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
 
 
 def clean_text(text: str) -> str:
@@ -51,21 +47,6 @@ def bounded_text(value: str, max_bytes: int) -> str:
     text = clean_text(value)
     data = text.encode("utf-8")
     return text if len(data) <= max_bytes else data[:max_bytes].decode("utf-8", "ignore")
-
-
-def scrub_urls(text: str, urls: Iterable[str] = ()) -> str:
-    """``text`` with every URL in it redacted (no query, fragment or user info).
-
-    The query of each of ``urls`` is also dropped where it follows a bare path,
-    as in urllib3's "Max retries exceeded with url: /path?query".
-    """
-    for url in urls:
-        text = text.replace(url, redact_url(url))
-        # Not urlsplit: it raises on the malformed URLs error messages often name.
-        query = url.partition("?")[2].partition("#")[0]
-        if query:
-            text = text.replace(f"?{query}", "")
-    return _ABSOLUTE_URL.sub(lambda match: redact_url(match.group()), text)
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ from urllib3.exceptions import TimeoutError as Urllib3TimeoutError
 from urllib3.util.ssl_match_hostname import CertificateError
 
 from sume.settings import UrlPolicy
-from sume.urls import redact_url
+from sume.urls import redact_url, scrub_urls
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Sequence[str]]
@@ -95,21 +95,6 @@ DECODED_ENCODINGS = frozenset({"gzip", "x-gzip", "deflate"})
 _INFLATE_WBITS = zlib.MAX_WBITS | 32
 
 
-def _scrubbed(text: str, url: str) -> str:
-    """``text`` without ``url``'s query string or user info, wherever they appear."""
-    if url:
-        text = text.replace(url, redact_url(url))
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return text
-    userinfo = parts.netloc.rpartition("@")[0]
-    for secret in (parts.query, parts.fragment, userinfo):
-        if secret:
-            text = text.replace(secret, "[redacted]")
-    return text
-
-
 class FetchError(Exception):
     """A fetch that did not produce a usable answer; ``code`` is machine-readable.
 
@@ -120,7 +105,7 @@ class FetchError(Exception):
     permanent: ClassVar[bool] = False
 
     def __init__(self, code: str, message: str, url: str, status: int | None = None) -> None:
-        message = _scrubbed(message, url)
+        message = scrub_urls(message, [url])
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message

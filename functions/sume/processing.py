@@ -33,7 +33,7 @@ from sume.artifacts import (
     object_key,
     source_digest,
 )
-from sume.bounded import bounded_text, scrub_urls, stored_error
+from sume.bounded import bounded_text, stored_error
 from sume.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, stored_event
 from sume.fetch import FetchError, PermanentFetchError
 from sume.ids import check_job_id
@@ -49,7 +49,7 @@ from sume.jobs import (
     item_size,
 )
 from sume.payloads import PayloadStore
-from sume.urls import redact_url
+from sume.urls import redact_url, scrub_urls
 
 DAY = 24 * 3600
 # The announcement is only sent with this much of the lease left, so no other

@@ -9,9 +9,9 @@ from sume.bounded import (
     MAX_STORED_ERROR_CHARS,
     announced_error,
     bounded_text,
-    scrub_urls,
     stored_error,
 )
+from sume.urls import scrub_urls
 
 
 def nested(levels, leaf=None):
