@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from devstack.lambda_context import LambdaContext
-from sume.names import WEBHOOK_PATH
+from sume.core.names import WEBHOOK_PATH
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 Observer = Callable[[dict[str, Any], dict[str, Any]], None]

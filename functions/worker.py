@@ -20,13 +20,13 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sume import services
-from sume.announce import AnnounceFailed
-from sume.fetch import TransientFetchError
-from sume.ids import InvalidJobId, check_job_id
-from sume.names import Metric
-from sume.observability import logger, metrics, tracer
-from sume.processing import (
+from sume.core.ids import InvalidJobId, check_job_id
+from sume.core.names import Metric
+from sume.core.observability import logger, metrics, tracer
+from sume.net.fetch import TransientFetchError
+from sume.working import compose
+from sume.working.announce import AnnounceFailed
+from sume.working.processing import (
     Action,
     JobBusy,
     JobResult,
@@ -115,7 +115,7 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
         return
     logger.append_keys(job_id=job_id, message_id=record.message_id)
     try:
-        result = services.worker_service().process(job_id, remaining_time(lambda_context))
+        result = compose.worker_service().process(job_id, remaining_time(lambda_context))
     except RETRYABLE as exc:
         metrics.add_metric(name=Metric.WORKER_RETRIES, unit="Count", value=1)
         # Not repr(exc): a fetch error's redacted form keeps presigned

@@ -21,9 +21,10 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from infra import spec
-from sume.jobs import JobsTable
-from sume.names import DUE_SHARDS, Env
-from sume.settings import ConfigurationError, PollerSettings, RegistrySettings
+from sume.core.errors import ConfigurationError
+from sume.core.names import DUE_SHARDS, Env
+from sume.polling.settings import PollerSettings, RegistrySettings
+from sume.store.jobs import JobsTable
 from sume_cli import USAGE, OpsError
 from sume_cli.stackinfo import LOCAL_PREFIX, Stack, discover_local, discover_stage
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sume.ids import is_job_id
-from sume.jobs import Job, JobsTable
+from sume.core.ids import is_job_id
+from sume.store.jobs import Job, JobsTable
 from sume_cli.times import iso
 
 # A peek hides messages only briefly and releases them when done; a redrive

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sume.jobs import Job, JobsTable, State
-from sume.queue import JobQueue
-from sume.registry import Registry
-from sume.settings import DEFAULT_SWEEP_AFTER_SECONDS
+from sume.core.settings import DEFAULT_SWEEP_AFTER_SECONDS
+from sume.polling.registry import Registry
+from sume.store.jobs import Job, JobsTable, State
+from sume.store.queue import JobQueue
 from sume_cli import USAGE, OpsError
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sume.jobs import Job, JobAttr, JobsTable, Selection, State
+from sume.store.jobs import Job, JobAttr, JobsTable, Selection, State
 from sume_cli import USAGE, OpsError
 
 # state argument -> item states, or a filter of its own (failed).

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from devstack.lambda_context import LambdaContext
-from sume import signature
-from sume.names import REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH
+from sume.contract import signature
+from sume.core.names import REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH
 
 SECRET = "whsec_test_secret"
 

@@ -42,7 +42,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from devstack.apigw import LoopbackHTTPServer
-from sume import signature
+from sume.contract import signature
 
 MAX_ATTEMPTS = 10
 TIMEOUT_SECONDS = 10.0

@@ -17,7 +17,7 @@ from typing import Any
 
 from devstack import scenario, simulator
 from devstack.simulator import ERRORS, MAX_ATTEMPTS, SPACING_SECONDS, TIMEOUT_SECONDS, Attempt, Sume
-from sume.names import Env
+from sume.core.names import Env
 
 INTERRUPTED = 130
 
@@ -74,10 +74,10 @@ def _send(args: argparse.Namespace) -> int:
 def _scenario(args: argparse.Namespace) -> int:
     expect = None
     if args.table:
-        from sume import aws
-        from sume.jobs import JobsTable
-        from sume.names import DUE_SHARDS
-        from sume.registry import Registry
+        from sume.core import aws
+        from sume.core.names import DUE_SHARDS
+        from sume.polling.registry import Registry
+        from sume.store.jobs import JobsTable
 
         jobs = JobsTable(aws.client("dynamodb"), args.table, DUE_SHARDS)
 

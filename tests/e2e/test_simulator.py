@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from devstack.simulator import Sume
-from sume.signature import SCHEME, SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
+from sume.contract.signature import SCHEME, SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
 
 
 class Receiver(ThreadingHTTPServer):

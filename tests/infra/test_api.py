@@ -7,7 +7,7 @@ import json
 from aws_cdk.assertions import Match, Template
 
 from infra import spec
-from sume.names import WEBHOOK_ROUTE_KEY
+from sume.core.names import WEBHOOK_ROUTE_KEY
 from tests.infra.conftest import Stage, ref_name
 from tests.infra.synth_stages import PROD_OVERRIDES
 

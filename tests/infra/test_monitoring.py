@@ -6,7 +6,7 @@ import json
 
 from aws_cdk.assertions import Template
 
-from sume.names import METRICS_NAMESPACE, SERVICE_NAME
+from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME
 from tests.infra.conftest import Stage, ref_name
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from infra import spec
 from infra.config import DEFAULTS
-from sume.names import DUE_INDEX
-from sume.settings import PollerSettings, RegistrationSettings
+from sume.core.names import DUE_INDEX
+from sume.polling.settings import PollerSettings, RegistrationSettings
 from tests.infra.conftest import (
     CONSUME,
     ITEMS,

@@ -3,11 +3,11 @@ the deployed defaults must keep agreeing with one another."""
 
 from infra import spec
 from infra.spec import WORKER_MEMORY_MB, WORKER_TIMEOUT
-from sume.settings import WorkerSettings
+from sume.working.settings import WorkerSettings
 from tests.infra.conftest import Stage
 
 MiB = 1024 * 1024
-# botocore's checksum framing per upload in flight (sume.transfer).
+# botocore's checksum framing per upload in flight (sume.working.transfer).
 FRAMING_PER_UPLOAD = 2 * MiB
 DEFAULTS = WorkerSettings.from_env(
     {

@@ -22,9 +22,9 @@ from devstack.apigw import HttpApiServer
 from devstack.resources import create_resources
 from infra import spec
 from infra.spec import ResourceNames
-from sume.envelope import JobEvent, parse
-from sume.jobs import JobsTable, Source, State
-from sume.signature import SignatureError, verify
+from sume.contract.envelope import JobEvent, parse
+from sume.contract.signature import SignatureError, verify
+from sume.store.jobs import JobsTable, Source, State
 from sume_cli.context import new_session
 from sume_cli.main import main
 from tests.builders import SECRET, job_body, raw_of

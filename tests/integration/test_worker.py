@@ -17,12 +17,13 @@ import pytest
 import receiver
 import worker
 from devstack import moto_atomic
-from sume import services
-from sume.fetch import TransientFetchError
-from sume.jobs import JobsTable
-from sume.names import DETAIL_TYPES, EVENT_SOURCE
-from sume.processing import Action, JobBusy, OutOfTime
-from sume.settings import WorkerSettings
+from sume.core import container
+from sume.core.names import DETAIL_TYPES, EVENT_SOURCE
+from sume.net.fetch import TransientFetchError
+from sume.store.jobs import JobsTable
+from sume.working.compose import build_worker
+from sume.working.processing import Action, JobBusy, OutOfTime
+from sume.working.settings import WorkerSettings
 from tests.builders import LambdaContext, delivery_event, job_body, sqs_event
 
 MP4 = {"content-type": "video/mp4"}
@@ -166,7 +167,7 @@ def test_failed_and_canceled_jobs_are_written_down_with_their_error(world):
         stored = world.item(body["job_id"])
         assert stored.state == "processed"
         assert stored.outcome == outcome
-        assert json.loads(stored.error) == body["error"]  # JSON text, see sume.bounded
+        assert json.loads(stored.error) == body["error"]  # JSON text, see sume.core.bounded
         assert stored.artifacts == []
         event = announced[body["job_id"]]
         assert event["detail-type"] == DETAIL_TYPES[outcome]
@@ -246,7 +247,7 @@ def test_without_local_mode_loopback_artifacts_are_refused(world, server, monkey
     assert world.item(https_only).processing_error["code"] == "refused_scheme"
 
     monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
-    services.reset()  # a new container, with the new setting
+    container.reset()  # a new container, with the new setting
     public_only = deliver(job_body(artifacts=[url]))
     assert run(public_only)[1] == []
     assert world.item(public_only).processing_error["code"] == "refused_address"
@@ -271,7 +272,7 @@ def test_the_same_job_delivered_concurrently_is_processed_once(world, server, lo
     # Slow enough that the second worker arrives while the first holds the lease.
     urls = [server.route(f"/c/{i}.mp4", body=b"y" * 1000, delay=0.2) for i in range(2)]
     job_id = deliver(job_body(artifacts=urls))
-    workers = [services.build_worker(WorkerSettings.from_env()) for _ in range(2)]
+    workers = [build_worker(WorkerSettings.from_env()) for _ in range(2)]
     start = threading.Barrier(2)
     outcomes = []
 
@@ -341,7 +342,7 @@ def test_a_retry_after_a_crash_does_not_download_stored_artifacts_again(world, s
         return CrashingS3(real, crash_on=3) if service == "s3" else real
 
     with pytest.raises(Crash):
-        services.build_worker(settings, clients).process(job_id)
+        build_worker(settings, clients).process(job_id)
     stored = world.item(job_id)
     assert stored.state == "processing"
     assert [a["source_url"] for a in stored.artifacts] == urls[:2]
@@ -351,7 +352,7 @@ def test_a_retry_after_a_crash_does_not_download_stored_artifacts_again(world, s
     assert failed == ids
 
     later = time.time() + settings.lease_seconds + 60
-    result = services.build_worker(settings, clock=lambda: later).process(job_id)
+    result = build_worker(settings, clock=lambda: later).process(job_id)
 
     assert result.action is Action.PROCESSED
     assert (result.artifacts_copied, len(result.artifacts)) == (2, 4)
@@ -372,7 +373,7 @@ def test_gives_up_after_max_attempts_with_an_announced_processing_error(
     now = time.time()
 
     def attempt(seconds_later):
-        processor = services.build_worker(settings, clock=lambda: now + seconds_later)
+        processor = build_worker(settings, clock=lambda: now + seconds_later)
         return processor.process(job_id)
 
     for seconds_later in (0, 2):
@@ -528,7 +529,7 @@ def test_no_copy_starts_without_the_time_to_finish_it(world, server, local_urls)
     left = iter([100.0, 100.0, settings.time_reserve_seconds])
 
     with pytest.raises(OutOfTime):
-        services.build_worker(settings).process(job_id, lambda: next(left))
+        build_worker(settings).process(job_id, lambda: next(left))
 
     stored = world.item(job_id)
     assert stored.state == "processing"
@@ -538,7 +539,7 @@ def test_no_copy_starts_without_the_time_to_finish_it(world, server, local_urls)
     assert server.hits["/o/1.mp4"] == 0
 
     later = time.time() + 2
-    result = services.build_worker(settings, clock=lambda: later).process(job_id, lambda: 100.0)
+    result = build_worker(settings, clock=lambda: later).process(job_id, lambda: 100.0)
     assert result.action is Action.PROCESSED
     assert (result.artifacts_copied, len(result.artifacts)) == (1, 2)
     assert server.hits["/o/0.mp4"] == 1

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from sume.envelope import (
+from sume.contract.envelope import (
     MAX_DEPTH,
     MAX_STATUS_CHARS,
     JobEvent,

@@ -5,8 +5,12 @@ import json
 
 import pytest
 
-from sume.announce import MAX_ENTRY_BYTES, Announcement, Announcer, to_json
-from sume.artifacts import (
+from sume.core.names import DETAIL_TYPES
+from sume.net.fetch import TransientFetchError
+from sume.net.urls import redact_url
+from sume.store.jobs import MAX_ITEM_BYTES, Job, attribute_size, item_size
+from sume.working.announce import MAX_ENTRY_BYTES, Announcement, Announcer, to_json
+from sume.working.artifacts import (
     InvalidArtifacts,
     StoredArtifact,
     artifact_urls,
@@ -14,11 +18,12 @@ from sume.artifacts import (
     object_key,
     source_digest,
 )
-from sume.fetch import TransientFetchError
-from sume.jobs import MAX_ITEM_BYTES, Job, attribute_size, item_size
-from sume.names import DETAIL_TYPES
-from sume.processing import FINISH_RESERVE_BYTES, _Progress, failure_details, room_for_records
-from sume.urls import redact_url
+from sume.working.processing import (
+    FINISH_RESERVE_BYTES,
+    _Progress,
+    failure_details,
+    room_for_records,
+)
 
 
 def test_artifact_entries_are_urls_or_objects_with_a_url():

@@ -1,6 +1,7 @@
 import pytest
 
-from sume.settings import ConfigurationError, ReceiverSettings
+from sume.core.errors import ConfigurationError
+from sume.receiving.settings import ReceiverSettings
 
 BASE = {"JOBS_TABLE_NAME": "t", "JOBS_QUEUE_URL": "q", "SUME_COM_WEBHOOK_SIGNING_SECRET": "s"}
 

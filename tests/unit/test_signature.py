@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sume.signature import (
+from sume.contract.signature import (
     SCHEME,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,

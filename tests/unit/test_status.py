@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from sume.envelope import MAX_STATUS_CHARS
-from sume.settings import ConfigurationError
-from sume.status import (
+from sume.contract.envelope import MAX_STATUS_CHARS
+from sume.core.errors import ConfigurationError
+from sume.polling.status import (
     StatusClient,
     StatusUnavailable,
     Verdict,

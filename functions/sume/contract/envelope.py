@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
-from sume.ids import InvalidJobId, check_job_id
+from sume.core.ids import InvalidJobId, check_job_id
 
 TERMINAL_EVENTS = {
     "job.completed": "completed",

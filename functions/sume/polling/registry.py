@@ -15,10 +15,10 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
-from sume.ids import check_job_id
-from sume.jobs import JobsTable
-from sume.settings import RegistrySettings
-from sume.status import host_listed
+from sume.core.ids import check_job_id
+from sume.polling.settings import RegistrySettings
+from sume.polling.status import host_listed
+from sume.store.jobs import JobsTable
 
 # DynamoDB caps an item at 400 KB and an inline event body may take 256 KiB.
 MAX_METADATA_BYTES = 64 * 1024
@@ -74,7 +74,7 @@ class Registry:
     def expect(
         self, job_id: str, status_url: str, metadata: Mapping[str, Any] | None = None
     ) -> bool:
-        """See ``sume.registry.expect``."""
+        """See ``sume.polling.registry.expect``."""
         job_id = check_job_id(job_id)
         status_url = _checked_url(status_url, self._allowed_hosts)
         checked = _checked_metadata(metadata)
@@ -112,7 +112,7 @@ def expect(
         (received, processed, or registered before): then nothing changed.
 
     Raises:
-        ValueError: a job id ``sume.ids.check_job_id`` refuses (``InvalidJobId``),
+        ValueError: a job id ``sume.core.ids.check_job_id`` refuses (``InvalidJobId``),
             a URL that is not absolute http(s) or whose host is not on
             ``STATUS_ALLOWED_HOSTS``, metadata that is not a JSON object.
         botocore.exceptions.ClientError / BotoCoreError: DynamoDB failed; calling
@@ -120,7 +120,7 @@ def expect(
     """
     settings = RegistrySettings.from_env(table_name=table_name)
     if dynamodb is None:
-        from sume import aws
+        from sume.core import aws
 
         dynamodb = aws.client("dynamodb")
     jobs = JobsTable(dynamodb, settings.jobs_table_name, settings.due_shards)

@@ -13,7 +13,7 @@ Two kinds of items are due (see docs/design.md):
   is sent to the queue again (the worker's claim makes a duplicate harmless)
   and the sweep deadline is pushed back with backoff.
 
-Every transition is conditional (see ``sume.jobs``), so a stale index entry or
+Every transition is conditional (see ``sume.store.jobs``), so a stale index entry or
 a concurrent webhook or worker can only make a step a no-op, never undo one.
 """
 
@@ -28,12 +28,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sume.intake import JobIntake, Outcome
-from sume.jobs import Job, JobsTable, Source, State
-from sume.observability import logger
-from sume.queue import JobQueue
-from sume.settings import ConfigurationError
-from sume.status import REFUSED_HOST, StatusResult, Verdict
+from sume.core.errors import ConfigurationError
+from sume.core.observability import logger
+from sume.polling.status import REFUSED_HOST, StatusResult, Verdict
+from sume.store.intake import JobIntake, Outcome
+from sume.store.jobs import Job, JobsTable, Source, State
+from sume.store.queue import JobQueue
 
 # Items per index query: small enough that a run out of time leaves little
 # read-but-unhandled work, large enough to keep every poll thread busy.

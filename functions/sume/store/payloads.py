@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from sume.ids import key_segment
+from sume.core.ids import key_segment
 
 # DynamoDB caps an item at 400 KB including attribute names and the other
 # attributes; the raw body stays inline below this, with ample headroom.

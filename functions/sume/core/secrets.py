@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from sume.settings import ConfigurationError
+from sume.core.errors import ConfigurationError
 
 
 class SecretsUnavailable(RuntimeError):

@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sume.bounded import bounded_text
-from sume.names import REGISTRATION_DETAIL_TYPE
-from sume.queue import DeadLetterQueue
-from sume.registry import Registry
+from sume.core.bounded import bounded_text
+from sume.core.names import REGISTRATION_DETAIL_TYPE
+from sume.polling.registry import Registry
+from sume.store.queue import DeadLetterQueue
 
 FIELDS = ("job_id", "status_url", "metadata")
 REQUIRED = ("job_id", "status_url")

@@ -28,7 +28,7 @@ with our own bound on the decompressed size.
 Errors say whether retrying can help: ``PermanentFetchError`` (refused URL,
 4xx, over the size cap) or ``TransientFetchError`` (5xx, 429, timeouts, the
 deadline, connection and DNS failures). Their ``url`` and message never carry
-a URL's query string or user info (``sume.urls.redact_url``): presigned links
+a URL's query string or user info (``sume.net.urls.redact_url``): presigned links
 are credentials.
 """
 
@@ -44,7 +44,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Protocol
 from urllib.parse import urljoin, urlsplit
 
 import urllib3
@@ -60,8 +60,8 @@ from urllib3.exceptions import SSLError as Urllib3SSLError
 from urllib3.exceptions import TimeoutError as Urllib3TimeoutError
 from urllib3.util.ssl_match_hostname import CertificateError
 
-from sume.settings import UrlPolicy
-from sume.urls import redact_url, scrub_urls
+from sume.net.policy import UrlPolicy
+from sume.net.urls import redact_url, scrub_urls
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], Sequence[str]]
@@ -562,6 +562,19 @@ class Response:
         self._watch.cancel()
 
 
+class HttpSettings(Protocol):
+    """What a handler's settings give the HTTP client (worker and poller alike)."""
+
+    @property
+    def url_policy(self) -> UrlPolicy: ...
+    @property
+    def connect_timeout_seconds(self) -> float: ...
+    @property
+    def read_timeout_seconds(self) -> float: ...
+    @property
+    def total_timeout_seconds(self) -> float: ...
+
+
 class SafeHttp:
     """GET with the URL policy applied to every hop. Thread-safe; holds no pools."""
 
@@ -585,6 +598,16 @@ class SafeHttp:
         # The CA bundle botocore itself uses, so TLS trust in Lambda does not
         # depend on the runtime image's system store.
         self._ca_certs = ca_certs or get_cert_path(True)
+
+    @classmethod
+    def for_settings(cls, settings: HttpSettings) -> SafeHttp:
+        """The client a handler's settings describe: its URL policy and timeouts."""
+        return cls(
+            settings.url_policy,
+            settings.connect_timeout_seconds,
+            settings.read_timeout_seconds,
+            total_timeout=settings.total_timeout_seconds,
+        )
 
     def _connection(self, target: Target, address: str, timeout: float) -> HTTPConnection:
         if target.scheme == "https":

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import functools
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import boto3
 from botocore.config import Config
+
+from sume.core.container import per_container
 
 # Threads share a client (the poller's polls, the worker's part uploads): a
 # pool smaller than them would open, and discard with a warning, a connection
@@ -37,14 +39,14 @@ PATIENT = Config(
 _lock = threading.Lock()
 
 
-@functools.cache
+@per_container
 def _session() -> boto3.session.Session:
     # One session per container: its second client reuses the endpoint and
     # model data the first one loaded, which a fresh session would load again.
     return boto3.session.Session()
 
 
-@functools.cache
+@per_container
 def client(service: str, patient: bool = False) -> Any:
     """One client per service per container; honours AWS_ENDPOINT_URL (moto, local)."""
     # A botocore session is not safe for concurrent client creation (the
@@ -53,11 +55,10 @@ def client(service: str, patient: bool = False) -> Any:
         return _session().client(service, config=PATIENT if patient else FAST)
 
 
-def reset() -> None:
-    """Forget the session and every client, as a fresh container would.
+class Clients(Protocol):
+    """A boto3 client per service; ``patient`` ones wait and retry longer."""
 
-    A session created before moto was started would hand out clients that
-    moto does not intercept.
-    """
-    client.cache_clear()
-    _session.cache_clear()
+    def __call__(self, service: str, patient: bool = False) -> Any: ...
+
+
+Clock = Callable[[], float]

@@ -2,7 +2,7 @@
 
 A body goes from HTTP to S3 in parts, download and upload overlapping, with
 memory bounded by a number of parts whatever the file's size (see
-``sume.transfer``). When the origin serves byte ranges the parts are fetched
+``sume.working.transfer``). When the origin serves byte ranges the parts are fetched
 on several connections at once; should it answer a range otherwise than asked
 (the object changed, ranges are off after all, a short part), the copy starts
 over as one stream. A body of one part is a single ``PutObject``; a larger one
@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from sume.bounded import clean_text
-from sume.fetch import PermanentFetchError, SafeHttp, TransientFetchError
-from sume.ids import key_segment
-from sume.observability import logger
-from sume.transfer import (
+from sume.core.bounded import clean_text
+from sume.core.ids import key_segment
+from sume.core.observability import logger
+from sume.net.fetch import PermanentFetchError, SafeHttp, TransientFetchError
+from sume.net.urls import redact_url
+from sume.working.transfer import (
     RangedParts,
     RangesUnusable,
     S3Parts,
@@ -35,7 +36,6 @@ from sume.transfer import (
     range_plan,
     stream_parts,
 )
-from sume.urls import redact_url
 
 DEFAULT_CONTENT_TYPE = "application/octet-stream"
 # A media type is printable ASCII; the remote server's header is kept only if it is one.

@@ -8,12 +8,12 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from sume.envelope import JobEvent
-from sume.jobs import JobsTable, Source, State
-from sume.names import Env
-from sume.payloads import PayloadStore, needs_offload
-from sume.queue import JobQueue
-from sume.settings import ConfigurationError
+from sume.contract.envelope import JobEvent
+from sume.core.errors import ConfigurationError
+from sume.core.names import Env
+from sume.store.jobs import JobsTable, Source, State
+from sume.store.payloads import PayloadStore, needs_offload
+from sume.store.queue import JobQueue
 
 
 class Outcome(enum.StrEnum):

@@ -1,6 +1,6 @@
 """Announcing each processed job on EventBridge: a public API.
 
-Source ``sume.webhooks``, one detail-type per result (``sume.names.DETAIL_TYPES``),
+Source ``sume.webhooks``, one detail-type per result (``sume.core.names.DETAIL_TYPES``),
 and a detail whose shape is documented in docs/announcements.md. Other services subscribe
 with a rule; nothing here changes when they do. Fields are only ever added;
 ``version`` changes if one ever has to change meaning.
@@ -10,7 +10,7 @@ lists, in the same order, as AWS services name what an event is about.
 
 EventBridge refuses an entry over 256 KB, and a refused announcement would be
 retried forever, so the entry is bounded by construction: Sume's ``error``
-goes through ``sume.bounded.announced_error``, ``event`` and ``status`` are
+goes through ``sume.core.bounded.announced_error``, ``event`` and ``status`` are
 cut, and the artifact list keeps its first records while the detail and the
 resources together stay within ``MAX_ENTRY_BYTES``; a record and its ARN are
 kept or left out together. ``artifact_count`` always says how many there
@@ -24,8 +24,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from sume.bounded import announced_error, bounded_text
-from sume.names import DETAIL_TYPES, EVENT_SOURCE
+from sume.core.bounded import announced_error, bounded_text
+from sume.core.names import DETAIL_TYPES, EVENT_SOURCE
 
 DETAIL_VERSION = 1
 ARTIFACT_FIELDS = ("bucket", "key", "uri", "size", "sha256", "content_type", "source_url")

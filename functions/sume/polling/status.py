@@ -23,10 +23,16 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from sume.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, from_mapping, load_json
-from sume.fetch import FetchError, SafeHttp, host_allowed
-from sume.ids import InvalidJobId, check_job_id
-from sume.secrets import Fetch, parse_api_token
+from sume.contract.envelope import (
+    TERMINAL_EVENTS,
+    JobEvent,
+    MalformedEvent,
+    from_mapping,
+    load_json,
+)
+from sume.core.ids import InvalidJobId, check_job_id
+from sume.core.secrets import Fetch, parse_api_token
+from sume.net.fetch import FetchError, SafeHttp, host_allowed
 
 COMPLETED_WORDS = frozenset(
     {"completed", "complete", "succeeded", "success", "successful", "done", "finished"}
@@ -36,7 +42,7 @@ CANCELED_WORDS = frozenset({"canceled", "cancelled"})
 STATUS_FIELDS = ("status", "state")
 # A status answer is small; a huge one is refused rather than held in memory.
 MAX_STATUS_BYTES = 1024 * 1024
-# The reason a status_url off STATUS_ALLOWED_HOSTS is refused (as sume.fetch names it).
+# The reason a status_url off STATUS_ALLOWED_HOSTS is refused (as sume.net.fetch names it).
 REFUSED_HOST = "refused_host"
 
 _EVENT_FOR_WORDS = (
@@ -215,7 +221,7 @@ StatusUnavailable."""
 
 
 def _host(url: str) -> str | None:
-    """The host as ``sume.fetch`` compares it: lowercase IDNA, no trailing dot."""
+    """The host as ``sume.net.fetch`` compares it: lowercase IDNA, no trailing dot."""
     try:
         host = urlsplit(url).hostname
     except ValueError:
@@ -238,7 +244,7 @@ class StatusClient:
     """Asks a job's status_url, with Sume's API token only for a host on the allow-list.
 
     A status_url comes from whoever registered the job, so the token goes only
-    to a host ops listed as Sume's (and ``sume.fetch`` drops it on a redirect
+    to a host ops listed as Sume's (and ``sume.net.fetch`` drops it on a redirect
     to another origin). Without a list, a status_url is still read (public
     hosts only) but never with the token.
     """
@@ -261,7 +267,7 @@ class StatusClient:
 
 
 def status_getter(http: SafeHttp) -> HttpGet:
-    """GET through ``sume.fetch`` (SSRF-safe: same URL rules as artifact downloads)."""
+    """GET through ``sume.net.fetch`` (SSRF-safe: same URL rules as artifact downloads)."""
 
     def get(url: str, headers: Mapping[str, str], deadline: float | None) -> tuple[int, str]:
         try:

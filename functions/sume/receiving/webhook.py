@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sume import envelope
-from sume.http import HttpRequest
-from sume.intake import JobIntake
-from sume.jobs import Source
-from sume.names import WEBHOOK_PATH
-from sume.secrets import SigningSecrets
-from sume.signature import SignatureError, SignedHeaders
+from sume.contract import envelope
+from sume.contract.signature import SignatureError, SignedHeaders
+from sume.core.names import WEBHOOK_PATH
+from sume.core.secrets import SigningSecrets
+from sume.receiving.http import HttpRequest
+from sume.store.intake import JobIntake
+from sume.store.jobs import Source
 
 
 class Rejected(Exception):

@@ -35,7 +35,7 @@ DETAIL_TYPES: Final = {
     "processing_error": "Sume Job Processing Error",
 }
 # What an application puts on the same bus to register a job it submitted
-# (sume.registration); its source is the application's own.
+# (sume.polling.registration); its source is the application's own.
 REGISTRATION_DETAIL_TYPE: Final = "Sume Job Submitted"
 
 METRICS_NAMESPACE: Final = "SumeWebhooks"
@@ -43,7 +43,7 @@ SERVICE_NAME: Final = "sume-webhooks"
 
 
 class Env:
-    """The functions' environment variables: ``sume.settings`` reads them,
+    """The functions' environment variables: ``sume.core.settings`` reads them,
     ``infra/`` and the local stack set them."""
 
     # The stack's resources.

@@ -10,7 +10,7 @@ otherwise (subscribers dedupe on ``job_id``). Finishing first and announcing
 second would instead lose the announcement on such a crash.
 
 So the finish must never fail once the announcement is out: everything it
-writes is bounded (``sume.bounded``, the item's room for artifact records),
+writes is bounded (``sume.core.bounded``, the item's room for artifact records),
 and should DynamoDB still refuse it as invalid, the same state and codes are
 written without the rest. A retry then finds the job finished rather than
 announcing it again.
@@ -25,19 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sume.announce import Announcement, Announcer
-from sume.artifacts import (
-    ArtifactStore,
-    InvalidArtifacts,
-    artifact_urls,
-    object_key,
-    source_digest,
-)
-from sume.bounded import bounded_text, stored_error
-from sume.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, stored_event
-from sume.fetch import FetchError, PermanentFetchError
-from sume.ids import check_job_id
-from sume.jobs import (
+from sume.contract.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, stored_event
+from sume.core.bounded import bounded_text, stored_error
+from sume.core.ids import check_job_id
+from sume.net.fetch import FetchError, PermanentFetchError
+from sume.net.urls import redact_url, scrub_urls
+from sume.store.jobs import (
     MAX_ITEM_BYTES,
     InvalidWrite,
     Job,
@@ -48,8 +41,15 @@ from sume.jobs import (
     attribute_size,
     item_size,
 )
-from sume.payloads import PayloadStore
-from sume.urls import redact_url, scrub_urls
+from sume.store.payloads import PayloadStore
+from sume.working.announce import Announcement, Announcer
+from sume.working.artifacts import (
+    ArtifactStore,
+    InvalidArtifacts,
+    artifact_urls,
+    object_key,
+    source_digest,
+)
 
 DAY = 24 * 3600
 # The announcement is only sent with this much of the lease left, so no other

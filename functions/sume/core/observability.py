@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 
-from sume.names import METRICS_NAMESPACE, SERVICE_NAME
+from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME
 
 # Service and namespace are pinned here, not left to the environment: the
 # stack's alarms select these exact metrics by namespace and service.

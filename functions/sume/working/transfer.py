@@ -39,7 +39,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from sume.fetch import Endpoint, FetchError, Response, SafeHttp
+from sume.net.fetch import Endpoint, FetchError, Response, SafeHttp
 
 Room = Callable[[bool], bool]
 """Take a slot for one more part buffer: wait for one, or (False) only say whether one was free."""

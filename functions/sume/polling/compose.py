@@ -1,0 +1,82 @@
+"""The poller's services (scheduled runs, registrations by event), built once per container."""
+
+from __future__ import annotations
+
+import time
+
+from sume.core import aws
+from sume.core.aws import Clients, Clock
+from sume.core.container import per_container
+from sume.core.secrets import secret_fetcher
+from sume.net.fetch import SafeHttp
+from sume.polling.poller import Poller, PollPolicy
+from sume.polling.registration import Registrations
+from sume.polling.registry import Registry
+from sume.polling.settings import PollerSettings, RegistrationSettings
+from sume.polling.status import StatusClient, TokenSource, status_getter, token_source
+from sume.store.compose import build_intake, build_jobs
+from sume.store.jobs import JobsTable
+from sume.store.queue import DeadLetterQueue, JobQueue
+
+
+def build_poller(
+    settings: PollerSettings, clients: Clients = aws.client, clock: Clock = time.time
+) -> Poller:
+    table = settings.table
+    status = StatusClient(
+        status_getter(SafeHttp.for_settings(settings)),
+        _api_token(settings, clients),
+        settings.url_policy.allowed_hosts,
+    )
+    policy = PollPolicy(
+        initial_seconds=settings.poll_initial_seconds,
+        max_interval_seconds=settings.poll_max_interval_seconds,
+        max_age_seconds=settings.max_poll_age_seconds,
+        sweep_after_seconds=settings.sweep_after_seconds,
+        poll_timeout_seconds=settings.total_timeout_seconds,
+        time_margin_seconds=settings.time_budget_margin_seconds,
+    )
+    return Poller(
+        build_jobs(table, clients("dynamodb")),
+        build_intake(settings, clients),
+        JobQueue(clients("sqs"), table.jobs_queue_url),
+        status.check,
+        policy,
+        shards=table.due_shards,
+        max_parallel_polls=settings.max_parallel_polls,
+        clock=clock,
+    )
+
+
+def build_registrations(
+    settings: RegistrationSettings, clients: Clients = aws.client, clock: Clock = time.time
+) -> Registrations:
+    """Registration by event (in the poller): ``registry.expect``'s checks, refusals parked."""
+    registry = settings.registry
+    jobs = JobsTable(clients("dynamodb"), registry.jobs_table_name, registry.due_shards)
+    return Registrations(
+        Registry(
+            jobs, registry.poll_initial_seconds, clock, allowed_hosts=registry.status_allowed_hosts
+        ),
+        DeadLetterQueue(clients("sqs"), settings.dead_letter_queue_url),
+    )
+
+
+def _api_token(settings: PollerSettings, clients: Clients) -> TokenSource:
+    """From Secrets Manager when an ARN is set, else the environment's value, if any."""
+    arn, value = settings.api_token_arn, settings.api_token_value
+    if arn:
+        return token_source(
+            secret_fetcher(arn, settings.secret_cache_seconds, clients("secretsmanager"))
+        )
+    return token_source(None if value is None else lambda: value)
+
+
+@per_container
+def poller_service() -> Poller:
+    return build_poller(PollerSettings.from_env())
+
+
+@per_container
+def registrations_service() -> Registrations:
+    return build_registrations(RegistrationSettings.from_env())
