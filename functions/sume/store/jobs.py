@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
@@ -354,7 +354,7 @@ def _refused_as_invalid() -> Iterator[None]:
         raise InvalidWrite(str(error.get("Message", ""))) from exc
 
 
-def _values(**values: Any) -> dict[str, dict[str, Any]]:
+def expression_values(**values: Any) -> dict[str, dict[str, Any]]:
     return {f":{k}": _av(v) for k, v in values.items()}
 
 
@@ -383,43 +383,6 @@ class NotClaimable(Exception):
         super().__init__(f"job {job_id} is not claimable: {stored.state if stored else 'absent'}")
         self.job_id = job_id
         self.stored = stored
-
-
-@dataclass(frozen=True)
-class Selection:
-    """The jobs a listing keeps, and which of their attributes it reads.
-
-    A job is kept when its ``attribute`` is one of ``among`` and, when
-    ``since`` is given, any of ``since_attributes`` is at or after it.
-    Only ``attributes`` are read, so a listing never carries the stored body.
-    """
-
-    attribute: JobAttr
-    among: tuple[str, ...]
-    attributes: tuple[str, ...]
-    since: int | None = None
-    since_attributes: tuple[str, ...] = ()
-
-
-def _filtered(selection: Selection) -> dict[str, Any]:
-    """A Query's or Scan's filter and projection for ``selection``, names and values included."""
-    names = {f"#p{i}": attribute for i, attribute in enumerate(selection.attributes)}
-    names["#kept"] = selection.attribute
-    values: dict[str, Any] = {f"v{i}": value for i, value in enumerate(selection.among)}
-    conditions = [f"#kept IN ({', '.join(f':v{i}' for i in range(len(selection.among)))})"]
-    if selection.since is not None:
-        compared = []
-        for i, attribute in enumerate(selection.since_attributes):
-            names[f"#since{i}"] = attribute
-            compared.append(f"#since{i} >= :since")
-        values["since"] = selection.since
-        conditions.append(f"({' OR '.join(compared)})")
-    return {
-        "FilterExpression": " AND ".join(conditions),
-        "ProjectionExpression": ", ".join(f"#p{i}" for i in range(len(selection.attributes))),
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": _values(**values),
-    }
 
 
 @dataclass(frozen=True)
@@ -474,7 +437,7 @@ class JobsTable:
         if names := _names(expression):
             request["ExpressionAttributeNames"] = names
         if values:
-            request["ExpressionAttributeValues"] = _values(**values)
+            request["ExpressionAttributeValues"] = expression_values(**values)
         return self._client.update_item(**request)
 
     def _conditional(
@@ -714,39 +677,23 @@ class JobsTable:
     ) -> tuple[list[Job], dict[str, Any] | None]:
         """Jobs of one shard whose due time has come, oldest first; each has its ``due_at``."""
         request: dict[str, Any] = {
-            "TableName": self._table,
             "IndexName": DUE_INDEX,
             "KeyConditionExpression": f"{JobAttr.DUE_SHARD} = :shard AND {JobAttr.DUE_AT} <= :now",
-            "ExpressionAttributeValues": _values(shard=shard, now=now),
+            "ExpressionAttributeValues": expression_values(shard=shard, now=now),
             "Limit": limit,
         }
-        page = self._page(self._client.query, request, start)
+        page = self.read_page("query", request, start)
         return page.jobs, page.start
 
-    def due_page(
-        self, shard: int, selection: Selection, limit: int, start: dict[str, Any] | None = None
+    def read_page(
+        self,
+        operation: Literal["query", "scan"],
+        request: dict[str, Any],
+        start: dict[str, Any] | None,
     ) -> Page:
-        """A page of one shard of the due-work index, soonest due first, kept by ``selection``."""
-        request = _filtered(selection)
-        request["ExpressionAttributeValues"][":shard"] = _av(shard)
-        request.update(
-            TableName=self._table,
-            IndexName=DUE_INDEX,
-            KeyConditionExpression=f"{JobAttr.DUE_SHARD} = :shard",
-            Limit=limit,
-        )
-        return self._page(self._client.query, request, start)
-
-    def scan_page(
-        self, selection: Selection, limit: int, start: dict[str, Any] | None = None
-    ) -> Page:
-        """A page of a Scan of the whole table (``limit`` items read), kept by ``selection``."""
-        request = {**_filtered(selection), "TableName": self._table, "Limit": limit}
-        return self._page(self._client.scan, request, start)
-
-    def _page(
-        self, read: Callable[..., Any], request: dict[str, Any], start: dict[str, Any] | None
-    ) -> Page:
+        """One page of a Query or Scan of the table: ``request`` less the table's name."""
+        read: Callable[..., Any] = getattr(self._client, operation)
+        request = {**request, "TableName": self._table}
         if start:
             request["ExclusiveStartKey"] = start
         response = read(**request)
