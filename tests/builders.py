@@ -47,6 +47,19 @@ def signed_headers(
     return {"content-type": "application/json", **signature.headers(raw, secrets, ts)}
 
 
+def verify(
+    raw_body: bytes,
+    headers: dict[str, str],
+    secrets: Sequence[bytes],
+    now: float,
+    tolerance_seconds: int = signature.TOLERANCE_SECONDS,
+) -> int:
+    """The position of the secret that signed ``raw_body``, in the receiver's two steps:
+    the headers alone first (a stale delivery reads no secret), then the MAC."""
+    read = signature.SignedHeaders.read(headers, now, tolerance_seconds)
+    return read.secret_position(raw_body, secrets)
+
+
 def raw_of(body: dict[str, Any] | str | bytes) -> bytes:
     if isinstance(body, bytes):
         return body

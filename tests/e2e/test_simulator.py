@@ -14,7 +14,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from devstack.simulator import Sume
-from sume.contract.signature import SCHEME, SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
+from sume.contract.signature import SCHEME, SIGNATURE_HEADER, TIMESTAMP_HEADER
+from tests.builders import verify
 
 
 class Receiver(ThreadingHTTPServer):

@@ -23,11 +23,11 @@ from devstack.resources import create_resources
 from infra import spec
 from infra.spec import ResourceNames
 from sume.contract.envelope import JobEvent, parse
-from sume.contract.signature import SignatureError, verify
+from sume.contract.signature import SignatureError
 from sume.store.jobs import JobsTable, Source, State
 from sume_cli.context import new_session
 from sume_cli.main import main
-from tests.builders import SECRET, job_body, raw_of
+from tests.builders import SECRET, job_body, raw_of, verify
 
 ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"
 

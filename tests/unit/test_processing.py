@@ -75,7 +75,7 @@ def test_the_announcement_detail_is_the_documented_shape():
         artifacts=[artifact],
     )
     assert announcement.detail_type == DETAIL_TYPES["completed"] == "Sume Job Completed"
-    detail = announcement.detail()
+    detail = announcement.contents()[0]
     assert detail == {
         "version": 1,
         "job_id": "j",
@@ -104,7 +104,7 @@ def test_a_processing_error_has_its_own_detail_type():
         processing_error={"code": "http_404", "message": "m", "url": "u"},
     )
     assert announcement.detail_type == "Sume Job Processing Error"
-    assert announcement.detail()["processing_error"]["code"] == "http_404"
+    assert announcement.contents()[0]["processing_error"]["code"] == "http_404"
 
 
 def record(i, path="x" * 200):
@@ -178,7 +178,7 @@ def test_the_announcement_names_each_listed_artifact_by_its_s3_arn():
         "arn:aws-cn:s3:::b/jobs/j/000-x.mp4",
         "arn:aws-cn:s3:::b/jobs/j/001-x.mp4",
     ]
-    assert json.loads(entry["Detail"]) == announcement.detail()
+    assert json.loads(entry["Detail"]) == announcement.contents()[0]
 
 
 PRESIGNED = "https://cdn.example/out/a.mp4?X-Amz-Credential=AKIA&X-Amz-Signature=5ecre7"

@@ -13,8 +13,8 @@ from sume.contract.signature import (
     SignedHeaders,
     headers,
     sign,
-    verify,
 )
+from tests.builders import verify
 
 VECTORS = json.loads(
     (Path(__file__).parent.parent / "data/sume-signature-vectors.json").read_text()

@@ -130,14 +130,3 @@ class SignedHeaders:
         if matched < 0:
             raise SignatureError("signature_mismatch")
         return matched
-
-
-def verify(
-    raw_body: bytes,
-    headers: Mapping[str, str],
-    secrets: Sequence[bytes],
-    now: float,
-    tolerance_seconds: int = TOLERANCE_SECONDS,
-) -> int:
-    """The position of the secret that signed ``raw_body``, or ``SignatureError``."""
-    return SignedHeaders.read(headers, now, tolerance_seconds).secret_position(raw_body, secrets)

@@ -12,7 +12,6 @@ import hashlib
 from typing import Final
 
 WEBHOOK_PATH: Final = "/webhooks/sume"
-WEBHOOK_ROUTE_KEY: Final = f"POST {WEBHOOK_PATH}"
 
 # Jobs table: one item per job, partition key only.
 JOB_ID: Final = "job_id"

@@ -63,9 +63,6 @@ class Announcement:
     def detail_type(self) -> str:
         return DETAIL_TYPES[self.result]
 
-    def detail(self) -> dict[str, Any]:
-        return self.contents()[0]
-
     def contents(self, partition: str = "aws") -> tuple[dict[str, Any], list[str]]:
         """The detail and the resources (S3 object ARNs in ``partition``), cut together."""
         error, error_truncated = announced_error(self.error)

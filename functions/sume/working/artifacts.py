@@ -163,11 +163,6 @@ class ArtifactStore:
     def bucket(self) -> str:
         return self._bucket
 
-    @property
-    def parts_in_memory(self) -> int:
-        """The most part buffers one copy holds: its connections' and its uploads'."""
-        return self._connections + self._uploads
-
     def copy(self, url: str, key: str, *, deadline: float | None = None) -> StoredArtifact:
         """Copy ``url`` into ``key``. Raises ``FetchError`` and botocore errors.
 
