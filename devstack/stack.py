@@ -45,6 +45,7 @@ from sume.core.names import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE
 from sume.core.settings import TableSettings
 from sume.polling.settings import PollerSettings
 from sume.receiving.settings import ReceiverSettings
+from sume.store.compose import build_jobs
 from sume.store.jobs import JobsTable, State
 from sume.working.settings import WorkerSettings
 
@@ -447,7 +448,7 @@ class DevStack:
     def jobs(self) -> JobsTable:
         """The jobs table as the functions see it: read a job, or move it along by hand."""
         table = TableSettings.table_from(self.lambda_environment())
-        return JobsTable(self.client("dynamodb"), table.jobs_table_name, table.due_shards)
+        return build_jobs(table, self.client("dynamodb"))
 
     def poll(self) -> Any:
         """Run the poller once now (also while its timer runs; never two at once)."""

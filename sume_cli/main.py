@@ -142,7 +142,7 @@ def cmd_expect(ops: Ops, args: argparse.Namespace) -> int:
     metadata = jobs.parse_metadata(args.metadata)
     first = ops.first_poll()
     created, job = jobs.expect(
-        ops.jobs, args.job_id, args.status_url, metadata, first.seconds, first.allowed_hosts
+        ops.registry(first), ops.jobs, args.job_id, args.status_url, metadata
     )
     if as_json_output(args):
         dump(

@@ -74,16 +74,15 @@ def _send(args: argparse.Namespace) -> int:
 def _scenario(args: argparse.Namespace) -> int:
     expect = None
     if args.table:
-        from sume.core import aws
         from sume.core.names import DUE_SHARDS
-        from sume.polling.registry import Registry
-        from sume.store.jobs import JobsTable
+        from sume.polling.compose import build_registry
+        from sume.polling.settings import RegistrySettings
 
-        jobs = JobsTable(aws.client("dynamodb"), args.table, DUE_SHARDS)
+        # First poll soon, as the local stack's short timings would have it.
+        registry = build_registry(RegistrySettings(args.table, DUE_SHARDS, args.first_poll))
 
         def expect(job_id: str, status_url: str) -> None:
-            # First poll soon, as the local stack's short timings would have it.
-            Registry(jobs, first_poll_after=args.first_poll).expect(job_id, status_url)
+            registry.expect(job_id, status_url)
 
     with _sume(args, api_token=args.api_token) as sume:
         run = scenario.drive(

@@ -12,10 +12,9 @@ from sume.net.fetch import SafeHttp
 from sume.polling.poller import Poller, PollPolicy
 from sume.polling.registration import Registrations
 from sume.polling.registry import Registry
-from sume.polling.settings import PollerSettings, RegistrationSettings
+from sume.polling.settings import PollerSettings, RegistrationSettings, RegistrySettings
 from sume.polling.status import StatusClient, TokenSource, status_getter, token_source
 from sume.store.compose import build_intake, build_jobs
-from sume.store.jobs import JobsTable
 from sume.store.queue import DeadLetterQueue, JobQueue
 
 
@@ -52,13 +51,21 @@ def build_registrations(
     settings: RegistrationSettings, clients: Clients = aws.client, clock: Clock = time.time
 ) -> Registrations:
     """Registration by event (in the poller): ``registry.expect``'s checks, refusals parked."""
-    registry = settings.registry
-    jobs = JobsTable(clients("dynamodb"), registry.jobs_table_name, registry.due_shards)
     return Registrations(
-        Registry(
-            jobs, registry.poll_initial_seconds, clock, allowed_hosts=registry.status_allowed_hosts
-        ),
+        build_registry(settings.registry, clients, clock),
         DeadLetterQueue(clients("sqs"), settings.dead_letter_queue_url),
+    )
+
+
+def build_registry(
+    settings: RegistrySettings, clients: Clients = aws.client, clock: Clock = time.time
+) -> Registry:
+    """Registering jobs for polling: by event, by ``registry.expect``, by the CLI, locally."""
+    return Registry(
+        build_jobs(settings, clients("dynamodb")),
+        settings.poll_initial_seconds,
+        clock,
+        allowed_hosts=settings.status_allowed_hosts,
     )
 
 

@@ -118,13 +118,10 @@ def expect(
         botocore.exceptions.ClientError / BotoCoreError: DynamoDB failed; calling
             again is safe.
     """
-    settings = RegistrySettings.from_env(table_name=table_name)
-    if dynamodb is None:
-        from sume.core import aws
+    # Here, not at the top: the composition imports this module.
+    from sume.core import aws
+    from sume.polling.compose import build_registry
 
-        dynamodb = aws.client("dynamodb")
-    jobs = JobsTable(dynamodb, settings.jobs_table_name, settings.due_shards)
-    registry = Registry(
-        jobs, settings.poll_initial_seconds, allowed_hosts=settings.status_allowed_hosts
-    )
-    return registry.expect(job_id, status_url, metadata)
+    settings = RegistrySettings.from_env(table_name=table_name)
+    clients = aws.client if dynamodb is None else lambda _service, patient=False: dynamodb
+    return build_registry(settings, clients).expect(job_id, status_url, metadata)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sume.core import aws
 from sume.core.aws import Clients
+from sume.core.names import DUE_SHARDS
 from sume.core.settings import TableSettings
 from sume.store.intake import JobIntake
 from sume.store.jobs import JobsTable
@@ -27,7 +29,25 @@ class IntakeSettings(Protocol):
     def sweep_after_seconds(self) -> int: ...
 
 
-def build_jobs(table: TableSettings, dynamodb: Any) -> JobsTable:
+class JobsTableSettings(Protocol):
+    """Which jobs table, and how many shards its due-work index has."""
+
+    @property
+    def jobs_table_name(self) -> str: ...
+    @property
+    def due_shards(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A jobs table by name alone, for the tools that find it in a deployment's outputs."""
+
+    jobs_table_name: str
+    due_shards: int = DUE_SHARDS
+
+
+def build_jobs(table: JobsTableSettings, dynamodb: Any) -> JobsTable:
+    """The jobs table, for every handler, the CLI and the local stack alike."""
     return JobsTable(dynamodb, table.jobs_table_name, table.due_shards)
 
 
