@@ -16,11 +16,10 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from botocore.exceptions import BotoCoreError, ClientError
 
+from sume.core.errors import RETRYABLE
 from sume.core.names import Metric
 from sume.core.observability import logger, metrics, tracer
-from sume.core.secrets import SecretsUnavailable
 from sume.polling import compose
 from sume.polling.poller import RunSummary
 from sume.polling.registration import Registration
@@ -84,7 +83,7 @@ def run(context: Any) -> dict[str, Any]:
         summary = compose.poller_service().run(
             lambda: context.get_remaining_time_in_millis() / 1000
         )
-    except (ClientError, BotoCoreError, SecretsUnavailable):
+    except RETRYABLE:
         # The index could not be read: nothing changed, the next run retries,
         # and the raised error trips the function's error alarm meanwhile.
         metrics.add_metric(name=Metric.POLLER_ERRORS, unit="Count", value=1)

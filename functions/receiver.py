@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from sume.core.errors import ConfigurationError
+from sume.core.errors import RETRYABLE, ConfigurationError
 from sume.core.names import Metric
 from sume.core.observability import logger, metrics, tracer
-from sume.core.secrets import SecretsUnavailable
 from sume.receiving import compose
 from sume.receiving.http import HttpResponse, request_from_event, to_event_response
 from sume.receiving.webhook import Receipt, Rejected
@@ -66,7 +63,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         response = accepted(compose.receiver_service().receive(request_from_event(event)))
     except Rejected as error:
         response = rejected(error)
-    except (ClientError, BotoCoreError, SecretsUnavailable):
+    except RETRYABLE:
         # Nothing was acknowledged: Sume retries a 5xx, and anything already
         # written says its work is owed.
         metrics.add_metric(name=Metric.STORAGE_ERRORS, unit="Count", value=1)

@@ -18,20 +18,15 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from botocore.exceptions import BotoCoreError, ClientError
 
+from sume.core.errors import RETRYABLE
 from sume.core.ids import InvalidJobId, check_job_id
 from sume.core.names import Metric
 from sume.core.observability import logger, metrics, tracer
-from sume.net.fetch import TransientFetchError
 from sume.working import compose
-from sume.working.announce import AnnounceFailed
 from sume.working.processing import (
     Action,
-    JobBusy,
     JobResult,
-    LeaseRunningOut,
-    OutOfTime,
     TimeLeft,
     failure_details,
 )
@@ -41,16 +36,6 @@ OUTCOME_METRICS = {
     "failed": Metric.JOBS_FAILED,
     "canceled": Metric.JOBS_CANCELED,
 }
-# Failures a later attempt may fix: SQS redelivers the message.
-RETRYABLE = (
-    JobBusy,
-    LeaseRunningOut,
-    OutOfTime,
-    TransientFetchError,
-    AnnounceFailed,
-    ClientError,
-    BotoCoreError,
-)
 
 # Every record gets a fresh result list; failing the whole batch on an
 # all-failed batch would only make Lambda log an error for a normal retry.
@@ -117,6 +102,7 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
     try:
         result = compose.worker_service().process(job_id, remaining_time(lambda_context))
     except RETRYABLE as exc:
+        # A later attempt may fix it: SQS redelivers the message.
         metrics.add_metric(name=Metric.WORKER_RETRIES, unit="Count", value=1)
         # Not repr(exc): a fetch error's redacted form keeps presigned
         # query strings out of the logs.

@@ -4,9 +4,9 @@ import pytest
 
 from sume.contract.envelope import MAX_STATUS_CHARS
 from sume.core.errors import ConfigurationError
+from sume.net.fetch import RefusedUrl
 from sume.polling.status import (
     StatusClient,
-    StatusUnavailable,
     Verdict,
     bearer_headers,
     host_listed,
@@ -212,7 +212,7 @@ def test_client_without_token_sends_no_authorization():
 
 def test_client_turns_fetch_failures_into_unreachable():
     def get(url, headers, deadline):
-        raise StatusUnavailable("refused_host", permanent=True)
+        raise RefusedUrl("refused_host", "not on the policy", url)
 
     result = StatusClient(get, lambda: None, ()).check("job_1", "https://x/y")
     assert (result.verdict, result.reason, result.permanent) == (

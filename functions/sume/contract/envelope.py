@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
+from sume.core.errors import PermanentError
 from sume.core.ids import InvalidJobId, check_job_id
 
 TERMINAL_EVENTS = {
@@ -37,7 +38,7 @@ _DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class MalformedEvent(Exception):
+class MalformedEvent(PermanentError):
     """A genuine delivery whose body is not a usable Sume event (answer 400)."""
 
     def __init__(self, reason: str) -> None:

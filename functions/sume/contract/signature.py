@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from sume.core.errors import PermanentError
+
 TIMESTAMP_HEADER: Final = "x-sume-webhook-timestamp"
 SIGNATURE_HEADER: Final = "x-sume-webhook-signature"
 SCHEME: Final = "sume-v1="
@@ -30,7 +32,7 @@ MAX_SIGNATURE_ENTRIES = 32
 MAX_TIMESTAMP_DIGITS = 12
 
 
-class SignatureError(Exception):
+class SignatureError(PermanentError):
     """The delivery is not provably from Sume. ``reason`` is safe to return."""
 
     def __init__(self, reason: str) -> None:

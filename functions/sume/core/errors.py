@@ -7,7 +7,7 @@ Handlers map errors to answers by kind, never by listing classes:
 - ``ConfigurationError``: the function is deployed wrong; fail loudly, never degrade.
 
 AWS's own failures (botocore's ``ClientError`` and ``BotoCoreError``) are
-retryable too; ``AWS_FAILURES`` names them once for the handlers.
+retryable too: ``RETRYABLE`` is the kind as a handler catches it.
 """
 
 from __future__ import annotations
@@ -31,5 +31,5 @@ class ConfigurationError(SumeError, RuntimeError):
     """The function is deployed wrong; it must fail loudly, never degrade."""
 
 
-AWS_FAILURES: tuple[type[Exception], ...] = (ClientError, BotoCoreError)
-"""AWS could not serve a call: retryable."""
+RETRYABLE: tuple[type[Exception], ...] = (RetryableError, ClientError, BotoCoreError)
+"""What a later attempt may fix: ours, and AWS failing to serve a call."""

@@ -34,6 +34,8 @@ import re
 import unicodedata
 from urllib.parse import quote
 
+from sume.core.errors import PermanentError
+
 # Every S3 key built from an id must stay within S3's 1,024 bytes. Ids are
 # percent-encoded in keys (up to 3 bytes per byte), so 256 bytes of id take at
 # most 768 bytes of key, leaving room for "jobs/", the artifact's position and
@@ -46,7 +48,7 @@ _PLANE_ENDS = "".join(chr(plane << 16 | 0xFFFE) + chr(plane << 16 | 0xFFFF) for 
 _REFUSED = re.compile(f"[\x00-\x1f\x7f-\x9f\ud800-\udfff\ufdd0-\ufdef\u2028\u2029{_PLANE_ENDS}]")
 
 
-class InvalidJobId(ValueError):
+class InvalidJobId(PermanentError, ValueError):
     """A value that is not a usable job id; ``str(exc)`` says which part of the rule it breaks."""
 
     reason = "invalid_job_id"

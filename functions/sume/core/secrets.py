@@ -16,10 +16,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from sume.core.errors import ConfigurationError
+from sume.core.errors import ConfigurationError, RetryableError
 
 
-class SecretsUnavailable(RuntimeError):
+class SecretsUnavailable(RetryableError):
     """Secrets Manager could not be read: a transient fault, answered with 5xx."""
 
 

@@ -44,7 +44,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import Protocol
 from urllib.parse import urljoin, urlsplit
 
 import urllib3
@@ -60,6 +60,7 @@ from urllib3.exceptions import SSLError as Urllib3SSLError
 from urllib3.exceptions import TimeoutError as Urllib3TimeoutError
 from urllib3.util.ssl_match_hostname import CertificateError
 
+from sume.core.errors import PermanentError, RetryableError, SumeError
 from sume.net.policy import UrlPolicy
 from sume.net.urls import redact_url, scrub_urls
 
@@ -95,14 +96,12 @@ DECODED_ENCODINGS = frozenset({"gzip", "x-gzip", "deflate"})
 _INFLATE_WBITS = zlib.MAX_WBITS | 32
 
 
-class FetchError(Exception):
+class FetchError(SumeError):
     """A fetch that did not produce a usable answer; ``code`` is machine-readable.
 
     ``url`` is the redacted URL and ``message`` is scrubbed of the URL's query
     string and user info, so both are safe to log, store and announce.
     """
-
-    permanent: ClassVar[bool] = False
 
     def __init__(self, code: str, message: str, url: str, status: int | None = None) -> None:
         message = scrub_urls(message, [url])
@@ -112,17 +111,20 @@ class FetchError(Exception):
         self.url = redact_url(url)
         self.status = status
 
+    @property
+    def permanent(self) -> bool:
+        """Retrying cannot help."""
+        return isinstance(self, PermanentError)
+
     def as_dict(self) -> dict[str, str]:
         return {"code": self.code, "message": self.message, "url": self.url}
 
 
-class PermanentFetchError(FetchError):
+class PermanentFetchError(FetchError, PermanentError):
     """Retrying cannot help: refused URL, 4xx, answer over the size cap."""
 
-    permanent = True
 
-
-class TransientFetchError(FetchError):
+class TransientFetchError(FetchError, RetryableError):
     """A retry later may succeed: 5xx, 429, timeout, connection or DNS trouble."""
 
 

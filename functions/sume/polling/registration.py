@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sume.core.bounded import bounded_text
+from sume.core.errors import PermanentError
 from sume.core.names import REGISTRATION_DETAIL_TYPE
 from sume.polling.registry import Registry
 from sume.store.queue import DeadLetterQueue
@@ -31,7 +32,7 @@ REQUIRED = ("job_id", "status_url")
 MAX_LOGGED_BYTES = 256
 
 
-class Refused(Exception):
+class Refused(PermanentError):
     """The event can never register; ``reason`` is a code, the message says why."""
 
     def __init__(self, reason: str, message: str) -> None:

@@ -205,19 +205,10 @@ def bearer_headers(token: str | None) -> dict[str, str]:
 TokenSource = Callable[[], str | None]
 
 
-class StatusUnavailable(Exception):
-    """No usable answer from a status_url. ``permanent``: retrying cannot help."""
-
-    def __init__(self, reason: str, permanent: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.permanent = permanent
-
-
 HttpGet = Callable[[str, Mapping[str, str], float | None], tuple[int, str]]
 """GET a URL with headers before a deadline (``time.monotonic()``, None: the
 client's own total timeout); return (status code, body text) or raise
-StatusUnavailable."""
+``FetchError`` (permanent when retrying cannot help)."""
 
 
 def _host(url: str) -> str | None:
@@ -261,8 +252,8 @@ class StatusClient:
         headers = bearer_headers(self._token() if self._allowed else None)
         try:
             http_status, text = self._get(status_url, headers, deadline)
-        except StatusUnavailable as exc:
-            return StatusResult(Verdict.UNREACHABLE, exc.reason, permanent=exc.permanent)
+        except FetchError as exc:
+            return StatusResult(Verdict.UNREACHABLE, exc.code, permanent=exc.permanent)
         return interpret(job_id, http_status, text)
 
 
@@ -270,10 +261,7 @@ def status_getter(http: SafeHttp) -> HttpGet:
     """GET through ``sume.net.fetch`` (SSRF-safe: same URL rules as artifact downloads)."""
 
     def get(url: str, headers: Mapping[str, str], deadline: float | None) -> tuple[int, str]:
-        try:
-            return http.get_text(url, headers, max_bytes=MAX_STATUS_BYTES, deadline=deadline)
-        except FetchError as exc:
-            raise StatusUnavailable(exc.code, permanent=exc.permanent) from exc
+        return http.get_text(url, headers, max_bytes=MAX_STATUS_BYTES, deadline=deadline)
 
     return get
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from sume.contract import envelope
 from sume.contract.signature import SignatureError, SignedHeaders
+from sume.core.errors import PermanentError
 from sume.core.names import WEBHOOK_PATH
 from sume.core.secrets import SigningSecrets
 from sume.receiving.http import HttpRequest
@@ -19,7 +20,7 @@ from sume.store.intake import JobIntake
 from sume.store.jobs import Source
 
 
-class Rejected(Exception):
+class Rejected(PermanentError):
     """A request refused with a 4xx and a short machine-readable reason."""
 
     def __init__(self, status: int, reason: str) -> None:

@@ -35,6 +35,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from sume.contract.envelope import JobEvent
+from sume.core.errors import PermanentError
 from sume.core.names import DUE_AT, DUE_INDEX, DUE_SHARD, JOB_ID, TTL_ATTRIBUTE, due_shard
 
 
@@ -339,7 +340,7 @@ def item_size(item: dict[str, Any]) -> int:
     return sum(attribute_size(name) + attribute_size(value) for name, value in item.items())
 
 
-class InvalidWrite(Exception):
+class InvalidWrite(PermanentError):
     """DynamoDB refused a write as invalid (``ValidationException``): sent again, it fails again."""
 
 
@@ -373,7 +374,7 @@ class Recorded:
         return self.stored is None
 
 
-class NotClaimable(Exception):
+class NotClaimable(PermanentError):
     """The job's work is not ours to take now: finished, leased, awaiting, or absent.
 
     ``stored`` is the job as the refused claim found it; None when there is no such job.

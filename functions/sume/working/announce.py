@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sume.core.bounded import announced_error, bounded_text
+from sume.core.errors import RetryableError
 from sume.core.names import DETAIL_TYPES, EVENT_SOURCE
 
 DETAIL_VERSION = 1
@@ -36,7 +37,7 @@ MAX_ENTRY_BYTES = 240 * 1024
 MAX_NAME_BYTES = 256
 
 
-class AnnounceFailed(Exception):
+class AnnounceFailed(RetryableError):
     """EventBridge did not take the event; retrying may succeed."""
 
 

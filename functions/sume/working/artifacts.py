@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from sume.core.bounded import clean_text
+from sume.core.errors import PermanentError
 from sume.core.ids import key_segment
 from sume.core.observability import logger
 from sume.net.fetch import PermanentFetchError, SafeHttp, TransientFetchError
@@ -45,7 +46,7 @@ MAX_NAME_CHARS = 120
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-class InvalidArtifacts(Exception):
+class InvalidArtifacts(PermanentError):
     """``payload.artifacts`` is not a list of URLs or ``{"url": ...}`` objects."""
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from sume.contract.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, stored_event
 from sume.core.bounded import bounded_text, stored_error
+from sume.core.errors import PermanentError, RetryableError
 from sume.core.ids import check_job_id
 from sume.net.fetch import FetchError, PermanentFetchError
 from sume.net.urls import redact_url, scrub_urls
@@ -139,11 +140,11 @@ TimeLeft = Callable[[], float]
 """Seconds left in the Lambda invocation."""
 
 
-class JobBusy(Exception):
+class JobBusy(RetryableError):
     """Another worker holds a live lease on the job: retry later."""
 
 
-class OutOfTime(Exception):
+class OutOfTime(RetryableError):
     """Too little of the invocation is left for the next step: retry later.
 
     Raised before claiming (the job is untouched) or before an artifact copy
@@ -152,11 +153,11 @@ class OutOfTime(Exception):
     """
 
 
-class LeaseRunningOut(Exception):
+class LeaseRunningOut(RetryableError):
     """Too little of our lease is left to announce safely: retry later."""
 
 
-class _ClaimLost(Exception):
+class _ClaimLost(PermanentError):
     """Our claim was taken over (our lease ran out): the new holder finishes."""
 
 
@@ -171,7 +172,7 @@ def _details(code: str, message: str, url: str | None = None) -> dict[str, str]:
     return details
 
 
-class _Problem(Exception):
+class _Problem(PermanentError):
     """Retrying cannot fix this job's work: it becomes a processing error."""
 
     def __init__(self, code: str, message: str, url: str | None = None) -> None:

@@ -39,6 +39,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from sume.core.errors import PermanentError
 from sume.net.fetch import Endpoint, FetchError, Response, SafeHttp
 
 Room = Callable[[bool], bool]
@@ -54,7 +55,7 @@ class Copied:
     sha256: str
 
 
-class RangesUnusable(Exception):
+class RangesUnusable(PermanentError):
     """The origin's byte ranges cannot be trusted for this copy: copy it again as one stream."""
 
 
