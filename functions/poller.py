@@ -17,6 +17,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from sume.core.clock import time_left
 from sume.core.errors import RETRYABLE
 from sume.core.names import Metric
 from sume.core.observability import logger, metrics, tracer
@@ -80,9 +81,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 def run(context: Any) -> dict[str, Any]:
     try:
-        summary = compose.poller_service().run(
-            lambda: context.get_remaining_time_in_millis() / 1000
-        )
+        summary = compose.poller_service().run(time_left(context))
     except RETRYABLE:
         # The index could not be read: nothing changed, the next run retries,
         # and the raised error trips the function's error alarm meanwhile.

@@ -19,6 +19,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from sume.core.clock import time_left
 from sume.core.errors import RETRYABLE
 from sume.core.ids import InvalidJobId, check_job_id
 from sume.core.names import Metric
@@ -27,7 +28,6 @@ from sume.working import compose
 from sume.working.processing import (
     Action,
     JobResult,
-    TimeLeft,
     failure_details,
 )
 
@@ -77,13 +77,6 @@ def observe(result: JobResult) -> None:
         metrics.add_metric(name=Metric.ARTIFACT_BYTES, unit="Bytes", value=result.bytes_copied)
 
 
-def remaining_time(context: Any) -> TimeLeft | None:
-    """Seconds left in the invocation, from the Lambda context (None without one)."""
-    if context is None:
-        return None
-    return lambda: context.get_remaining_time_in_millis() / 1000
-
-
 def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
     try:
         # The body exactly as sent: an id is never stripped or rewritten.
@@ -100,7 +93,9 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
         return
     logger.append_keys(job_id=job_id, message_id=record.message_id)
     try:
-        result = compose.worker_service().process(job_id, remaining_time(lambda_context))
+        result = compose.worker_service().process(
+            job_id, None if lambda_context is None else time_left(lambda_context)
+        )
     except RETRYABLE as exc:
         # A later attempt may fix it: SQS redelivers the message.
         metrics.add_metric(name=Metric.WORKER_RETRIES, unit="Count", value=1)

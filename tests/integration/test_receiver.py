@@ -10,7 +10,7 @@ import pytest
 
 import receiver
 from bench.counting import CallCounter
-from sume.contract.envelope import MAX_STATUS_CHARS, JobEvent, parse
+from sume.contract.envelope import MAX_STATUS_BYTES, JobEvent, parse
 from sume.contract.signature import SCHEME, SIGNATURE_HEADER, TIMESTAMP_HEADER
 from sume.core import container
 from sume.receiving.settings import ReceiverSettings
@@ -238,7 +238,7 @@ def test_a_huge_status_is_stored_bounded_and_the_body_kept_whole(aws):
     body = job_body("job_loud", event="job.failed", status="E" * 600_000)
     assert call(delivery_event(body)) == (200, {"result": "new", "job_id": "job_loud"})
     stored = item(aws, "job_loud")
-    assert stored["status"]["S"] == "E" * MAX_STATUS_CHARS
+    assert stored["status"]["S"] == "E" * MAX_STATUS_BYTES
     bucket, _, key = stored["body_ref"]["S"].removeprefix("s3://").partition("/")
     kept = boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
     assert json.loads(kept)["status"] == body["status"]

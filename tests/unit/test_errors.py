@@ -1,4 +1,4 @@
-"""Every error the domain raises on purpose is of one kind: retryable, permanent or configuration."""
+"""Every error the domain raises on purpose is of one kind: retryable, permanent, configuration."""
 
 import importlib
 import inspect

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from sume.contract.envelope import MAX_STATUS_CHARS
+from sume.contract.envelope import MAX_STATUS_BYTES
 from sume.core.errors import ConfigurationError
 from sume.net.fetch import RefusedUrl
 from sume.polling.status import (
@@ -170,7 +170,7 @@ def test_a_job_registered_under_an_invalid_id_is_never_recorded(data):
 def test_what_a_poll_stores_is_bounded_and_valid_utf8(data):
     result = interpret("job_1", *answer(data))
     assert result.event is not None
-    assert len(result.event.status) <= MAX_STATUS_CHARS
+    assert len(result.event.status) <= MAX_STATUS_BYTES
     result.event.raw.encode("utf-8")
     assert json.loads(result.event.raw)["job_id"] == "job_1"
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
+from sume.core.bounded import bounded_text
 from sume.core.errors import PermanentError
 from sume.core.ids import InvalidJobId, check_job_id
 
@@ -30,12 +31,11 @@ MAX_DEPTH = 64
 # Sume's status is "OK" or "ERROR". The item and the announcement keep a
 # bounded copy, so no value can push the item past DynamoDB's 400 KB; the
 # stored body keeps the value whole.
-MAX_STATUS_CHARS = 64
+MAX_STATUS_BYTES = 64
 
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class MalformedEvent(PermanentError):
@@ -96,11 +96,6 @@ def load_json(text: str) -> Any:
     return json.loads(text, parse_constant=_no_constant)
 
 
-def bounded_text(value: str, limit: int = MAX_STATUS_CHARS) -> str:
-    """``value`` cut to ``limit`` characters, lone surrogates replaced: storable anywhere."""
-    return _SURROGATE.sub("\ufffd", value[:limit])
-
-
 def parse(raw_body: bytes) -> Delivery:
     try:
         text = raw_body.decode("utf-8")
@@ -122,7 +117,7 @@ def from_mapping(data: dict[str, Any], raw: str) -> Delivery:
         return Ping(request_id if isinstance(request_id, str) else None)
     if event not in TERMINAL_EVENTS:
         # A signed event we do not know is acknowledged, not retried ten times.
-        return UnknownEvent(bounded_text(event))
+        return UnknownEvent(bounded_text(event, MAX_STATUS_BYTES))
     try:
         job_id = check_job_id(data.get("job_id"))
     except InvalidJobId as exc:
@@ -148,4 +143,4 @@ def stored_event(raw: str, job_id: str) -> JobEvent:
 
 def _status(data: dict[str, Any]) -> str:
     status = data.get("status")
-    return bounded_text(status) if isinstance(status, str) else ""
+    return bounded_text(status, MAX_STATUS_BYTES) if isinstance(status, str) else ""

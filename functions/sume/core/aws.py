@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import Any, Protocol
 
 import boto3
@@ -59,6 +58,3 @@ class Clients(Protocol):
     """A boto3 client per service; ``patient`` ones wait and retry longer."""
 
     def __call__(self, service: str, patient: bool = False) -> Any: ...
-
-
-Clock = Callable[[], float]

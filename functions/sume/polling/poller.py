@@ -28,6 +28,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sume.core.clock import TimeLeft
 from sume.core.errors import ConfigurationError
 from sume.core.observability import logger
 from sume.polling.status import REFUSED_HOST, StatusResult, Verdict
@@ -112,8 +113,6 @@ class RunSummary:
 StatusCheck = Callable[[str, str, float], StatusResult]
 """(job_id, status_url, deadline) -> what the status endpoint says by the
 deadline (a ``time.monotonic()`` value)."""
-TimeLeft = Callable[[], float]
-"""Seconds left before a deadline."""
 
 
 class Poller:

@@ -6,7 +6,8 @@ import functools
 import time
 
 from sume.core import aws
-from sume.core.aws import Clients, Clock
+from sume.core.aws import Clients
+from sume.core.clock import Clock
 from sume.core.container import per_container
 from sume.core.secrets import SigningSecrets, secret_fetcher
 from sume.receiving.settings import ReceiverSettings

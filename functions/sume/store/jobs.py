@@ -122,7 +122,7 @@ class Job:
     event: str | None = None
     """The first terminal event's name: it wins forever (receiver, poller)."""
     status: str | None = None
-    """The first terminal event's status, cut to its first 64 characters (lone
+    """The first terminal event's status, cut to its first 64 UTF-8 bytes (lone
     surrogates replaced by U+FFFD); the body keeps it whole."""
     body: str | None = None
     """The event exactly as received, kept inline up to 256 KiB."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from sume.core import aws
-from sume.core.aws import Clients, Clock
+from sume.core.aws import Clients
+from sume.core.clock import Clock
 from sume.core.container import per_container
 from sume.net.fetch import SafeHttp
 from sume.store.compose import build_jobs

@@ -27,6 +27,7 @@ from typing import Any
 
 from sume.contract.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, stored_event
 from sume.core.bounded import bounded_text, stored_error
+from sume.core.clock import TimeLeft
 from sume.core.errors import PermanentError, RetryableError
 from sume.core.ids import check_job_id
 from sume.net.fetch import FetchError, PermanentFetchError
@@ -134,10 +135,6 @@ class _Ending:
             return cls(None, job.event, job.status)
         error = event.data.get("error") if event.outcome != "completed" else None
         return cls(event.outcome, event.event, event.status, error)
-
-
-TimeLeft = Callable[[], float]
-"""Seconds left in the Lambda invocation."""
 
 
 class JobBusy(RetryableError):
