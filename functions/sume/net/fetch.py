@@ -61,7 +61,7 @@ from urllib3.exceptions import TimeoutError as Urllib3TimeoutError
 from urllib3.util.ssl_match_hostname import CertificateError
 
 from sume.core.errors import PermanentError, RetryableError, SumeError
-from sume.net.policy import UrlPolicy
+from sume.net.policy import UrlPolicy, host_allowed, normal_host
 from sume.net.urls import redact_url, scrub_urls
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -218,19 +218,6 @@ def address_refusal(ip: IPAddress, policy: UrlPolicy) -> str | None:
     return None
 
 
-def host_allowed(host: str, allowed: Sequence[str]) -> bool:
-    """Exact names match themselves; ``*.example.com`` matches its subdomains only."""
-    if not allowed:
-        return True
-    for entry in allowed:
-        if entry.startswith("*."):
-            if host.endswith(entry[1:]) and host != entry[2:]:
-                return True
-        elif host == entry:
-            return True
-    return False
-
-
 def check_url(url: str, policy: UrlPolicy) -> Target:
     """Check everything about ``url`` that needs no DNS lookup; raise ``RefusedUrl``."""
     if not isinstance(url, str) or not url or len(url) > 8192:
@@ -252,12 +239,10 @@ def check_url(url: str, policy: UrlPolicy) -> Target:
         raise RefusedUrl("invalid_url", "URLs with user info are not allowed", url)
     if not host:
         raise RefusedUrl("invalid_url", "URL has no host", url)
-    host = host.rstrip(".")
-    if _literal_ip(host) is None:
-        try:
-            host = host.encode("idna").decode("ascii").lower()
-        except UnicodeError:
-            raise RefusedUrl("invalid_url", "host is not a valid domain name", url) from None
+    try:
+        host = normal_host(host)
+    except UnicodeError:
+        raise RefusedUrl("invalid_url", "host is not a valid domain name", url) from None
     if not host_allowed(host, policy.allowed_hosts):
         raise RefusedUrl("refused_host", f"host {host!r} is not on the allow-list", url)
     path = parts.path or "/"

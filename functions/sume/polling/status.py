@@ -21,7 +21,6 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from sume.contract.envelope import (
     TERMINAL_EVENTS,
@@ -32,7 +31,8 @@ from sume.contract.envelope import (
 )
 from sume.core.ids import InvalidJobId, check_job_id
 from sume.core.secrets import Fetch, parse_api_token
-from sume.net.fetch import FetchError, SafeHttp, host_allowed
+from sume.net.fetch import FetchError, SafeHttp
+from sume.net.policy import host_listed
 
 COMPLETED_WORDS = frozenset(
     {"completed", "complete", "succeeded", "success", "successful", "done", "finished"}
@@ -209,26 +209,6 @@ HttpGet = Callable[[str, Mapping[str, str], float | None], tuple[int, str]]
 """GET a URL with headers before a deadline (``time.monotonic()``, None: the
 client's own total timeout); return (status code, body text) or raise
 ``FetchError`` (permanent when retrying cannot help)."""
-
-
-def _host(url: str) -> str | None:
-    """The host as ``sume.net.fetch`` compares it: lowercase IDNA, no trailing dot."""
-    try:
-        host = urlsplit(url).hostname
-    except ValueError:
-        return None
-    if not host:
-        return None
-    try:
-        return host.rstrip(".").encode("idna").decode("ascii").lower()
-    except UnicodeError:
-        return None
-
-
-def host_listed(url: str, allowed: Sequence[str]) -> bool:
-    """Whether ``url``'s host is on ``allowed``; an empty list lists no host at all."""
-    host = _host(url) if allowed else None
-    return host is not None and host_allowed(host, allowed)
 
 
 class StatusClient:
