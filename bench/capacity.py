@@ -41,7 +41,7 @@ STATUS_PATH = "/status/"
 def poll_reserve(settings: Any) -> float:
     """Seconds before a run's end when it starts no poll: one poll's worst case
     (``sume.polling.poller.PollPolicy.poll_reserve_seconds``)."""
-    from sume.polling.poller import POLL_FINISH_SECONDS
+    from sume.polling.settings import POLL_FINISH_SECONDS
 
     return float(settings.total_timeout_seconds) + POLL_FINISH_SECONDS
 
@@ -206,7 +206,7 @@ def run_once(delay: float, due: int, not_due: int, window: float | None = None) 
             settings = PollerSettings.from_env()
             run = build_poller(settings)
             reserve = poll_reserve(settings)
-            margin = settings.time_budget_margin_seconds
+            margin = settings.policy.time_margin_seconds
             budget: float = POLLER_TIMEOUT - margin
             if window is not None:
                 budget = min(budget, window + reserve)
@@ -240,10 +240,10 @@ def measure(items: int = ITEMS, window: float | None = None) -> CapacityReport:
 
     defaults = PollerSettings.from_env({Env.JOBS_TABLE_NAME: "t", Env.JOBS_QUEUE_URL: "q"})
     report = CapacityReport(
-        budget=POLLER_TIMEOUT - defaults.time_budget_margin_seconds,
+        budget=POLLER_TIMEOUT - defaults.policy.time_margin_seconds,
         reserve=poll_reserve(defaults),
         every=DEFAULT_POLL_RATE_MINUTES * 60,
-        intervals=(defaults.poll_initial_seconds, defaults.poll_max_interval_seconds),
+        intervals=(defaults.policy.initial_seconds, defaults.policy.max_interval_seconds),
         parallel=defaults.max_parallel_polls,
     )
     first, *others = DELAYS_SECONDS

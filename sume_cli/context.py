@@ -137,7 +137,7 @@ def deployed_first_poll(cloudformation: Any, lambda_: Any, stack_name: str) -> F
             env = (config.get("Environment") or {}).get("Variables") or {}
             poller = PollerSettings.from_env(env)
             return FirstPoll(
-                poller.poll_initial_seconds,
+                poller.policy.initial_seconds,
                 f"{Env.POLL_INITIAL_SECONDS} of {config['FunctionName']}",
                 poller.url_policy.allowed_hosts,
             )

@@ -409,7 +409,7 @@ def test_run_out_of_time_leaves_the_rest_for_the_next_run(aws, sume):
     clock.now = T0 + 900
     run = make_poller(clock)
 
-    first = run.run(Budget(8, PollerSettings.from_env().time_budget_margin_seconds))
+    first = run.run(Budget(8, PollerSettings.from_env().policy.time_margin_seconds))
     assert not first.complete
     assert 0 < first.polled < len(job_ids)
     assert first.rescheduled == first.polled

@@ -5,7 +5,8 @@ import threading
 import time
 from typing import Any
 
-from sume.polling.poller import Poller, PollPolicy
+from sume.polling.poller import Poller
+from sume.polling.settings import PollPolicy
 from sume.polling.status import StatusResult, Verdict
 from sume.store.jobs import Job, State
 

@@ -21,10 +21,14 @@ DEFAULT_SECRET_CACHE_SECONDS: Final = 300
 DEFAULT_POLL_INITIAL_SECONDS: Final = 900
 
 
+def missing(name: str) -> ConfigurationError:
+    return ConfigurationError(f"{name} must be set")
+
+
 def required(env: Mapping[str, str], name: str) -> str:
     value = env.get(name, "").strip()
     if not value:
-        raise ConfigurationError(f"{name} must be set")
+        raise missing(name)
     return value
 
 
@@ -77,5 +81,10 @@ class TableSettings:
         return TableSettings(
             jobs_table_name=required(env, Env.JOBS_TABLE_NAME),
             jobs_queue_url=required(env, Env.JOBS_QUEUE_URL),
-            due_shards=integer(env, Env.DUE_SHARDS, DUE_SHARDS, minimum=1),
+            due_shards=due_shards(env),
         )
+
+
+def due_shards(env: Mapping[str, str]) -> int:
+    """Partitions of the due-work index: every reader of the table must agree on it."""
+    return integer(env, Env.DUE_SHARDS, DUE_SHARDS, minimum=1)

@@ -10,10 +10,10 @@ from sume.core.clock import Clock
 from sume.core.container import per_container
 from sume.core.secrets import secret_fetcher
 from sume.net.fetch import SafeHttp
-from sume.polling.poller import Poller, PollPolicy
+from sume.polling.poller import Poller
 from sume.polling.registration import Registrations
 from sume.polling.registry import Registry
-from sume.polling.settings import PollerSettings, RegistrationSettings, RegistrySettings
+from sume.polling.settings import PollerSettings, RegistrySettings
 from sume.polling.status import StatusClient, TokenSource, status_getter, token_source
 from sume.store.compose import build_intake, build_jobs
 from sume.store.queue import DeadLetterQueue, JobQueue
@@ -28,20 +28,12 @@ def build_poller(
         _api_token(settings, clients),
         settings.url_policy.allowed_hosts,
     )
-    policy = PollPolicy(
-        initial_seconds=settings.poll_initial_seconds,
-        max_interval_seconds=settings.poll_max_interval_seconds,
-        max_age_seconds=settings.max_poll_age_seconds,
-        sweep_after_seconds=settings.sweep_after_seconds,
-        poll_timeout_seconds=settings.total_timeout_seconds,
-        time_margin_seconds=settings.time_budget_margin_seconds,
-    )
     return Poller(
         build_jobs(table, clients("dynamodb")),
         build_intake(settings, clients),
         JobQueue(clients("sqs"), table.jobs_queue_url),
         status.check,
-        policy,
+        settings.policy,
         shards=table.due_shards,
         max_parallel_polls=settings.max_parallel_polls,
         clock=clock,
@@ -49,12 +41,12 @@ def build_poller(
 
 
 def build_registrations(
-    settings: RegistrationSettings, clients: Clients = aws.client, clock: Clock = time.time
+    settings: RegistrySettings, clients: Clients = aws.client, clock: Clock = time.time
 ) -> Registrations:
     """Registration by event (in the poller): ``registry.expect``'s checks, refusals parked."""
     return Registrations(
-        build_registry(settings.registry, clients, clock),
-        DeadLetterQueue(clients("sqs"), settings.dead_letter_queue_url),
+        build_registry(settings, clients, clock),
+        DeadLetterQueue(clients("sqs"), settings.dead_letters()),
     )
 
 
@@ -87,4 +79,4 @@ def poller_service() -> Poller:
 
 @per_container
 def registrations_service() -> Registrations:
-    return build_registrations(RegistrationSettings.from_env())
+    return build_registrations(RegistrySettings.from_env())

@@ -31,48 +31,11 @@ from typing import Any
 from sume.core.clock import TimeLeft
 from sume.core.errors import ConfigurationError
 from sume.core.observability import logger
+from sume.polling.settings import POLL_FINISH_SECONDS, PollPolicy
 from sume.polling.status import REFUSED_HOST, StatusResult, Verdict
 from sume.store.intake import JobIntake, Outcome
 from sume.store.jobs import Job, JobsTable, Source, State
 from sume.store.queue import JobQueue
-
-# Items per index query: small enough that a run out of time leaves little
-# read-but-unhandled work, large enough to keep every poll thread busy.
-PAGE_SIZE = 50
-# What follows a status fetch (recording the answer or the next poll time)
-# must fit in the run's time too: a poll starts only with this much to spare
-# beyond its fetch's timeout.
-POLL_FINISH_SECONDS = 5.0
-
-
-@dataclass(frozen=True)
-class PollPolicy:
-    initial_seconds: int
-    max_interval_seconds: int
-    max_age_seconds: int
-    sweep_after_seconds: int
-    poll_timeout_seconds: float
-    """Longest one status fetch may take, redirects included."""
-    page_size: int = PAGE_SIZE
-    time_margin_seconds: float = 0.0
-    """Kept back from the invocation's remaining time: a run ends this long before it."""
-
-    @property
-    def poll_reserve_seconds(self) -> float:
-        """Worst-case duration of one status poll; none is started with less time left."""
-        return self.poll_timeout_seconds + POLL_FINISH_SECONDS
-
-    def _doubling(self, base: int, attempt: int) -> int:
-        # The exponent is capped so a long-lived item cannot build a huge int.
-        return min(base * 2 ** min(attempt, 32), self.max_interval_seconds)
-
-    def poll_delay(self, attempt: int) -> int:
-        """Seconds before poll number ``attempt`` (0 = the first, after registering)."""
-        return self._doubling(self.initial_seconds, attempt)
-
-    def sweep_delay(self, sweeps: int) -> int:
-        """Seconds before an owed job is swept again after ``sweeps`` sweeps."""
-        return self._doubling(self.sweep_after_seconds, sweeps)
 
 
 class Tally(enum.StrEnum):
