@@ -26,7 +26,7 @@ from infra.spec import ResourceNames
 from sume.envelope import JobEvent, parse
 from sume.fetch import FetchError
 from sume.jobs import JobsTable, Source, State
-from sume.processing import failure_details
+from sume.processing import MAX_MESSAGE_BYTES, failure_details
 from sume.queue import DeadLetterQueue
 from sume.registration import Registrations
 from sume.registry import Registry
@@ -580,7 +580,12 @@ def test_dlq_peek_shows_each_jobs_state_and_last_error_redacted(cli, table, name
         Key={"job_id": {"S": "job_dead_raw"}},
         UpdateExpression="SET last_error = :e",
         ExpressionAttributeValues={
-            ":e": {"M": {"code": {"S": "boom"}, "message": {"S": f"line one\nsaw {PRESIGNED}"}}}
+            ":e": {
+                "M": {
+                    "code": {"S": "boom"},
+                    "message": {"S": f"line one\nsaw {PRESIGNED} " + "x" * 5000},
+                }
+            }
         },
     )
     sqs = boto3.client("sqs", endpoint_url=endpoint)
@@ -604,9 +609,7 @@ def test_dlq_peek_shows_each_jobs_state_and_last_error_redacted(cli, table, name
     assert (
         "processing error too_many_attempts: gave up after 5 attempts" in lines["job_dead_gave_up"]
     )
-    assert lines["job_dead_raw"].endswith(
-        "last error boom: line one saw https://cdn.example/clip.mp4"
-    )
+    assert "last error boom: line one saw https://cdn.example/clip.mp4 xxx" in lines["job_dead_raw"]
     assert "(no such job)" in lines["job_unknown"]
     assert "4 shown" in err and "SQS counts each peek as a receive" in err
 
@@ -627,9 +630,9 @@ def test_dlq_peek_shows_each_jobs_state_and_last_error_redacted(cli, table, name
         "code": "too_many_attempts",
         "message": "gave up after 5 attempts",
     }
-    assert letters["job_dead_raw"]["last_error"]["message"] == (
-        "line one\nsaw https://cdn.example/clip.mp4"
-    )
+    raw = letters["job_dead_raw"]["last_error"]["message"]
+    assert raw.startswith("line one\nsaw https://cdn.example/clip.mp4 xxx")
+    assert len(raw) == MAX_MESSAGE_BYTES
     assert letters["job_unknown"]["found"] is False
     # What each peek costs, as the docs say: one receive in SQS's count, none in the job's.
     assert fetch["receive_count"] == 2
@@ -755,7 +758,7 @@ def test_registrations_dlq_peek_says_why_each_event_is_there_then_redrive_sends_
     assert set(parked) == {"invalid_registration", "retries_exhausted", "undeliverable"}
     assert parked["invalid_registration"]["job_id"] == "job_reg_refused"
     assert parked["invalid_registration"]["source"] == "com.example.orders"
-    assert "metadata" not in out
+    assert "metadata" not in out and "c-1234" not in out
 
     code, out, _ = cli("dlq", "redrive", "--registrations")
     assert code == 0
