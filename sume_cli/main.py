@@ -8,7 +8,6 @@ on stderr and an exit code. See docs/cli.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -41,7 +40,7 @@ from sume_cli.context import LOCAL_ENDPOINT_HINT, Ops, not_an_aws_api
 from sume_cli.listing import DEFAULT_STATE, SCANNED, STATES, list_jobs
 from sume_cli.sendtest import MAX_SHOWN_BODY, send
 from sume_cli.stackinfo import LOCAL_PREFIX, DiscoveryError
-from sume_cli.story import as_json, render
+from sume_cli.story import as_json, exact_json, render
 from sume_cli.times import iso, parse_since
 
 PROG = "sume-webhooks"
@@ -60,7 +59,7 @@ def note(text: str) -> None:
 
 
 def dump(value: Any) -> None:
-    out(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str))
+    out(exact_json(value, default=str, indent=2, ensure_ascii=False, sort_keys=True))
 
 
 def as_json_output(args: argparse.Namespace) -> bool:

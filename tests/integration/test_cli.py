@@ -12,6 +12,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
@@ -325,6 +326,21 @@ def test_status_tells_the_whole_story(cli, table, names, endpoint):
     for attribute in ("first_seen", "received_at", "processed_at", "expires_at"):
         datetime.strptime(story[attribute], ISO_UTC).replace(tzinfo=UTC)
     assert "due_at" not in story
+
+
+def test_status_shows_metadata_numbers_to_the_last_digit(cli, table):
+    metadata = {"price": Decimal("12345678901234567.89"), "tiny": Decimal("-1E-130"), "n": 7}
+    assert Registry(table, 900).expect("job_meta", "https://api.sume.example/j", metadata)
+
+    code, out, _ = cli("status", "job_meta", "--json")
+    assert code == 0
+    assert json.loads(out, parse_float=Decimal)["metadata"] == metadata
+    assert '"price": 12345678901234567.89' in out
+
+    code, out, _ = cli("status", "job_meta")
+    assert code == 0
+    (line,) = [line for line in out.splitlines() if line.startswith("metadata")]
+    assert line.split(None, 1)[1] == '{"n": 7, "price": 12345678901234567.89, "tiny": -1E-130}'
 
 
 def test_status_of_a_job_owed_work_shows_its_due_time(cli, table):
