@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from devstack import moto_atomic
+from sume.core.bounded import DYNAMODB_MAX_DEPTH, nests_deeper
 
 DYNAMODB_MAX_ITEM_BYTES: Final = 400 * 1024
-DYNAMODB_MAX_DEPTH: Final = 32
 EVENTBRIDGE_MAX_ENTRIES_BYTES: Final = 256 * 1024
 S3_MAX_KEY_BYTES: Final = 1024
 
@@ -76,7 +76,8 @@ def _typed(value: Any) -> tuple[str, Any]:
     return value.type, value.value
 
 
-def _children(kind: str, inner: Any) -> Iterable[Any]:
+def _children(value: Any) -> Iterable[Any]:
+    kind, inner = _typed(value)
     if kind == "M":
         return inner.values()
     if kind == "L":
@@ -87,12 +88,10 @@ def _children(kind: str, inner: Any) -> Iterable[Any]:
 def too_deep(value: Any, levels: int = DYNAMODB_MAX_DEPTH) -> bool:
     """True if an attribute value nests more than ``levels`` levels (a scalar is one).
 
-    AWS accepts a scalar under 31 maps or lists and refuses it under 32. The
-    walk stops at the limit, so a hostile depth costs no more than a legal one.
+    The rule is the domain's (``sume.core.bounded.nests_deeper``, which the
+    registration checks apply to metadata), walked here over attribute values.
     """
-    if levels == 0:
-        return True
-    return any(too_deep(child, levels - 1) for child in _children(*_typed(value)))
+    return nests_deeper(value, _children, levels)
 
 
 def _number_size(text: str) -> int:

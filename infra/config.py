@@ -57,6 +57,22 @@ MAX_THROTTLE_RATE = 10_000
 MAX_THROTTLE_BURST = 5_000
 
 
+# Concurrency the receiver keeps for itself (docs/operations.md, "Concurrency").
+# The API admits throttle_burst requests at once and throttle_rate a second
+# after; each planned at up to RECEIVER_PLANNED_SECONDS (a cold start; a warm
+# delivery takes about 17 ms), that is the most receivers ever run at once.
+# Lambda's quota is 1,000 per account and region by default, of which
+# reservations must leave 100.
+RECEIVER_PLANNED_SECONDS = 1
+DEFAULT_LAMBDA_CONCURRENCY_QUOTA = 1000
+LAMBDA_MIN_UNRESERVED = 100
+
+
+def receiver_concurrency(throttle_rate: int, throttle_burst: int) -> int:
+    """Receivers running at once when Sume (or junk) uses all the API throttle admits."""
+    return throttle_burst + math.ceil(throttle_rate * RECEIVER_PLANNED_SECONDS)
+
+
 def sume_worst_case_rate(peak_jobs_per_second: int) -> int:
     """Requests/s Sume may legitimately send at ``peak_jobs_per_second`` (see above)."""
     return peak_jobs_per_second * SUME_MAX_ATTEMPTS * CONCURRENT_COPIES
@@ -88,6 +104,10 @@ DEFAULTS: Mapping[str, Any] = {
     "worker_batch_size": 10,
     "worker_batching_window_seconds": 5,
     "worker_max_concurrency": 10,
+    "registrations_max_concurrency": 2,
+    # None: derived from the throttle by receiver_concurrency; 0: none reserved.
+    "receiver_reserved_concurrency": None,
+    "lambda_concurrency_quota": DEFAULT_LAMBDA_CONCURRENCY_QUOTA,
     "signature_rejection_threshold": 20,
     "retention_days": 35,
     "payloads_expire_days": 90,
@@ -125,6 +145,9 @@ class StageConfig:
     artifacts_infrequent_access_days: int
     artifact_allowed_hosts: str
     status_allowed_hosts: str
+    registrations_max_concurrency: int
+    receiver_reserved_concurrency: int | None
+    """None: the receiver reserves no concurrency."""
 
     @property
     def is_dev(self) -> bool:
@@ -189,6 +212,12 @@ class StageConfig:
                 "sends Sume's API token only to these hosts (e.g. "
                 "-c status_allowed_hosts=api.sume.example; *.example.com for subdomains)"
             )
+        # SQS event sources accept a maximum concurrency of 2..1000.
+        worker_cap = number("worker_max_concurrency", 2, 1000)
+        registrations_cap = number("registrations_max_concurrency", 2, 1000)
+        reserved = _receiver_reservation(
+            values, number, throttle_rate, throttle_burst, worker_cap + registrations_cap
+        )
         email = str(values["alarm_email"] or "").strip()
         if email and "@" not in email:
             raise ConfigError(f"context alarm_email is not an e-mail address: {email!r}")
@@ -203,14 +232,15 @@ class StageConfig:
             log_level=log_level,
             worker_batch_size=batch_size,
             worker_batching_window_seconds=batching_window,
-            # SQS event sources accept a maximum concurrency of 2..1000.
-            worker_max_concurrency=number("worker_max_concurrency", 2, 1000),
+            worker_max_concurrency=worker_cap,
             signature_rejection_threshold=number("signature_rejection_threshold", 1, 1_000_000),
             retention_days=retention_days,
             payloads_expire_days=payloads_days,
             artifacts_infrequent_access_days=number("artifacts_infrequent_access_days", 30, 3650),
             artifact_allowed_hosts=_host_list(values, "artifact_allowed_hosts"),
             status_allowed_hosts=status_hosts,
+            registrations_max_concurrency=registrations_cap,
+            receiver_reserved_concurrency=reserved,
         )
 
 
@@ -235,6 +265,36 @@ def _throttle(values: Mapping[str, Any], number: Number) -> tuple[int, int]:
                 f"{CONCURRENT_COPIES} concurrent copies): our 429s would use up Sume's retries"
             )
     return rate, burst
+
+
+def _receiver_reservation(
+    values: Mapping[str, Any], number: Number, rate: int, burst: int, sqs_caps: int
+) -> int | None:
+    """The receiver's reserved concurrency: what the throttle admits, unless set; 0 is none."""
+    quota = number("lambda_concurrency_quota", 10, 10_000_000)
+    needed = receiver_concurrency(rate, burst)
+    reserved = needed
+    if values["receiver_reserved_concurrency"] is not None:
+        reserved = number("receiver_reserved_concurrency", 0, 10_000_000)
+        if 0 < reserved < needed:
+            raise ConfigError(
+                f"context receiver_reserved_concurrency ({reserved}) is below the {needed} "
+                f"receivers the API throttle can keep busy (throttle_burst {burst} + "
+                f"throttle_rate {rate} x {RECEIVER_PLANNED_SECONDS} s): Lambda would throttle "
+                "deliveries the API admitted (0 reserves none)"
+            )
+    # The event sources' caps, and the poller's scheduled run, come out of what is left.
+    others = sqs_caps + 1
+    floor = max(others, LAMBDA_MIN_UNRESERVED) if reserved else others
+    if quota - reserved < floor:
+        raise ConfigError(
+            f"context lambda_concurrency_quota ({quota}) less the receiver's reserved "
+            f"concurrency ({reserved}) leaves {quota - reserved}, below the {floor} needed "
+            f"(Lambda keeps {LAMBDA_MIN_UNRESERVED} unreserved; worker_max_concurrency + "
+            "registrations_max_concurrency + the poller's run): raise the account's quota and "
+            "set lambda_concurrency_quota, or -c receiver_reserved_concurrency=0 to reserve none"
+        )
+    return reserved or None
 
 
 def _host_list(values: Mapping[str, Any], key: str) -> str:

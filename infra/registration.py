@@ -79,7 +79,8 @@ class JobRegistrations(Construct):
             1,
             "A registration event was refused (unknown or missing field, a status_url "
             "off status_allowed_hosts, bad job_id or metadata): its job is not watched. "
-            "The poller's log says why; the event waits in the registrations DLQ.",
+            "The event waits in the registrations DLQ: `sume-webhooks dlq peek "
+            "--registrations` shows its reason.",
         )
         dlq_depth = self.dlq.metric_approximate_number_of_messages_visible(
             period=Duration.minutes(1), statistic=cw.Stats.MAXIMUM
@@ -89,8 +90,9 @@ class JobRegistrations(Construct):
             dlq_depth,
             1,
             "Registration events wait in the registrations DLQ: refused (message "
-            "attributes reason and message), failed repeatedly, or undeliverable. Fix the "
-            "sender or the cause, then move them back to the registrations queue.",
+            "attributes reason and message), failed repeatedly, or undeliverable: "
+            "`sume-webhooks dlq peek --registrations` says which. Fix the sender or the "
+            "cause, then `sume-webhooks dlq redrive --registrations`.",
         )
         monitoring.dashboard.add_widgets(
             cw.GraphWidget(

@@ -218,7 +218,11 @@ def registration() -> dict[str, Any]:
             },
             "metadata": {
                 "type": ["object", "null"],
-                "description": "Kept on the job item; at most 64 KiB as JSON.",
+                "description": "Kept on the job item, every number exactly; at most 64 KiB "
+                "as JSON and what DynamoDB stores: at most 32 levels (the object itself the "
+                "first), non-empty keys, numbers of at most 38 significant digits between "
+                "1E-130 and 9.9999999999999999999999999999999999999E+125 in magnitude (or 0). "
+                "Anything else is refused into the registrations DLQ.",
             },
         },
     }

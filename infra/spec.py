@@ -35,7 +35,7 @@ DEFAULT_POLL_RATE_MINUTES: Final = 5
 
 # The worker's timeout and memory and the largest artifact are chosen together
 # (docs/worker.md, "Time, size and memory", says how to change them); the
-# other terms are the worker's settings (sume/core/settings.py):
+# other terms are the worker's settings (sume/working/settings.py):
 #
 #   T = HTTP_TOTAL_TIMEOUT_SECONDS  270 s  the longest one artifact's copy may take
 #   M = TIME_BUDGET_MARGIN_SECONDS   20 s  after it: the uploads still in flight,

@@ -71,6 +71,7 @@ class SumeWebhooksStack(Stack):
             "Receiver",
             payloads=buckets.payloads,
             signing_secret=secrets.signing,
+            reserved_concurrency=config.receiver_reserved_concurrency,
         )
         worker = WorkerFunction(
             factory,
@@ -129,7 +130,9 @@ class SumeWebhooksStack(Stack):
             policy_name=f"{name}-register-jobs",
             is_dev=config.is_dev,
         )
-        poller.take_registrations(registrations.queue, registrations.dlq)
+        poller.take_registrations(
+            registrations.queue, registrations.dlq, config.registrations_max_concurrency
+        )
         registrations.watch(monitoring)
         schemas = EventSchemas(self, "Schemas", registry_name=f"{name}-events")
 

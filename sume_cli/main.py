@@ -8,7 +8,6 @@ on stderr and an exit code. See docs/cli.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -35,17 +34,18 @@ from sume.core.errors import ConfigurationError
 from sume.core.ids import InvalidJobId, check_job_id
 from sume.core.names import DUE_SHARDS, Env, Metric
 from sume.core.secrets import parse_secrets
-from sume.store.jobs import State
 from sume.store.queue import JobQueue
 from sume_cli import CHECK_FAILED, FAILED, OK, USAGE, OpsError, dlq, jobs, rotation
 from sume_cli.context import LOCAL_ENDPOINT_HINT, Ops, not_an_aws_api
 from sume_cli.listing import DEFAULT_STATE, SCANNED, STATES, list_jobs
 from sume_cli.sendtest import MAX_SHOWN_BODY, send
 from sume_cli.stackinfo import LOCAL_PREFIX, DiscoveryError
-from sume_cli.story import as_json, render
+from sume_cli.story import as_json, exact_json, render
 from sume_cli.times import iso, parse_since
 
 PROG = "sume-webhooks"
+# Job ids a hint names before it says "and N more".
+MAX_LISTED_JOBS = 10
 Command = Callable[[Ops, argparse.Namespace], int]
 JSON, TABLE = "json", "table"
 
@@ -59,7 +59,7 @@ def note(text: str) -> None:
 
 
 def dump(value: Any) -> None:
-    out(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str))
+    out(exact_json(value, default=str, indent=2, ensure_ascii=False, sort_keys=True))
 
 
 def as_json_output(args: argparse.Namespace) -> bool:
@@ -176,53 +176,90 @@ def cmd_replay(ops: Ops, args: argparse.Namespace) -> int:
     return OK
 
 
-def _letters_table(letters: list[dlq.DeadLetter]) -> None:
-    rows = []
-    for letter in letters:
-        row = letter.as_dict()
-        state = row["state"] if row["found"] else "(no such job)"
-        rows.append(
-            [
-                letter.job_id,
-                str(letter.receive_count),
-                letter.sent_at or "-",
-                str(state),
-                str(row["processing_error"] or ""),
-            ]
+def _registrations_dlq(ops: Ops) -> tuple[str, str]:
+    names = ops.stack.names
+    if not (names.registrations_dlq_url and names.registrations_queue_url):
+        raise OpsError(
+            f"{ops.stack.description} has no registrations queue and DLQ "
+            "(deployed before registration by event)"
         )
-    table(rows, ["JOB_ID", "RECEIVES", "SENT", "STATE", "PROCESSING_ERROR"])
+    return names.registrations_dlq_url, names.registrations_queue_url
+
+
+def _dlq_url(ops: Ops, args: argparse.Namespace) -> str:
+    return _registrations_dlq(ops)[0] if args.registrations else ops.stack.names.dlq_url
 
 
 def cmd_dlq_peek(ops: Ops, args: argparse.Namespace) -> int:
     sqs = ops.client("sqs")
-    url = ops.stack.names.dlq_url
-    letters = dlq.peek(sqs, ops.jobs, url, args.limit)
-    if as_json_output(args):
-        dump([letter.as_dict() for letter in letters])
-    elif letters:
-        _letters_table(letters)
+    url = _dlq_url(ops, args)
+    shown: list[dlq.DeadLetter] | list[dlq.ParkedRegistration]
+    if args.registrations:
+        shown, header = dlq.peek_registrations(sqs, url, args.limit), dlq.REGISTRATION_HEADER
     else:
-        out("the DLQ is empty")
-    note(f"{len(letters)} shown; about {dlq.depth(sqs, url)} message(s) in {url}")
+        shown, header = dlq.peek(sqs, ops.jobs, url, args.limit), dlq.JOB_HEADER
+    if as_json_output(args):
+        dump([message.as_dict() for message in shown])
+    elif shown:
+        table([message.row() for message in shown], header)
+    else:
+        out(f"the {'registrations ' if args.registrations else ''}DLQ is empty")
+    note(
+        f"{len(shown)} shown; about {dlq.depth(sqs, url)} message(s) in {url} "
+        "(SQS counts each peek as a receive)"
+    )
     return OK
 
 
+def _redriven_jobs(ops: Ops, letters: list[dlq.DeadLetter]) -> list[str]:
+    """What to do after a jobs DLQ redrive, each said once."""
+    where = f"{PROG} {deployment_option(ops)}"
+    finished = [letter.job_id for letter in letters if letter.finished]
+    steps = []
+    if len(finished) < len(letters):
+        steps.append(
+            f"The worker takes the jobs again; `{where} list --state owed` shows those not "
+            f"done yet, `{where} dlq peek` any that failed again."
+        )
+    if finished:
+        shown = ", ".join(finished[:MAX_LISTED_JOBS])
+        more = (
+            f" and {len(finished) - MAX_LISTED_JOBS} more"
+            if len(finished) > MAX_LISTED_JOBS
+            else ""
+        )
+        steps.append(
+            f"{len(finished)} of them are finished (processed or processing_error) and the "
+            f"worker leaves them alone: {shown}{more}. `{where} replay JOB_ID` redoes one's work."
+        )
+    return steps
+
+
 def cmd_dlq_redrive(ops: Ops, args: argparse.Namespace) -> int:
-    names = ops.stack.names
-    letters = dlq.redrive(ops.client("sqs"), ops.jobs, names.dlq_url, names.queue_url, args.limit)
-    if as_json_output(args):
-        dump({"moved": [letter.as_dict() for letter in letters]})
+    sqs = ops.client("sqs")
+    moved: list[dlq.DeadLetter] | list[dlq.ParkedRegistration]
+    if args.registrations:
+        dlq_url, queue_url = _registrations_dlq(ops)
+        moved = dlq.redrive_registrations(sqs, dlq_url, queue_url, args.limit)
+        header, target = dlq.REGISTRATION_HEADER, "registrations queue"
+        steps = [
+            f"The poller registers them from the registrations queue; any refused again comes "
+            f"back with its reason: `{PROG} {deployment_option(ops)} dlq peek --registrations`."
+        ]
     else:
-        if letters:
-            _letters_table(letters)
-        out(f"moved {len(letters)} message(s) back to the jobs queue")
-    for letter in letters:
-        state = letter.job.state if letter.job else None
-        if state in (State.PROCESSED, State.PROCESSING_ERROR):
-            note(
-                f"{letter.job_id} is {state}: the worker will leave it alone; "
-                f"`{PROG} {deployment_option(ops)} replay {letter.job_id}` redoes its work"
-            )
+        names = ops.stack.names
+        letters = dlq.redrive(sqs, ops.jobs, names.dlq_url, names.queue_url, args.limit)
+        moved, header, target = letters, dlq.JOB_HEADER, "jobs queue"
+        steps = _redriven_jobs(ops, letters)
+    if as_json_output(args):
+        dump({"moved": [message.as_dict() for message in moved]})
+    elif moved:
+        table([message.row() for message in moved], header)
+    say = note if as_json_output(args) else out
+    say(f"moved {len(moved)} message(s) back to the {target}")
+    if moved:
+        for step in steps:
+            say(step)
     return OK
 
 
@@ -465,15 +502,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("job_id", metavar="JOB_ID")
 
-    dlq_parser = command(commands, "dlq", None, "the dead-letter queue")
+    dlq_parser = command(commands, "dlq", None, "the dead-letter queues (jobs, registrations)")
     dlq_commands = dlq_parser.add_subparsers(dest="dlq_command", required=True, metavar="ACTION")
-    peek = command(dlq_commands, "peek", cmd_dlq_peek, "show DLQ messages with their jobs' state")
+    peek = command(
+        dlq_commands,
+        "peek",
+        cmd_dlq_peek,
+        "show DLQ messages and why each is there (SQS counts each peek as a receive)",
+    )
     peek.add_argument("--limit", type=int, default=10, help="at most this many messages (10)")
     json_alias(peek)
     redrive = command(
-        dlq_commands, "redrive", cmd_dlq_redrive, "move DLQ messages back to the jobs queue"
+        dlq_commands, "redrive", cmd_dlq_redrive, "move DLQ messages back to their queue"
     )
     redrive.add_argument("--limit", type=int, default=100, help="at most this many messages (100)")
+    for action in (peek, redrive):
+        action.add_argument(
+            "--registrations",
+            action="store_true",
+            help="the registrations DLQ (refused or failed registration events), not the jobs DLQ",
+        )
 
     send_test = command(
         commands, "send-test", cmd_send_test, "send a signed webhook.test (and a job event)"

@@ -89,7 +89,12 @@ def discover_local(clients: Mapping[str, Any], endpoint_url: str, prefix: str) -
             raise DiscoveryError(f"no table {table} at {where}") from None
         raise
     queues = {}
-    for field, queue in (("queue_url", f"{prefix}-jobs"), ("dlq_url", f"{prefix}-jobs-dlq")):
+    for field, queue in (
+        ("queue_url", f"{prefix}-jobs"),
+        ("dlq_url", f"{prefix}-jobs-dlq"),
+        ("registrations_queue_url", f"{prefix}-registrations"),
+        ("registrations_dlq_url", f"{prefix}-registrations-dlq"),
+    ):
         try:
             queues[field] = clients["sqs"].get_queue_url(QueueName=queue)["QueueUrl"]
         except ClientError as exc:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import time
+import uuid
+from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 from sume.store.jobs import Job, JobAttr, State
@@ -56,10 +60,34 @@ def as_json(job: Job) -> dict[str, Any]:
     return converted
 
 
+def exact_json(value: Any, default: Callable[[Any], Any] | None = None, **options: Any) -> str:
+    """``json.dumps(value, **options)``, each Decimal written as the JSON number it is.
+
+    The jobs table hands fractions back as Decimals (metadata keeps every
+    digit): a float would round them and ``default=str`` would quote them.
+    json cannot write a number's own text, so each one goes in as a marker
+    no stored string can be (it holds a fresh random token), and the quoted
+    marker is then replaced by the digits.
+    """
+    marker = f"decimal-{uuid.uuid4().hex}-"
+    numbers: list[str] = []
+
+    def written(item: Any) -> Any:
+        if isinstance(item, Decimal) and item.is_finite():
+            numbers.append(str(item))
+            return f"{marker}{len(numbers) - 1}"
+        if default is None:
+            raise TypeError(f"{type(item).__name__} is not JSON serializable")
+        return default(item)
+
+    text = json.dumps(value, default=written, **options)
+    return re.sub(f'"{marker}([0-9]+)"', lambda found: numbers[int(found[1])], text)
+
+
 def _compact(value: Any) -> str:
     if isinstance(value, str):
         return value
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return exact_json(value, sort_keys=True, ensure_ascii=False)
 
 
 def _artifact(value: Any) -> str:

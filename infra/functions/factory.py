@@ -54,6 +54,8 @@ class FunctionSpec:
     memory_mb: int
     description: str
     environment: Mapping[str, str]
+    reserved_concurrency: int | None = None
+    """Concurrency kept for this function alone, and its cap; None: the account's shared pool."""
 
 
 class FunctionFactory(Construct):
@@ -122,6 +124,7 @@ class FunctionFactory(Construct):
             application_log_level_v2=lambda_.ApplicationLogLevel[self._log_level],
             system_log_level_v2=lambda_.SystemLogLevel.WARN,
             environment={**self._shared_environment(), **_without_empty(spec.environment)},
+            reserved_concurrent_executions=spec.reserved_concurrency,
         )
         acknowledge(
             function,

@@ -55,13 +55,21 @@ class PollerFunction(StackFunction):
         self.grant_payloads(payloads, "s3:PutObject")
         api_token.grant_read(self.function)
 
-    def take_registrations(self, queue: sqs.IQueue, dlq: sqs.IQueue) -> None:
+    def take_registrations(self, queue: sqs.IQueue, dlq: sqs.IQueue, max_concurrency: int) -> None:
         """Registration events (``infra/registration.py``) from their queue.
 
         The poller parks a refused event in the DLQ itself, at once, with its reason.
+        ``max_concurrency`` caps the instances the queue may start: anyone holding
+        the register-jobs policy can fill it, and a burst then waits in the queue
+        instead of taking the account's shared concurrency.
         """
         self.function.add_event_source(
-            event_sources.SqsEventSource(queue, batch_size=10, report_batch_item_failures=True)
+            event_sources.SqsEventSource(
+                queue,
+                batch_size=10,
+                max_concurrency=max_concurrency,
+                report_batch_item_failures=True,
+            )
         )
         dlq.grant_send_messages(self.function)
         self.function.add_environment(Env.REGISTRATION_DLQ_URL, dlq.queue_url)

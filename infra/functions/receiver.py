@@ -18,6 +18,7 @@ class ReceiverFunction(StackFunction):
         *,
         payloads: s3.Bucket,
         signing_secret: secretsmanager.ISecret,
+        reserved_concurrency: int | None,
     ) -> None:
         super().__init__(
             factory,
@@ -31,6 +32,10 @@ class ReceiverFunction(StackFunction):
                     Env.SIGNING_SECRET_ARN: signing_secret.secret_arn,
                     Env.PAYLOADS_BUCKET_NAME: payloads.bucket_name,
                 },
+                # What the API throttle admits, so no other function (the
+                # worker's or the poller's bursts, anything else in the
+                # account) can take the capacity Sume's deliveries need.
+                reserved_concurrency=reserved_concurrency,
             ),
         )
         # One conditional UpdateItem per delivery (GetItem when a store

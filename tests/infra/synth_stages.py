@@ -24,6 +24,8 @@ PROD_OVERRIDES: Final = {
     "worker_batch_size": "5",
     "worker_batching_window_seconds": "2",
     "worker_max_concurrency": "4",
+    "registrations_max_concurrency": "3",
+    "receiver_reserved_concurrency": "80",
     "signature_rejection_threshold": "7",
     "retention_days": "60",
     "payloads_expire_days": "120",

@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from infra.config import DEFAULTS, ConfigError, StageConfig, default_throttle
+from infra.config import (
+    DEFAULTS,
+    ConfigError,
+    StageConfig,
+    default_throttle,
+    receiver_concurrency,
+)
 from infra.functions.factory import CODE_ROOT
 from tests.infra.conftest import ROOT, Cloud, Stage
 
@@ -213,12 +219,30 @@ def test_stage_config_reads_context_before_defaults() -> None:
 def test_the_default_throttle_is_sized_from_sumes_worst_case() -> None:
     # 10 attempts per job, each possibly twice at once, plus a quarter of headroom.
     assert default_throttle(DEFAULTS["sume_peak_jobs_per_second"]) == (50, 100)
-    config = _config(sume_peak_jobs_per_second="20")
+    config = _config(sume_peak_jobs_per_second="20", lambda_concurrency_quota="2000")
     assert (config.throttle_rate, config.throttle_burst) == (500, 1000)
     # The burst stays within API Gateway's account quota.
-    config = _config(sume_peak_jobs_per_second="200")
+    config = _config(sume_peak_jobs_per_second="200", lambda_concurrency_quota="20000")
     assert (config.throttle_rate, config.throttle_burst) == (5000, 5000)
     assert _config(sume_peak_jobs_per_second="1", throttle_rate="20").throttle_rate == 20
+
+
+def test_the_receiver_reserves_what_the_throttle_admits_and_the_poller_is_capped() -> None:
+    config = _config()
+    assert config.receiver_reserved_concurrency == receiver_concurrency(50, 100) == 150
+    assert config.registrations_max_concurrency == 2
+    # It follows the throttle, derived or set, and 0 turns the reservation off.
+    assert _config(throttle_rate="60", throttle_burst="80").receiver_reserved_concurrency == 140
+    assert _config(receiver_reserved_concurrency="400").receiver_reserved_concurrency == 400
+    assert _config(receiver_reserved_concurrency="0").receiver_reserved_concurrency is None
+    # A new account's small quota: nothing reserved, the caps still fit.
+    small = _config(
+        receiver_reserved_concurrency="0",
+        lambda_concurrency_quota="10",
+        worker_max_concurrency="5",
+        registrations_max_concurrency="2",
+    )
+    assert small.receiver_reserved_concurrency is None
 
 
 def test_a_non_dev_stage_needs_status_allowed_hosts() -> None:
@@ -252,6 +276,24 @@ def test_synth_of_a_prod_stage_without_status_allowed_hosts_fails_naming_the_key
         ("dev", {"payloads_expire_days": "30"}, "payloads_expire_days must exceed"),
         ("dev", {"alarm_email": "ops"}, "alarm_email"),
         ("dev", {"worker_max_concurrency": "1"}, "worker_max_concurrency"),
+        ("dev", {"registrations_max_concurrency": "1"}, "registrations_max_concurrency"),
+        (
+            "dev",
+            {"receiver_reserved_concurrency": "149"},
+            r"receiver_reserved_concurrency \(149\) is below the 150 receivers",
+        ),
+        (
+            "dev",
+            {"sume_peak_jobs_per_second": "20"},
+            r"lambda_concurrency_quota \(1000\) less the receiver's reserved concurrency "
+            r"\(1500\) leaves -500, below the 100 needed",
+        ),
+        (
+            "dev",
+            {"worker_max_concurrency": "900"},
+            r"leaves 850, below the 903 needed",
+        ),
+        ("dev", {"lambda_concurrency_quota": "5"}, "lambda_concurrency_quota must be within"),
         ("dev", {"throttle_rate": "39"}, r"throttle_rate \(39\) is below .* worst case of 40"),
         ("dev", {"throttle_burst": "30"}, "throttle_burst \\(30\\) is below"),
         ("dev", {"sume_peak_jobs_per_second": "0"}, "sume_peak_jobs_per_second must be within"),

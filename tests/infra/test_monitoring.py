@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 
 from aws_cdk.assertions import Template
 
 from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME
-from tests.infra.conftest import Stage, ref_name
+from tests.infra.conftest import ROOT, Stage, ref_name
 
 
 def test_alarms_cover_every_failure_and_notify_the_topic(dev: Stage, prod: Stage) -> None:
@@ -116,3 +117,26 @@ def test_dashboard_shows_the_key_metrics(dev: Stage) -> None:
         "RegistrationsRejected",
     ):
         assert f'\\"{metric}\\"' in body, metric
+
+
+def alarm_rows() -> dict[str, str]:
+    """The rows of docs/operations.md's alarm table, by the alarm each names first."""
+    text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = text.split("## Alarms and dashboard", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        if match := re.match(r"\| `(\w+)` \|", line):
+            rows[match.group(1)] = line
+    return rows
+
+
+def test_the_manual_names_every_alarm_with_the_command_that_shows_its_cause(
+    dev: Stage, prod: Stage
+) -> None:
+    rows = alarm_rows()
+    alarms = dev.alarms().keys() | prod.alarms().keys()
+    assert sorted(alarms - rows.keys()) == [], "alarms docs/operations.md does not list"
+    assert sorted(rows.keys() - alarms) == [], "rows naming no alarm of the template"
+    for name, row in rows.items():
+        cause = row.rstrip(" |").rsplit(" | ", 1)[1]
+        assert re.search(r"`(sume-webhooks|aws) ", cause), f"{name}: no command in {cause!r}"

@@ -56,8 +56,14 @@ def test_poller_runs_on_a_configurable_schedule(dev: Stage, prod: Stage) -> None
     assert invoke["Properties"]["MaximumRetryAttempts"] == 0
 
 
-def test_the_poller_takes_registrations_from_their_queue(dev: Stage) -> None:
+def test_the_poller_takes_registrations_from_their_queue(dev: Stage, prod: Stage) -> None:
     props = dev.event_source("RegistrationsQueue")
     assert ref_name(props["FunctionName"]) == "FunctionsPollerFunction"
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert props["BatchSize"] == 10
+    # Whoever may register jobs cannot scale the poller past this.
+    for stage, cap in ((dev, DEFAULTS["registrations_max_concurrency"]), (prod, 3)):
+        assert stage.event_source("RegistrationsQueue")["ScalingConfig"] == {
+            "MaximumConcurrency": cap
+        }
+    assert DEFAULTS["registrations_max_concurrency"] == 2

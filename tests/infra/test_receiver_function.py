@@ -10,6 +10,17 @@ def test_the_receiver_answers_well_inside_sumes_ten_seconds(dev: Stage) -> None:
     assert dev.function("Receiver")["Timeout"] <= 8
 
 
+def test_the_receiver_keeps_what_the_api_throttle_admits_for_itself(
+    dev: Stage, prod: Stage
+) -> None:
+    # throttle_burst + throttle_rate x 1 s: dev derives it (100 + 50), prod sets it.
+    assert dev.function("Receiver")["ReservedConcurrentExecutions"] == 150
+    assert prod.function("Receiver")["ReservedConcurrentExecutions"] == 80
+    # The others draw on the account's shared pool, within their event sources' caps.
+    for name in ("Worker", "Poller"):
+        assert "ReservedConcurrentExecutions" not in dev.function(name)
+
+
 def test_the_receiver_environment_satisfies_its_settings(dev: Stage) -> None:
     receiver = ReceiverSettings.from_env(dev.environment("Receiver"))
     assert receiver.table.jobs_table_name == "resolved-JobsTable"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import subprocess
@@ -11,6 +12,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
@@ -24,10 +26,15 @@ from infra import spec
 from infra.spec import ResourceNames
 from sume.contract.envelope import JobEvent, parse
 from sume.contract.signature import SignatureError
+from sume.net.fetch import FetchError
+from sume.polling.registration import Registrations
+from sume.polling.registry import Registry
 from sume.store.jobs import JobsTable, Source, State
+from sume.store.queue import DeadLetterQueue
+from sume.working.processing import MAX_MESSAGE_BYTES, failure_details
 from sume_cli.context import new_session
 from sume_cli.main import main
-from tests.builders import SECRET, job_body, raw_of, verify
+from tests.builders import SECRET, job_body, raw_of, registration_entry, verify
 
 ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -321,6 +328,21 @@ def test_status_tells_the_whole_story(cli, table, names, endpoint):
     assert "due_at" not in story
 
 
+def test_status_shows_metadata_numbers_to_the_last_digit(cli, table):
+    metadata = {"price": Decimal("12345678901234567.89"), "tiny": Decimal("-1E-130"), "n": 7}
+    assert Registry(table, 900).expect("job_meta", "https://api.sume.example/j", metadata)
+
+    code, out, _ = cli("status", "job_meta", "--json")
+    assert code == 0
+    assert json.loads(out, parse_float=Decimal)["metadata"] == metadata
+    assert '"price": 12345678901234567.89' in out
+
+    code, out, _ = cli("status", "job_meta")
+    assert code == 0
+    (line,) = [line for line in out.splitlines() if line.startswith("metadata")]
+    assert line.split(None, 1)[1] == '{"n": 7, "price": 12345678901234567.89, "tiny": -1E-130}'
+
+
 def test_status_of_a_job_owed_work_shows_its_due_time(cli, table):
     received(table, "job_owed")
     code, out, _ = cli("status", "job_owed")
@@ -542,39 +564,123 @@ def test_replay_makes_a_finished_job_owed_and_queues_it(cli, table, names, endpo
 
 # dlq
 
+PRESIGNED = "https://cdn.example/clip.mp4?X-Amz-Signature=s3cr3t&X-Amz-Credential=AKIA"
 
-def test_dlq_peek_shows_jobs_and_leaves_messages_then_redrive_moves_them(
-    cli, table, names, endpoint
-):
-    processed(table, "job_dead_done")
-    received(table, "job_dead_owed")
+
+def failed_twice(table: JobsTable, job_id: str) -> None:
+    """A job whose worker failed twice in a way a retry may fix, as the worker notes it."""
+    received(table, job_id)
+    error = failure_details(FetchError("fetch_failed", f"HTTP 503 from {PRESIGNED}", PRESIGNED))
+    for _ in range(2):
+        now = int(time.time())
+        job = table.claim(job_id, now, lease_seconds=300)
+        assert table.release(job_id, str(job.claim_id), now, error)
+
+
+def gave_up(table: JobsTable, job_id: str) -> None:
+    received(table, job_id)
+    now = int(time.time())
+    job = table.claim(job_id, now, lease_seconds=300)
+    problem = {"code": "too_many_attempts", "message": "gave up after 5 attempts"}
+    details = {"outcome": "completed", "processing_error": problem}
+    assert table.finish(job_id, str(job.claim_id), State.PROCESSING_ERROR, now, now + 60, details)
+
+
+def test_dlq_peek_shows_each_jobs_state_and_last_error_redacted(cli, table, names, endpoint):
+    failed_twice(table, "job_dead_fetch")
+    gave_up(table, "job_dead_gave_up")
+    received(table, "job_dead_raw")
+    # Written by hand, not by the worker: the CLI still shows no credential.
+    boto3.client("dynamodb", endpoint_url=endpoint).update_item(
+        TableName=names.table,
+        Key={"job_id": {"S": "job_dead_raw"}},
+        UpdateExpression="SET last_error = :e",
+        ExpressionAttributeValues={
+            ":e": {
+                "M": {
+                    "code": {"S": "boom"},
+                    "message": {"S": f"line one\nsaw {PRESIGNED} " + "x" * 5000},
+                }
+            }
+        },
+    )
     sqs = boto3.client("sqs", endpoint_url=endpoint)
-    for body in ("job_dead_done", "job_dead_owed", "job_unknown"):
+    bodies = ["job_dead_fetch", "job_dead_gave_up", "job_dead_raw", "job_unknown"]
+    for body in bodies:
         sqs.send_message(QueueUrl=names.dlq_url, MessageBody=body)
 
-    code, out, err = cli("dlq", "peek", "--json")
-    letters = {row["job_id"]: row for row in json.loads(out)}
+    code, out, err = cli("dlq", "peek")
     assert code == 0
-    assert set(letters) == {"job_dead_done", "job_dead_owed", "job_unknown"}
-    assert letters["job_dead_done"]["state"] == "processed"
-    assert letters["job_dead_owed"]["state"] == "received"
-    assert letters["job_unknown"]["found"] is False
-    assert "3 shown" in err
+    assert "s3cr3t" not in out and "AKIA" not in out
+    assert "{'" not in out and '{"' not in out
+    header, *rows = out.splitlines()
+    assert header.split() == ["JOB_ID", "STATE", "ATTEMPTS", "SENT", "CAUSE"]
+    lines = {row.split()[0]: row for row in rows}
+    assert set(lines) == set(bodies)
+    assert lines["job_dead_fetch"].split()[1:3] == ["processing", "2"]
+    assert lines["job_dead_fetch"].endswith(
+        "last error fetch_failed: HTTP 503 from https://cdn.example/clip.mp4"
+    )
+    assert lines["job_dead_gave_up"].split()[1] == "processing_error"
+    assert (
+        "processing error too_many_attempts: gave up after 5 attempts" in lines["job_dead_gave_up"]
+    )
+    assert "last error boom: line one saw https://cdn.example/clip.mp4 xxx" in lines["job_dead_raw"]
+    assert "(no such job)" in lines["job_unknown"]
+    assert "4 shown" in err and "SQS counts each peek as a receive" in err
 
-    code, out, _ = cli("dlq", "peek")
+    code, out, err = cli("dlq", "peek", "--json")
     assert code == 0
-    assert "(no such job)" in out
-    assert len(out.splitlines()) == 4
+    assert "s3cr3t" not in out and "AKIA" not in out
+    letters = {row["job_id"]: row for row in json.loads(out)}
+    fetch = letters["job_dead_fetch"]
+    assert (fetch["state"], fetch["attempts"], fetch["found"]) == ("processing", 2, True)
+    assert fetch["last_error"] == {
+        "code": "fetch_failed",
+        "message": "HTTP 503 from https://cdn.example/clip.mp4",
+        "url": "https://cdn.example/clip.mp4",
+    }
+    assert fetch["last_error_at"].endswith("Z")
+    assert fetch["processing_error"] is None
+    assert letters["job_dead_gave_up"]["processing_error"] == {
+        "code": "too_many_attempts",
+        "message": "gave up after 5 attempts",
+    }
+    raw = letters["job_dead_raw"]["last_error"]["message"]
+    assert raw.startswith("line one\nsaw https://cdn.example/clip.mp4 xxx")
+    assert len(raw) == MAX_MESSAGE_BYTES
+    assert letters["job_unknown"]["found"] is False
+    # What each peek costs, as the docs say: one receive in SQS's count, none in the job's.
+    assert fetch["receive_count"] == 2
+    assert table.get("job_dead_fetch").attempts == 2
+
+
+def test_dlq_redrive_moves_the_jobs_and_says_once_what_next(cli, table, names, endpoint):
+    for job_id in ("job_done_1", "job_done_2", "job_done_3"):
+        processed(table, job_id)
+    received(table, "job_dead_owed")
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    bodies = ["job_done_1", "job_done_2", "job_done_3", "job_dead_owed", "job_unknown"]
+    for body in bodies:
+        sqs.send_message(QueueUrl=names.dlq_url, MessageBody=body)
 
     code, out, err = cli("dlq", "redrive")
     assert code == 0
-    assert "moved 3 message(s) back to the jobs queue" in out
-    assert "job_dead_done is processed" in err and "replay job_dead_done" in err
+    assert err == ""
+    assert "moved 5 message(s) back to the jobs queue" in out
+    assert out.count("replay JOB_ID") == 1
+    finished = next(line for line in out.splitlines() if "replay JOB_ID" in line)
+    assert finished.startswith("3 of them are finished")
+    assert all(job_id in finished for job_id in ("job_done_1", "job_done_2", "job_done_3"))
+    assert out.count("list --state owed") == 1
     moved = sqs.receive_message(QueueUrl=names.queue_url, MaxNumberOfMessages=10)["Messages"]
-    assert sorted(m["Body"] for m in moved) == ["job_dead_done", "job_dead_owed", "job_unknown"]
+    assert sorted(m["Body"] for m in moved) == sorted(bodies)
 
     code, out, _ = cli("dlq", "peek")
     assert (code, out.strip()) == (0, "the DLQ is empty")
+    code, out, err = cli("dlq", "redrive", "--output", "json")
+    assert (code, json.loads(out)) == (0, {"moved": []})
+    assert err.strip() == "moved 0 message(s) back to the jobs queue"
 
 
 def test_dlq_shows_each_body_exactly_as_sent(cli, table, names, endpoint):
@@ -596,6 +702,113 @@ def test_dlq_redrive_is_bounded(cli, names, endpoint):
     assert "moved 2 message(s)" in out
     left = sqs.receive_message(QueueUrl=names.dlq_url, MaxNumberOfMessages=10)["Messages"]
     assert len(left) == 1
+
+
+STATUS_URL = "https://status.sume.example/v1/jobs/"
+METADATA = {"customer": "c-1234", "email": "someone@example.com"}
+
+
+def put_registration(endpoint: str, names: ResourceNames, detail: dict) -> None:
+    events = boto3.client("events", endpoint_url=endpoint)
+    response = events.put_events(Entries=[registration_entry(names.event_bus, detail)])
+    assert response["FailedEntryCount"] == 0
+
+
+def test_registrations_dlq_peek_says_why_each_event_is_there_then_redrive_sends_it_back(
+    cli, names, endpoint
+):
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    jobs = JobsTable(boto3.client("dynamodb", endpoint_url=endpoint), names.table, 16)
+    # The poller's own code, with a list that lacks the status host: refused and parked.
+    registrations = Registrations(
+        Registry(jobs, 900, allowed_hosts=("api.sume.example",)),
+        DeadLetterQueue(sqs, names.registrations_dlq_url),
+    )
+    put_registration(
+        endpoint,
+        names,
+        {"job_id": "job_reg_refused", "status_url": STATUS_URL + "r", "metadata": METADATA},
+    )
+    (message,) = sqs.receive_message(QueueUrl=names.registrations_queue_url)["Messages"]
+    assert registrations.handle(message["Body"]).refused == "invalid_registration"
+    sqs.delete_message(
+        QueueUrl=names.registrations_queue_url, ReceiptHandle=message["ReceiptHandle"]
+    )
+    # A poller that failed every receive: SQS moves the event on with no attributes.
+    put_registration(endpoint, names, {"job_id": "job_reg_retried", "status_url": STATUS_URL + "t"})
+    for _ in range(spec.MAX_RECEIVES + 1):
+        sqs.receive_message(QueueUrl=names.registrations_queue_url, VisibilityTimeout=0)
+    # EventBridge's attributes on an event it could not deliver (moto never makes one).
+    sqs.send_message(
+        QueueUrl=names.registrations_dlq_url,
+        MessageBody="not an event",
+        MessageAttributes={
+            "ERROR_CODE": {"DataType": "String", "StringValue": "SDK_CLIENT_ERROR"},
+            "ERROR_MESSAGE": {"DataType": "String", "StringValue": "Access denied"},
+        },
+    )
+
+    code, out, err = cli("dlq", "peek", "--registrations")
+    assert code == 0
+    assert "c-1234" not in out and "someone@example.com" not in out
+    header, *rows = out.splitlines()
+    assert header.split() == ["SENT", "JOB_ID", "SOURCE", "REASON", "MESSAGE"]
+    assert len(rows) == 3
+    by_reason = {row.split()[3]: row.split(None, 4) for row in rows}
+    refused = by_reason["invalid_registration"]
+    assert refused[1:3] == ["job_reg_refused", "com.example.orders"]
+    assert refused[4] == (
+        "status_url host 'status.sume.example' is not on STATUS_ALLOWED_HOSTS (api.sume.example)"
+    )
+    retried = by_reason["retries_exhausted"]
+    assert retried[1] == "job_reg_retried"
+    assert retried[4].startswith("retries exhausted: registering failed 5 times")
+    undeliverable = by_reason["undeliverable"]
+    assert undeliverable[1:3] == ["-", "-"]
+    assert undeliverable[4].endswith("SDK_CLIENT_ERROR: Access denied")
+    assert f"about 3 message(s) in {names.registrations_dlq_url}" in err
+
+    code, out, _ = cli("dlq", "peek", "--registrations", "--json")
+    assert code == 0
+    parked = {row["reason"]: row for row in json.loads(out)}
+    assert set(parked) == {"invalid_registration", "retries_exhausted", "undeliverable"}
+    assert parked["invalid_registration"]["job_id"] == "job_reg_refused"
+    assert parked["invalid_registration"]["source"] == "com.example.orders"
+    assert "metadata" not in out and "c-1234" not in out
+
+    code, out, _ = cli("dlq", "redrive", "--registrations")
+    assert code == 0
+    assert "moved 3 message(s) back to the registrations queue" in out
+    assert out.count("dlq peek --registrations") == 1
+    back = sqs.receive_message(
+        QueueUrl=names.registrations_queue_url,
+        MaxNumberOfMessages=10,
+        MessageAttributeNames=["All"],
+    )["Messages"]
+    assert len(back) == 3
+    # The body as it was, the refusal's attributes left behind.
+    assert all("MessageAttributes" not in m for m in back)
+    events = [json.loads(m["Body"]) for m in back if m["Body"] != "not an event"]
+    assert sorted(e["detail"]["job_id"] for e in events) == ["job_reg_refused", "job_reg_retried"]
+    code, out, _ = cli("dlq", "peek", "--registrations")
+    assert (code, out.strip()) == (0, "the registrations DLQ is empty")
+
+
+def test_registrations_dlq_of_a_stage_comes_from_its_outputs(cli, endpoint, names, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    boto3.client("sqs", endpoint_url=endpoint).send_message(
+        QueueUrl=names.registrations_dlq_url, MessageBody="{}"
+    )
+    deploy_outputs(endpoint, "qa", names, "https://hooks.example/webhooks/sume")
+    code, out, _ = cli("--stage", "qa", "dlq", "peek", "--registrations", "--json", local=False)
+    assert code == 0
+    assert [row["reason"] for row in json.loads(out)] == ["retries_exhausted"]
+
+    older = dataclasses.replace(names, registrations_queue_url="", registrations_dlq_url="")
+    deploy_outputs(endpoint, "old", older, "https://hooks.example/webhooks/sume")
+    code, _, err = cli("--stage", "old", "dlq", "redrive", "--registrations", local=False)
+    assert code == 1
+    assert "has no registrations queue and DLQ" in one_line_error(err)
 
 
 # send-test

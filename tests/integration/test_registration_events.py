@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from decimal import Decimal
 from typing import Any
 
 import boto3
@@ -14,7 +16,7 @@ from devstack.eventsources import sqs_records
 from sume.core.names import DUE_SHARDS, REGISTRATION_DETAIL_TYPE
 from sume.polling import compose
 from sume.polling.registration import MAX_LOGGED_BYTES, Registrations
-from sume.polling.registry import Registry
+from sume.polling.registry import REFUSED_BY_DYNAMODB, Registry
 from sume.store.jobs import Job, JobsTable, State
 from sume.store.queue import DeadLetterQueue
 from tests.builders import LambdaContext, registration_entry, scheduled_event
@@ -56,6 +58,36 @@ class Bus:
     def parked(self) -> list[dict[str, Any]]:
         return self.received(self.names.registrations_dlq_url)
 
+    def queue(self, body: str) -> None:
+        """Put ``body`` on the registrations queue as the rule would, number for number."""
+        self.sqs.send_message(QueueUrl=self.names.registrations_queue_url, MessageBody=body)
+
+
+def event_text(detail: str) -> str:
+    """A registration event as the rule delivers it, its detail the JSON text given.
+
+    moto's bus parses the detail into floats on the way to the queue, so
+    events whose numbers matter go on the queue as text.
+    """
+    envelope = json.dumps(
+        {
+            "version": "0",
+            "id": "b2e1c0de-0000-4000-8000-000000000001",
+            "detail-type": REGISTRATION_DETAIL_TYPE,
+            "source": "com.example.orders",
+            "account": "123456789012",
+            "time": "2030-01-01T00:00:00Z",
+            "region": "us-east-1",
+            "resources": [],
+        }
+    )
+    return f'{envelope[:-1]}, "detail": {detail}}}'
+
+
+def levels(count: int, leaf: str = '"x"') -> str:
+    """JSON text DynamoDB counts ``count`` levels deep: ``count - 1`` objects around ``leaf``."""
+    return '{"a":' * (count - 1) + leaf + "}" * (count - 1)
+
 
 @pytest.fixture
 def bus(aws, monkeypatch) -> Bus:
@@ -69,8 +101,11 @@ def item(aws, job_id: str) -> Job | None:
 
 def emitted(capsys) -> dict[str, Any]:
     """The metrics of the last invocation (Powertools EMF on stdout)."""
-    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
-    return lines[-1]
+    return emitted_all(capsys)[-1]
+
+
+def emitted_all(capsys) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
 
 
 def test_an_event_on_the_bus_registers_the_job(aws, bus, capsys):
@@ -177,6 +212,109 @@ def test_a_long_job_id_is_logged_cut(aws, bus, logs):
 
     (line,) = logs.lines("ERROR")
     assert line["job_id"] == job_id[:MAX_LOGGED_BYTES]
+
+
+UNSTORABLE = {
+    "nested 33 levels, the attribute the first": (levels(33), "nests deeper than DynamoDB's 32"),
+    "an integer of 39 significant digits": (
+        '{"n": 123456789012345678901234567890123456789}',
+        "39 significant digits",
+    ),
+    "1e-200": ('{"n": 1e-200}', "magnitude 1E-200"),
+    "1e126": ('{"n": 1e126}', "magnitude 1E\\+126"),
+    "an empty key": ('{"": "x"}', "a key is empty"),
+    "a lone surrogate": ('{"note": "\\ud800"}', "lone surrogate"),
+}
+
+
+@pytest.mark.parametrize(("metadata", "message"), UNSTORABLE.values(), ids=UNSTORABLE.keys())
+def test_metadata_dynamodb_cannot_store_is_refused_at_once(
+    aws, bus, capsys, logs, metadata, message
+):
+    body = event_text(
+        f'{{"job_id": "job_u1", "status_url": "{URL}job_u1", "metadata": {metadata}}}'
+    )
+    bus.queue(body)
+
+    # Not a failure for SQS to retry an hour long: parked now, saying why.
+    assert bus.deliver() == {"batchItemFailures": []}
+
+    (parked,) = bus.parked()
+    assert parked["Body"] == body
+    attributes = {k: v["StringValue"] for k, v in parked["MessageAttributes"].items()}
+    assert attributes["reason"] == "invalid_registration"
+    assert re.search(message, attributes["message"])
+    (metrics,) = emitted_all(capsys)
+    assert metrics["RegistrationsRejected"] == [1.0]
+    assert "RegistrationRetries" not in metrics
+    (line,) = logs.lines("ERROR")
+    assert line["job_id"] == "job_u1"
+    assert item(aws, "job_u1") is None
+
+
+def test_metadata_numbers_are_stored_and_read_back_exactly(aws, bus):
+    metadata = (
+        '{"price": 12345678901234567.89, "id": 12345678901234567890123456789012345678, '
+        '"deep": ' + levels(31, "-1E-130") + "}"
+    )
+    bus.queue(
+        event_text(f'{{"job_id": "job_x1", "status_url": "{URL}job_x1", "metadata": {metadata}}}')
+    )
+
+    assert bus.deliver() == {"batchItemFailures": []}
+
+    stored = item(aws, "job_x1")
+    assert stored is not None and stored.metadata is not None
+    price = stored.metadata["price"]
+    assert (type(price), price) == (Decimal, Decimal("12345678901234567.89"))
+    assert stored.metadata["id"] == 12345678901234567890123456789012345678
+    deep = stored.metadata["deep"]
+    for _ in range(30):
+        deep = deep["a"]
+    assert deep == Decimal("-1E-130")
+    assert bus.parked() == []
+
+
+def test_a_message_nested_past_any_parser_limit_is_parked_as_malformed(aws, bus):
+    bus.queue(
+        event_text(f'{{"job_id": "job_d1", "status_url": "{URL}d1", "metadata": {levels(50_000)}}}')
+    )
+
+    assert bus.deliver() == {"batchItemFailures": []}
+
+    (parked,) = bus.parked()
+    assert parked["MessageAttributes"]["reason"]["StringValue"] == "malformed_event"
+
+
+class Refusing:
+    """DynamoDB refusing the write as invalid, for a limit the checks do not know."""
+
+    def __init__(self) -> None:
+        self.exceptions = boto3.client("dynamodb").exceptions
+
+    def update_item(self, **kwargs: Any) -> None:
+        raise ClientError(
+            {"Error": {"Code": "ValidationException", "Message": "Item size has exceeded"}},
+            "UpdateItem",
+        )
+
+
+def test_a_registration_dynamodb_refuses_as_invalid_is_parked_not_retried(
+    aws, bus, monkeypatch, capsys
+):
+    jobs = JobsTable(Refusing(), aws.table, DUE_SHARDS)
+    dead_letters = DeadLetterQueue(boto3.client("sqs"), aws.registrations_dlq_url)
+    refusing = Registrations(Registry(jobs, 900), dead_letters)
+    monkeypatch.setattr(compose, "registrations_service", lambda: refusing)
+    bus.put({"job_id": "job_v1", "status_url": URL + "v1", "metadata": METADATA})
+
+    assert bus.deliver() == {"batchItemFailures": []}
+
+    (parked,) = bus.parked()
+    attributes = {k: v["StringValue"] for k, v in parked["MessageAttributes"].items()}
+    assert attributes["reason"] == REFUSED_BY_DYNAMODB
+    assert "Item size has exceeded" in attributes["message"]
+    assert emitted(capsys)["RegistrationsRejected"] == [1.0]
 
 
 class Unavailable:

@@ -12,7 +12,7 @@ from sume.core import aws as clients
 from sume.core.errors import ConfigurationError
 from sume.core.names import DUE_SHARDS, due_shard
 from sume.polling import registry
-from sume.polling.registry import Registry
+from sume.polling.registry import INVALID_REGISTRATION, InvalidRegistration, Registry
 from sume.store.jobs import Job, JobsTable, State
 from tests.builders import LambdaContext, delivery_event, job_body
 
@@ -50,6 +50,23 @@ def test_expect_creates_an_awaiting_item_due_for_its_first_poll(aws):
         due_shard=due_shard("job_1", DUE_SHARDS),
         due_at=T0 + 900,
     )
+
+
+def test_metadata_numbers_keep_every_digit_on_the_item(aws):
+    metadata = {
+        "price": Decimal("12345678901234567.89"),
+        "id": 12345678901234567890123456789012345678,
+        "ratio": 0.1,
+        "huge": Decimal("9.9999999999999999999999999999999999999E+125"),
+        "tags": ("a", "b"),
+    }
+    assert Registry(table(aws), 900).expect("job_n", URL + "job_n", metadata)
+    item = table(aws).get("job_n")
+    assert item is not None and item.metadata is not None
+    assert item.metadata == {**metadata, "ratio": Decimal("0.1"), "tags": ["a", "b"]}
+    assert type(item.metadata["price"]) is Decimal
+    raw = clients.client("dynamodb").get_item(TableName=aws.table, Key={"job_id": {"S": "job_n"}})
+    assert raw["Item"]["metadata"]["M"]["price"] == {"N": "12345678901234567.89"}
 
 
 def test_expect_is_a_no_op_for_a_known_job(aws):
@@ -108,6 +125,14 @@ def test_module_level_expect_reads_its_table_from_the_environment_or_arguments(a
     assert item.metadata == {"n": 1}
 
 
+def nested(maps: int) -> dict:
+    """``maps`` objects around a scalar: DynamoDB counts one level more."""
+    value: dict = {"leaf": 1}
+    for _ in range(maps - 1):
+        value = {"a": value}
+    return value
+
+
 class NoTable:
     """Stands in for the table where nothing may be written."""
 
@@ -134,11 +159,20 @@ class NoTable:
         ("job", URL + "x", {"when": object()}, "metadata"),
         ("job", URL + "x", {"nan": float("nan")}, "metadata"),
         ("job", URL + "x", {"big": "x" * 70_000}, "metadata"),
+        ("job", URL + "x", {"n": 10**38 + 1}, "39 significant digits"),
+        ("job", URL + "x", {"n": Decimal("1e-200")}, "magnitude 1E-200"),
+        ("job", URL + "x", {"n": 1e126}, r"magnitude 1E\+126"),
+        ("job", URL + "x", nested(32), "nests deeper than DynamoDB's 32 levels"),
+        ("job", URL + "x", nested(100_000), "nests deeper than DynamoDB's 32 levels"),
+        ("job", URL + "x", {"": 1}, "a key is empty"),
+        ("job", URL + "x\ud800", None, "status_url: a lone surrogate"),
+        ("job", "https://[::1/x", None, "status_url is not a URL"),
     ],
 )
 def test_invalid_registrations_are_refused_before_any_write(job_id, url, metadata, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(InvalidRegistration, match=message) as refused:
         Registry(NoTable(), 900).expect(job_id, url, metadata)  # type: ignore[arg-type]
+    assert refused.value.reason == INVALID_REGISTRATION
 
 
 @pytest.mark.parametrize(

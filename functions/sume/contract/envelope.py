@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
@@ -86,14 +87,15 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def load_json(text: str) -> Any:
+def load_json(text: str, number: Callable[[str], Any] | None = None) -> Any:
     """Parse JSON text from outside: strict JSON (no NaN or Infinity), at most MAX_DEPTH deep.
 
-    Raises ``MalformedEvent("body_too_deep")`` or ``ValueError``.
+    ``number`` (``Decimal`` for one) reads every number, whole ones too, when
+    each digit matters. Raises ``MalformedEvent("body_too_deep")`` or ``ValueError``.
     """
     if _too_deep(text):
         raise MalformedEvent("body_too_deep")
-    return json.loads(text, parse_constant=_no_constant)
+    return json.loads(text, parse_constant=_no_constant, parse_float=number, parse_int=number)
 
 
 def parse(raw_body: bytes) -> Delivery:

@@ -16,6 +16,9 @@ outside reaches either without passing through here first:
   ``message`` strings, cut to ``SUMMARY_FIELDS`` characters, and a mark.
 - ``bounded_text``: any other outside string (a status, a content type, an
   error message) cleaned of lone surrogates and cut to a number of UTF-8 bytes.
+- ``storable``: a JSON value from outside (registration metadata) as DynamoDB
+  stores it exactly, or ``NotStorable`` saying where and why it cannot be:
+  DynamoDB's limits (``DYNAMODB_*``) are checked here, not met at the write.
 """
 
 from __future__ import annotations
@@ -23,9 +26,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal, DecimalException
 from typing import Any
+
+from boto3.dynamodb.types import DYNAMODB_CONTEXT
+
+from sume.core.errors import PermanentError
 
 MAX_STORED_ERROR_CHARS = 16 * 1024
 MAX_ANNOUNCED_ERROR_CHARS = 8 * 1024
@@ -112,6 +120,12 @@ class _Encoder:
             # JSON has no NaN or Infinity: kept as the strings "NaN", "Infinity", "-Infinity".
             self.exact = False
             return json.dumps(json.dumps(value))
+        if isinstance(value, Decimal):
+            # A finite Decimal's text is a JSON number, every digit kept.
+            if value.is_finite():
+                return str(value)
+            self.exact = False
+            return json.dumps(str(value))
         return json.dumps(value)
 
 
@@ -148,3 +162,159 @@ def announced_error(error: Any) -> tuple[Any, bool]:
         if isinstance(fields.get(name), str)
     }
     return summary, True
+
+
+# DynamoDB's limits on an attribute value that a value from outside can break
+# (docs/poller.md, "What metadata DynamoDB can store", cites AWS's pages). The
+# nesting depth counts the item's top-level attribute as level 1: AWS accepts
+# a scalar under 31 maps or lists and refuses it under 32.
+DYNAMODB_MAX_DEPTH = 32
+DYNAMODB_MAX_DIGITS = 38
+# The adjusted exponent of a non-zero number: 1E-130 up to 9.99...9E+125 (38 nines).
+DYNAMODB_EXPONENTS = range(-130, 126)
+
+
+def nests_deeper(
+    value: Any, children: Callable[[Any], Iterable[Any]], levels: int = DYNAMODB_MAX_DEPTH
+) -> bool:
+    """True if ``value`` nests more than ``levels`` levels; ``children(v)`` is what ``v`` holds.
+
+    ``value`` is level 1 and what a map or list holds is one level below it,
+    so a scalar or an empty map is one level. The walk never goes below
+    ``levels`` and does not recurse, so a hostile depth costs no more than a
+    legal one.
+    """
+    stack = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        for child in children(node):
+            if level >= levels:
+                return True
+            stack.append((child, level + 1))
+    return False
+
+
+def json_children(value: Any) -> Iterable[Any]:
+    """What a JSON value (as Python holds it) contains: a map's values, a list's items."""
+    if isinstance(value, Mapping):
+        return value.values()
+    if isinstance(value, list | tuple):
+        return value
+    return ()
+
+
+class NotStorable(PermanentError, ValueError):
+    """A value DynamoDB cannot store exactly as given; the message says where and why."""
+
+
+_Path = tuple[str | int, ...]
+_MAX_SHOWN_PATH = 256
+
+
+def _where(name: str, path: _Path) -> str:
+    steps = "".join(f"[{json.dumps(step)}]" for step in path)
+    return bounded_text(name + steps, _MAX_SHOWN_PATH)
+
+
+def storable(value: Any, name: str) -> Any:
+    """``value``, a JSON value as Python holds it, as DynamoDB stores it exactly.
+
+    Maps (string keys) become dicts, lists and tuples lists; strings, booleans
+    and None stay. A number becomes an int when it is whole, else a Decimal
+    with every digit it was given: an int or a Decimal as it is, a float as
+    its shortest repr (``0.1`` is 0.1, the number ``json.dumps`` writes).
+    Raises ``NotStorable``, naming the place under ``name``, for what DynamoDB
+    refuses or would change: nesting past ``DYNAMODB_MAX_DEPTH``, a number
+    with more than ``DYNAMODB_MAX_DIGITS`` significant digits, outside
+    ``DYNAMODB_EXPONENTS`` or not finite, an empty map key (DynamoDB names
+    must be at least one character), a lone surrogate (not UTF-8), and any
+    other type.
+    """
+    if nests_deeper(value, json_children):
+        raise NotStorable(
+            f"{name} nests deeper than DynamoDB's {DYNAMODB_MAX_DEPTH} levels "
+            "(the attribute itself is the first)"
+        )
+    root: dict[str, Any] = {}
+    # (value, the container its copy goes into, under which key or index, its path)
+    stack: list[tuple[Any, Any, Any, _Path]] = [(value, root, name, ())]
+    while stack:
+        node, parent, slot, path = stack.pop()
+        if isinstance(node, Mapping):
+            copy: dict[str, Any] = {}
+            for key, item in node.items():
+                if not isinstance(key, str):
+                    raise NotStorable(f"{_where(name, path)}: a key is not a string")
+                if not key:
+                    raise NotStorable(
+                        f"{_where(name, path)}: a key is empty (DynamoDB refuses empty names)"
+                    )
+                _check_text(key, name, path)
+                copy[key] = None
+                stack.append((item, copy, key, (*path, key)))
+            parent[slot] = copy
+        elif isinstance(node, list | tuple):
+            items: list[Any] = [None] * len(node)
+            stack.extend((item, items, i, (*path, i)) for i, item in enumerate(node))
+            parent[slot] = items
+        else:
+            parent[slot] = _scalar(node, name, path)
+    return root[name]
+
+
+def _check_text(text: str, name: str, path: _Path) -> None:
+    if not text.isascii() and _SURROGATE.search(text):
+        raise NotStorable(f"{_where(name, path)}: a lone surrogate is not UTF-8")
+
+
+def _scalar(value: Any, name: str, path: _Path) -> Any:
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        _check_text(value, name, path)
+        return value
+    if isinstance(value, int | float | Decimal):
+        return _number(value, name, path)
+    raise NotStorable(f"{_where(name, path)}: {type(value).__name__} is not a JSON value")
+
+
+def _number(value: int | float | Decimal, name: str, path: _Path) -> int | Decimal:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise NotStorable(f"{_where(name, path)}: {value} is not a finite number")
+        value = Decimal(repr(value))
+    number = Decimal(value)
+    if not number.is_finite():
+        raise NotStorable(f"{_where(name, path)}: {number} is not a finite number")
+    if number.is_zero():
+        return 0
+    sign, digits, exponent = number.as_tuple()
+    assert isinstance(exponent, int)
+    # DynamoDB trims leading and trailing zeros: they are no digits of precision.
+    kept = len(digits)
+    while digits[kept - 1] == 0:
+        kept -= 1
+    number = Decimal((sign, digits[:kept], exponent + len(digits) - kept))
+    if kept > DYNAMODB_MAX_DIGITS:
+        raise NotStorable(
+            f"{_where(name, path)}: a number of {kept} significant digits "
+            f"(DynamoDB keeps {DYNAMODB_MAX_DIGITS})"
+        )
+    if number.adjusted() not in DYNAMODB_EXPONENTS:
+        raise NotStorable(
+            f"{_where(name, path)}: a number of magnitude 1E{number.adjusted():+d} "
+            "(DynamoDB stores 1E-130 to 9.99...E+125, either sign)"
+        )
+    try:
+        # boto3 writes and reads numbers in this context: what it cannot hold
+        # exactly (38 digits in the last few exponents above 1E-130) it refuses.
+        stored = DYNAMODB_CONTEXT.create_decimal(number)
+    except DecimalException:
+        raise NotStorable(
+            f"{_where(name, path)}: too many digits for a number this close to zero "
+            f"(boto3's DynamoDB numbers end at 1E{DYNAMODB_CONTEXT.Etiny()})"
+        ) from None
+    # A whole number is an int, but for one whose zeros alone are more digits
+    # than boto3 writes (1E+50 stays a Decimal).
+    whole = stored == stored.to_integral_value() and stored.adjusted() < DYNAMODB_MAX_DIGITS
+    return int(stored) if whole else stored

@@ -7,23 +7,28 @@ hands it to the poller, which registers it here through ``Registry.expect``:
 the same checks and the same conditional write as the Python call.
 
 An event that can never register (not a registration, a field missing or
-unknown, a value ``expect`` refuses) is parked in the registrations DLQ at
-once, with why as message attributes, and reported as refused. A failure that
-may pass (DynamoDB or SQS unavailable) is raised instead, so SQS retries the
-message and moves it to that same DLQ after its last receive.
+unknown, a value ``expect`` refuses, a write DynamoDB refuses as invalid) is
+parked in the registrations DLQ at once, with why as message attributes, and
+reported as refused. A failure that may pass (DynamoDB or SQS unavailable) is
+raised instead, so SQS retries the message and moves it to that same DLQ after
+its last receive.
+
+Numbers are read as Decimals, so metadata keeps every digit it was sent with
+(``expect`` refuses what DynamoDB cannot keep exactly).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
+from sume.contract.envelope import MAX_DEPTH, MalformedEvent, load_json
 from sume.core.bounded import bounded_text
 from sume.core.errors import PermanentError
 from sume.core.names import REGISTRATION_DETAIL_TYPE
-from sume.polling.registry import Registry
+from sume.polling.registry import InvalidRegistration, Registry
 from sume.store.queue import DeadLetterQueue
 
 FIELDS = ("job_id", "status_url", "metadata")
@@ -56,7 +61,11 @@ class Registration:
 def registration_event(body: str) -> tuple[Mapping[str, Any], Any]:
     """The detail and source of the registration event an SQS message body carries."""
     try:
-        event = json.loads(body)
+        event = load_json(body, Decimal)
+    except MalformedEvent:
+        raise Refused(
+            "malformed_event", f"the message nests deeper than {MAX_DEPTH} levels"
+        ) from None
     except ValueError:
         raise Refused("malformed_event", "the message is not a JSON event") from None
     if not isinstance(event, Mapping):
@@ -101,8 +110,8 @@ class Registrations:
             new = self._registry.expect(job_id, detail["status_url"], detail.get("metadata"))
         except Refused as refused:
             return self._park(body, refused, job_id, source)
-        except ValueError as exc:
-            return self._park(body, Refused("invalid_registration", str(exc)), job_id, source)
+        except InvalidRegistration as exc:
+            return self._park(body, Refused(exc.reason, str(exc)), job_id, source)
         return Registration(_logged(job_id), _logged(source), new=new)
 
     def _park(self, body: str, refused: Refused, job_id: Any, source: Any) -> Registration:

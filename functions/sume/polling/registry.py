@@ -8,33 +8,58 @@ receiver's conditional write completes this same item, keeping ``metadata``.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
-from sume.core.ids import check_job_id
+from sume.core.bounded import NotStorable, encode, storable
+from sume.core.errors import PermanentError
+from sume.core.ids import InvalidJobId, check_job_id
+from sume.net.policy import host_listed
 from sume.polling.settings import RegistrySettings
-from sume.polling.status import host_listed
-from sume.store.jobs import JobsTable
+from sume.store.jobs import InvalidWrite, JobsTable
 
 # DynamoDB caps an item at 400 KB and an inline event body may take 256 KiB.
 MAX_METADATA_BYTES = 64 * 1024
 MAX_URL_CHARS = 2048
 
+INVALID_REGISTRATION = "invalid_registration"
+REFUSED_BY_DYNAMODB = "refused_by_dynamodb"
+
+
+class InvalidRegistration(PermanentError, ValueError):
+    """A registration that can never be stored; calling again cannot help.
+
+    ``reason`` is a code: ``INVALID_REGISTRATION`` when the job id, the URL or
+    the metadata breaks a rule (the message says which), ``REFUSED_BY_DYNAMODB``
+    when DynamoDB refused the write as invalid all the same.
+    """
+
+    def __init__(self, message: str, reason: str = INVALID_REGISTRATION) -> None:
+        super().__init__(message)
+        self.reason = reason
+
 
 def _checked_url(status_url: str, allowed_hosts: Sequence[str]) -> str:
     if not isinstance(status_url, str) or len(status_url) > MAX_URL_CHARS:
-        raise ValueError(f"status_url must be a string of at most {MAX_URL_CHARS} characters")
+        raise InvalidRegistration(
+            f"status_url must be a string of at most {MAX_URL_CHARS} characters"
+        )
     status_url = status_url.strip()
-    parts = urlsplit(status_url)
+    try:
+        storable(status_url, "status_url")
+    except NotStorable as exc:
+        raise InvalidRegistration(str(exc)) from None
+    try:
+        parts = urlsplit(status_url)
+    except ValueError as exc:
+        raise InvalidRegistration(f"status_url is not a URL: {exc}") from None
     if parts.scheme not in ("https", "http") or not parts.hostname:
-        raise ValueError("status_url must be an absolute http(s) URL")
+        raise InvalidRegistration("status_url must be an absolute http(s) URL")
     # The poller would refuse it on every poll until the job is lost: say so now.
     if allowed_hosts and not host_listed(status_url, allowed_hosts):
-        raise ValueError(
+        raise InvalidRegistration(
             f"status_url host {parts.hostname!r} is not on STATUS_ALLOWED_HOSTS "
             f"({', '.join(allowed_hosts)})"
         )
@@ -45,17 +70,14 @@ def _checked_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any] | No
     if metadata is None:
         return None
     if not isinstance(metadata, Mapping):
-        raise ValueError("metadata must be a JSON object")
+        raise InvalidRegistration("metadata must be a JSON object")
     try:
-        text = json.dumps(dict(metadata), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"metadata must be JSON-serialisable: {exc}") from None
-    if len(text.encode("utf-8")) > MAX_METADATA_BYTES:
-        raise ValueError(f"metadata must be at most {MAX_METADATA_BYTES} bytes as JSON")
-    # DynamoDB numbers are Decimals; a JSON round trip also drops tuples and
-    # other types DynamoDB would store differently than the caller expects.
-    converted: dict[str, Any] = json.loads(text, parse_float=Decimal)
-    return converted
+        stored: dict[str, Any] = storable(metadata, "metadata")
+    except NotStorable as exc:
+        raise InvalidRegistration(str(exc)) from None
+    if encode(stored, MAX_METADATA_BYTES).cut:
+        raise InvalidRegistration(f"metadata must be at most {MAX_METADATA_BYTES} bytes as JSON")
+    return stored
 
 
 class Registry:
@@ -75,13 +97,22 @@ class Registry:
         self, job_id: str, status_url: str, metadata: Mapping[str, Any] | None = None
     ) -> bool:
         """See ``sume.polling.registry.expect``."""
-        job_id = check_job_id(job_id)
+        try:
+            job_id = check_job_id(job_id)
+        except InvalidJobId as exc:
+            raise InvalidRegistration(str(exc)) from None
         status_url = _checked_url(status_url, self._allowed_hosts)
         checked = _checked_metadata(metadata)
         now = int(self._clock())
-        return self._jobs.register(
-            job_id, status_url, checked, now=now, first_poll_at=now + self._first_poll_after
-        )
+        try:
+            return self._jobs.register(
+                job_id, status_url, checked, now=now, first_poll_at=now + self._first_poll_after
+            )
+        except InvalidWrite as exc:
+            # A limit the checks above do not know of: sent again, it fails again.
+            raise InvalidRegistration(
+                f"DynamoDB refused the registration: {exc}", REFUSED_BY_DYNAMODB
+            ) from None
 
 
 def expect(
@@ -101,7 +132,12 @@ def expect(
             poller checks again at each poll, with the rest of its URL rules:
             no private addresses, https only).
         metadata: optional JSON object kept on the job item as ``metadata``
-            (e.g. which user or order the job belongs to); at most 64 KiB.
+            (e.g. which user or order the job belongs to); at most 64 KiB as
+            JSON, and only what DynamoDB stores exactly (``sume.core.bounded.storable``):
+            string keys, not empty; at most 32 levels, the object itself the
+            first; numbers of at most 38 significant digits between 1E-130 and
+            9.99...E+125 in magnitude, or zero. Ints and Decimals are kept to the
+            last digit; a float is kept as its shortest repr (``0.1`` as 0.1).
         table_name: the jobs table; defaults to ``JOBS_TABLE_NAME``.
         dynamodb: a boto3 DynamoDB client; defaults to one per process, which
             honours ``AWS_ENDPOINT_URL`` (local stack).
@@ -112,11 +148,17 @@ def expect(
         (received, processed, or registered before): then nothing changed.
 
     Raises:
-        ValueError: a job id ``sume.core.ids.check_job_id`` refuses (``InvalidJobId``),
-            a URL that is not absolute http(s) or whose host is not on
-            ``STATUS_ALLOWED_HOSTS``, metadata that is not a JSON object.
-        botocore.exceptions.ClientError / BotoCoreError: DynamoDB failed; calling
-            again is safe.
+        InvalidRegistration: a ``ValueError`` for a registration that can never
+            be stored, so calling again cannot help: a job id ``sume.core.ids.check_job_id``
+            refuses (its message), a URL that is not absolute http(s) or whose
+            host is not on ``STATUS_ALLOWED_HOSTS``, metadata that breaks a rule
+            above (``reason`` ``invalid_registration``, nothing written); or a
+            write DynamoDB refused as invalid (``reason`` ``refused_by_dynamodb``).
+        botocore.exceptions.ClientError / BotoCoreError: DynamoDB failed (unavailable,
+            throttled); calling again is safe.
+        sume.core.errors.ConfigurationError: the environment is wrong (no
+            ``JOBS_TABLE_NAME`` and no ``table_name``, a setting that is not a
+            number); nothing was sent.
     """
     # Here, not at the top: the composition imports this module.
     from sume.core import aws

@@ -201,7 +201,7 @@ class Job:
     """Attributes not listed above, or whose value is not of the field's type."""
 
     def as_item(self) -> dict[str, Any]:
-        """The item as stored, in plain Python (ints, not Decimals)."""
+        """The item as stored, in plain Python (whole numbers as ints, fractions as Decimals)."""
         item = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "other"}
         return {**{name: value for name, value in item.items() if value is not None}, **self.other}
 
@@ -258,7 +258,8 @@ def _av(value: Any) -> dict[str, Any]:
 
 def _plain(value: Any) -> Any:
     if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
+        # A fraction stays a Decimal: a float would round metadata's numbers.
+        return int(value) if value == value.to_integral_value() else value
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -551,7 +552,10 @@ class JobsTable:
         now: int,
         first_poll_at: int,
     ) -> bool:
-        """Watch a submitted job through its status_url. A known job is left as it is."""
+        """Watch a submitted job through its status_url. A known job is left as it is.
+
+        Raises ``InvalidWrite`` when DynamoDB refuses the metadata.
+        """
         values: dict[str, Any] = {
             "awaiting": State.AWAITING.value,
             "url": status_url,
@@ -568,7 +572,8 @@ class JobsTable:
         if metadata:
             values["metadata"] = metadata
             update += f", {JobAttr.METADATA} = :metadata"
-        created, _ = self._conditional(job_id, update, IS_NEW_JOB, values)
+        with _refused_as_invalid():
+            created, _ = self._conditional(job_id, update, IS_NEW_JOB, values)
         return created
 
     def claim(self, job_id: str, now: int, lease_seconds: int) -> Job:

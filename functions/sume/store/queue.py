@@ -19,6 +19,9 @@ class JobQueue:
 # SQS message attribute values are XML character data like bodies; ASCII with
 # backslash escapes always is, and an attribute this long is still readable.
 MAX_ATTRIBUTE_CHARS = 1024
+# The message attributes a parked message carries: a reason code, and why in words.
+REASON_ATTRIBUTE = "reason"
+MESSAGE_ATTRIBUTE = "message"
 
 
 def _attribute(text: str) -> dict[str, str]:
@@ -37,5 +40,8 @@ class DeadLetterQueue:
         self._client.send_message(
             QueueUrl=self._url,
             MessageBody=body,
-            MessageAttributes={"reason": _attribute(reason), "message": _attribute(message)},
+            MessageAttributes={
+                REASON_ATTRIBUTE: _attribute(reason),
+                MESSAGE_ATTRIBUTE: _attribute(message),
+            },
         )
