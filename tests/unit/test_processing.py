@@ -8,7 +8,10 @@ import pytest
 from sume.core.names import DETAIL_TYPES
 from sume.net.fetch import TransientFetchError
 from sume.net.urls import redact_url
-from sume.store.jobs import MAX_ITEM_BYTES, Job, attribute_size, item_size
+from sume.store.jobs import Job
+from sume.store.sizing import MAX_ITEM_BYTES
+from sume.store.sizing import plain_item_size as item_size
+from sume.store.sizing import plain_size as attribute_size
 from sume.working.announce import MAX_ENTRY_BYTES, Announcement, Announcer, to_json
 from sume.working.artifacts import (
     InvalidArtifacts,

@@ -239,9 +239,6 @@ _NAMES = {
     for name in (JobAttr.STATE, JobAttr.SOURCE, JobAttr.EVENT, JobAttr.STATUS, JobAttr.ERROR)
 }
 
-# DynamoDB's cap on one item: names and values, every attribute counted.
-MAX_ITEM_BYTES = 400 * 1024
-
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
@@ -319,26 +316,6 @@ def _job(item: dict[str, Any]) -> Job:
         else:
             known[name] = typed
     return Job(**known, other=other)
-
-
-def attribute_size(value: Any) -> int:
-    """Bytes DynamoDB counts for a value, by its documented rules (numbers rounded up)."""
-    if isinstance(value, str):
-        return len(value.encode("utf-8", "surrogatepass"))
-    if isinstance(value, bool) or value is None:
-        return 1
-    if isinstance(value, int | float | Decimal):
-        return (len(str(value)) + 1) // 2 + 1
-    if isinstance(value, dict):
-        return 3 + sum(1 + attribute_size(k) + attribute_size(v) for k, v in value.items())
-    if isinstance(value, list):
-        return 3 + sum(1 + attribute_size(v) for v in value)
-    return len(str(value).encode("utf-8", "surrogatepass"))
-
-
-def item_size(item: dict[str, Any]) -> int:
-    """Bytes DynamoDB counts for an item (as ``Job.as_item`` gives it)."""
-    return sum(attribute_size(name) + attribute_size(value) for name, value in item.items())
 
 
 class InvalidWrite(PermanentError):

@@ -33,17 +33,15 @@ from sume.core.ids import check_job_id
 from sume.net.fetch import FetchError, PermanentFetchError
 from sume.net.urls import redact_url, scrub_urls
 from sume.store.jobs import (
-    MAX_ITEM_BYTES,
     InvalidWrite,
     Job,
     JobAttr,
     JobsTable,
     NotClaimable,
     State,
-    attribute_size,
-    item_size,
 )
 from sume.store.payloads import PayloadStore
+from sume.store.sizing import MAX_ITEM_BYTES, plain_item_size, plain_size
 from sume.working.announce import Announcement, Announcer
 from sume.working.artifacts import (
     ArtifactStore,
@@ -100,9 +98,9 @@ class _Progress:
     def on_item(self) -> list[dict[str, Any]]:
         """The records that fit in the item's room, in order; the rest are only counted."""
         kept: list[dict[str, Any]] = []
-        used = attribute_size(kept)
+        used = plain_size(kept)
         for record in self.artifacts:
-            used += 1 + attribute_size(record)
+            used += 1 + plain_size(record)
             if used > self.room:
                 break
             kept.append(record)
@@ -116,7 +114,7 @@ def room_for_records(job: Job) -> int:
     job may list thousands of artifacts.
     """
     others = {name: value for name, value in job.as_item().items() if name != JobAttr.ARTIFACTS}
-    return MAX_ITEM_BYTES - FINISH_RESERVE_BYTES - item_size(others)
+    return MAX_ITEM_BYTES - FINISH_RESERVE_BYTES - plain_item_size(others)
 
 
 @dataclass(frozen=True)
