@@ -40,7 +40,7 @@ STATUS_PATH = "/status/"
 
 def poll_reserve(settings: Any) -> float:
     """Seconds before a run's end when it starts no poll: one poll's worst case
-    (``sume.polling.poller.PollPolicy.poll_reserve_seconds``)."""
+    (``sume.polling.settings.PollPolicy.poll_reserve_seconds``)."""
     from sume.polling.settings import POLL_FINISH_SECONDS
 
     return float(settings.total_timeout_seconds) + POLL_FINISH_SECONDS
