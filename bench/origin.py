@@ -17,7 +17,7 @@ connection, paced by the server, as CDNs cap each connection.
 
 For the copier's tests it can also misbehave on one ranged request
 (``Fault``): answer it whole (200), with other bytes than asked, compressed,
-or cut it short.
+with a length that is not a number, or cut it short.
 """
 
 from __future__ import annotations
@@ -111,6 +111,8 @@ class Fault(enum.Enum):
     """206 as asked, but the connection closes half-way through the body."""
     GZIP = "gzip"
     """206 as asked, but the range gzip-compressed (``Content-Encoding: gzip``)."""
+    LENGTH = "length"
+    """206 as asked, but declaring its ``Content-Length`` as ``²`` (a digit to ``str.isdigit``)."""
 
 
 class Unsatisfiable(Exception):
@@ -334,7 +336,7 @@ class _OriginHandler(BaseHTTPRequestHandler):
             if body:
                 self.wfile.write(packed)
             return
-        self.send_header("content-length", str(end - start))
+        self.send_header("content-length", "\u00b2" if fault is Fault.LENGTH else str(end - start))
         self.end_headers()
         if fault is Fault.SHORT:
             end = start + (end - start) // 2
