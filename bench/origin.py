@@ -16,14 +16,15 @@ new version; a response in progress keeps its own), and a bandwidth cap per
 connection, paced by the server, as CDNs cap each connection.
 
 For the copier's tests it can also misbehave on one ranged request
-(``Fault``): answer it whole (200), with other bytes than asked, or cut it
-short.
+(``Fault``): answer it whole (200), with other bytes than asked, compressed,
+with a length that is not a number, or cut it short.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
+import gzip
 import hashlib
 import random
 import threading
@@ -108,6 +109,10 @@ class Fault(enum.Enum):
     """206 for the range one byte further on (its Content-Range says so)."""
     SHORT = "short"
     """206 as asked, but the connection closes half-way through the body."""
+    GZIP = "gzip"
+    """206 as asked, but the range gzip-compressed (``Content-Encoding: gzip``)."""
+    LENGTH = "length"
+    """206 as asked, but declaring its ``Content-Length`` as ``²`` (a digit to ``str.isdigit``)."""
 
 
 class Unsatisfiable(Exception):
@@ -323,7 +328,15 @@ class _OriginHandler(BaseHTTPRequestHandler):
         if span is not None:
             self.send_header("content-range", f"bytes {start}-{end - 1}/{size}")
         self.send_header("content-type", "application/octet-stream")
-        self.send_header("content-length", str(end - start))
+        if fault is Fault.GZIP:
+            packed = gzip.compress(version.content.read(start, end), compresslevel=1)
+            self.send_header("content-encoding", "gzip")
+            self.send_header("content-length", str(len(packed)))
+            self.end_headers()
+            if body:
+                self.wfile.write(packed)
+            return
+        self.send_header("content-length", "\u00b2" if fault is Fault.LENGTH else str(end - start))
         self.end_headers()
         if fault is Fault.SHORT:
             end = start + (end - start) // 2

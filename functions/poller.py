@@ -98,6 +98,10 @@ def observe(summary: RunSummary) -> dict[str, Any]:
     metrics.add_metric(name=Metric.SWEPT_JOBS, unit="Count", value=summary.swept)
     metrics.add_metric(name=Metric.POLLER_STEP_ERRORS, unit="Count", value=summary.errors)
     metrics.add_metric(name=Metric.STATUS_URL_REFUSED, unit="Count", value=summary.refused)
+    # Alarmed: a job's status_url answered about another job.
+    metrics.add_metric(
+        name=Metric.STATUS_ANSWERS_FOR_OTHER_JOBS, unit="Count", value=summary.other_job_answers
+    )
     # Alarmed: a poll met a configuration fault; the run went on without it.
     metrics.add_metric(
         name=Metric.POLLER_CONFIGURATION_ERRORS, unit="Count", value=summary.configuration_errors

@@ -157,6 +157,15 @@ class Monitoring(Construct):
                 "Add Sume's API host to the list, or the job is lost at its cut-off.",
             ),
             self._alarm(
+                "StatusAnswersForOtherJobs",
+                app_metric(Metric.STATUS_ANSWERS_FOR_OTHER_JOBS),
+                1,
+                "A job's status_url answered about another job (its job_id or id names "
+                "another), so the answer was not recorded (the item's last_poll_error says "
+                "job_id_mismatch). The job was registered with another job's status URL: "
+                "find who registered it (the item's status_url and metadata).",
+            ),
+            self._alarm(
                 "WorkerErrors",
                 errors["Worker"],
                 1,
@@ -294,6 +303,7 @@ class Monitoring(Construct):
                         Metric.PROCESSING_ERRORS,
                         Metric.JOBS_LOST,
                         Metric.STATUS_URL_REFUSED,
+                        Metric.STATUS_ANSWERS_FOR_OTHER_JOBS,
                     )
                 ),
             ),

@@ -20,6 +20,7 @@ def test_alarms_cover_every_failure_and_notify_the_topic(dev: Stage, prod: Stage
         "ProcessingErrors": "ProcessingErrors",
         "ReceiverConfigurationErrors": "ConfigurationErrors",
         "StatusUrlRefused": "StatusUrlRefused",
+        "StatusAnswersForOtherJobs": "StatusAnswersForOtherJobs",
     }
     for alarm_id, metric in custom.items():
         props = alarms[alarm_id]
@@ -46,6 +47,7 @@ def test_alarms_cover_every_failure_and_notify_the_topic(dev: Stage, prod: Stage
     assert alarms["SignatureRejectionSpike"]["Threshold"] == 20
     assert prod.alarms()["SignatureRejectionSpike"]["Threshold"] == 7
     assert alarms["ReceiverConfigurationErrors"]["Threshold"] == 1
+    assert alarms["StatusAnswersForOtherJobs"]["Threshold"] == 1
     for props in alarms.values():
         assert [ref_name(a) for a in props["AlarmActions"]] == ["MonitoringAlarmTopic"]
         assert props["TreatMissingData"] == "notBreaching"
@@ -107,6 +109,7 @@ def test_dashboard_shows_the_key_metrics(dev: Stage) -> None:
         "ConfigurationErrors",
         "ProcessingErrors",
         "StatusUrlRefused",
+        "StatusAnswersForOtherJobs",
         "JobsLost",
         "ApproximateNumberOfMessagesVisible",
         "ApproximateAgeOfOldestMessage",

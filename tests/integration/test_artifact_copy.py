@@ -123,6 +123,8 @@ def test_an_object_changed_mid_copy_is_copied_again_whole(s3, logs):
         (Fault.WHOLE, "answered 200, not 206"),
         (Fault.SHIFTED, "answered with another range"),
         (Fault.SHORT, "failed: connection_error"),
+        (Fault.GZIP, "failed: unsupported_encoding"),
+        (Fault.LENGTH, "failed: invalid_content_length"),
     ],
 )
 def test_a_range_not_answered_as_asked_restarts_the_copy_as_one_stream(s3, logs, fault, reason):

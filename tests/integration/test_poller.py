@@ -246,6 +246,65 @@ def test_a_status_url_off_the_list_is_refused_counted_visible_and_still_lost(
     assert again.last_poll_error is None
 
 
+@pytest.mark.parametrize(
+    "about_b",
+    [
+        lambda video: job_body("job_B", artifacts=[video]),
+        lambda video: {"event": "job.completed", "id": "job_B", "payload": {"artifacts": [video]}},
+        lambda video: {"job_id": "job_B", "status": "completed", "artifacts": [video]},
+        lambda video: {"id": "job_B", "state": "completed", "artifacts": [video]},
+        lambda video: {
+            "job_id": "job_A",
+            "id": "job_B",
+            "status": "completed",
+            "artifacts": [video],
+        },
+    ],
+    ids=["envelope-job_id", "envelope-id", "status-job_id", "state-id", "job_id-and-another-id"],
+)
+def test_a_status_url_answering_about_another_job_never_finishes_this_one(
+    aws, sume, monkeypatch, capsys, logs, about_b
+):
+    monkeypatch.setenv("MAX_POLL_AGE_SECONDS", "3600")
+    now = time.time()
+    b_video = sume.route("/media/b.mp4", body=b"job B's video")
+    sume.answer("job_B", about_b(b_video))
+    # Both registered with job_B's status URL; the second one is past its cut-off.
+    register(aws, Clock(now - 1000), "job_A", sume.job_url("job_B"))
+    register(aws, Clock(now - 4000), "job_A_old", sume.job_url("job_B"))
+
+    summary = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+
+    assert (summary["polled"], summary["recovered"], summary["lost"]) == (2, 0, 1)
+    assert summary["other_job_answers"] == 2
+    item = table(aws).get("job_A")
+    assert item is not None
+    assert (item.state, item.event, item.body) == (State.AWAITING, None, None)
+    assert (item.poll_attempts, item.last_poll_error) == (1, "job_id_mismatch")
+    lost = table(aws).get("job_A_old")
+    assert lost is not None
+    assert (lost.state, lost.event, lost.last_poll_error) == (State.LOST, None, "job_id_mismatch")
+    assert drain_queue(aws) == []
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    # StatusAnswersForOtherJobs is the metric the stack alarms on.
+    assert emitted[-1]["StatusAnswersForOtherJobs"] == [2.0]
+    errors = [e for e in logs.lines("ERROR") if "about another job" in e["message"]]
+    assert sorted(e["job_id"] for e in errors) == ["job_A", "job_A_old"]
+
+    # job_A's own webhook is a new job, not a duplicate: its own artifact is the one copied.
+    a_video = sume.route("/media/a.mp4", body=b"job A's video")
+    answer = receiver.handler(
+        delivery_event(job_body("job_A", artifacts=[a_video])), LambdaContext()
+    )
+    assert json.loads(answer["body"])["result"] == "new"
+    assert worker.handler(sqs_event(["job_A"]), LambdaContext()) == {"batchItemFailures": []}
+    done = table(aws).get("job_A")
+    assert done is not None
+    assert (done.state, done.source) == (State.PROCESSED, Source.WEBHOOK)
+    assert [a["source_url"] for a in done.artifacts or []] == [a_video]
+    assert sume.hits["/media/b.mp4"] == 0
+
+
 def test_webhook_and_poll_racing_produce_one_item_and_one_enqueue(aws, sume):
     now = time.time()
     job_ids = [f"job_race_{i}" for i in range(6)]
@@ -446,6 +505,7 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
         "remaining",
         "errors",
         "refused",
+        "other_job_answers",
         "configuration_errors",
         "complete",
     }

@@ -5,6 +5,7 @@ production writes. Announcements are captured the way a subscriber would get
 them: an EventBridge rule on the bus with an SQS queue as its target.
 """
 
+import gzip
 import hashlib
 import itertools
 import json
@@ -201,6 +202,40 @@ def test_missing_artifact_is_a_processing_error_announced_once_not_retried(
     assert run(job_id)[1] == []
     assert server.hits["/gone.mp4"] == 1
     assert world.announcements() == [event]
+
+
+WHOLE = b"the origin's whole video, every byte of it"
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "body", "code"),
+    [
+        (206, {"content-range": f"bytes 0-9/{len(WHOLE)}"}, WHOLE[:10], "partial_content"),
+        (200, {"content-range": f"bytes 0-9/{len(WHOLE)}"}, WHOLE[:10], "partial_content"),
+        (200, {"content-encoding": "gzip"}, gzip.compress(WHOLE), "unsupported_encoding"),
+        (200, {"content-length": "\u00b2"}, lambda: [WHOLE], "invalid_content_length"),
+    ],
+    ids=["206", "content-range", "gzip", "superscript-length"],
+)
+def test_an_answer_that_is_not_the_whole_object_is_never_stored_as_it(
+    world, server, local_urls, status, headers, body, code
+):
+    ok = server.route("/ok.mp4", body=b"fine")
+    url = server.route("/clip.mp4", status, {**MP4, **headers}, body)
+    job_id = deliver(job_body(artifacts=[ok, url]))
+
+    assert run(job_id)[1] == []  # a named error, not a crash retried to the DLQ
+
+    stored = world.item(job_id)
+    assert (stored.state, stored.attempts) == ("processing_error", 1)
+    assert (stored.processing_error["code"], stored.processing_error["url"]) == (code, url)
+    assert [a["source_url"] for a in stored.artifacts] == [ok]
+    assert world.objects(job_id) == [f"jobs/{job_id}/000-ok.mp4"]
+    assert server.requests[-1].headers["accept-encoding"] == "identity"
+    assert "range" not in server.requests[-1].headers
+    (event,) = world.announcements()
+    assert event["detail-type"] == DETAIL_TYPES["processing_error"]
+    assert event["detail"]["processing_error"]["code"] == code
 
 
 def test_slow_artifact_times_out_and_is_retried_by_sqs(world, server, local_urls, monkeypatch):

@@ -330,11 +330,76 @@ def test_an_encoding_not_asked_for_is_refused(server):
     assert info.value.code == "unsupported_encoding"
 
 
-def test_artifacts_are_asked_for_and_kept_unencoded(server):
-    packed = gzipped(b"video")
-    url = server.route("/a.gz", body=packed, headers={"content-encoding": "gzip"})
-    assert drain(http(), url) == packed
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br", "gzip, identity"])
+def test_an_artifact_is_asked_for_unencoded_and_an_encoded_answer_refused(server, encoding):
+    url = server.route("/a.mp4", body=gzipped(b"video"), headers={"content-encoding": encoding})
+    with pytest.raises(PermanentFetchError) as info, http().open(url):
+        pass
+    assert info.value.code == "unsupported_encoding"
     assert server.requests[-1].headers["accept-encoding"] == "identity"
+
+
+def test_an_artifact_labelled_identity_is_read_as_it_came(server):
+    url = server.route("/a.mp4", body=b"video", headers={"content-encoding": "Identity"})
+    assert drain(http(), url) == b"video"
+
+
+def test_a_range_answered_in_a_content_coding_is_refused(server):
+    url = server.route("/a.bin", body=b"0123456789")
+    with http().open(url) as first:
+        source = first.endpoint
+    part = gzipped(b"2345")
+    server.route("/a.bin", 206, {"content-range": "bytes 2-5/10", "content-encoding": "gzip"}, part)
+    deadline = time.monotonic() + 5
+    with (
+        pytest.raises(PermanentFetchError) as info,
+        http().open_range(source, 2, 6, '"v1"', deadline=deadline),
+    ):
+        pass
+    assert info.value.code == "unsupported_encoding"
+    assert server.requests[-1].headers["accept-encoding"] == "identity"
+
+
+# -- the whole object, or no object -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "headers"),
+    [
+        (206, {"content-range": "bytes 0-3/10"}),
+        (206, {}),
+        (200, {"content-range": "bytes 0-3/10"}),
+    ],
+)
+def test_a_part_answered_to_a_request_for_the_whole_object_is_refused(server, status, headers):
+    url = server.route("/a.mp4", status, headers, b"0123")
+    with pytest.raises(PermanentFetchError) as info, http().open(url):
+        pass
+    assert (info.value.code, info.value.status) == ("partial_content", status)
+    assert "range" not in server.requests[-1].headers
+
+
+@pytest.mark.parametrize("length", ["\u00b2", "\u00b9\u00b3", "+4", "1_0", "0x4", "-4", "", "4.0"])
+def test_a_length_that_is_not_ascii_digits_is_refused(server, length):
+    url = server.route("/a.mp4", headers={"content-length": length}, body=lambda: [b"data"])
+    with pytest.raises(PermanentFetchError) as info, http().open(url):
+        pass
+    assert info.value.code == "invalid_content_length"
+
+
+def test_two_lengths_are_refused(server):
+    answer = b"HTTP/1.0 200 OK\r\ncontent-length: 4\r\ncontent-length: 4\r\n\r\ndata"
+    url = server.route("/twice", body=lambda: [answer], raw=True)
+    with pytest.raises(PermanentFetchError) as info, http().open(url):
+        pass
+    assert info.value.code == "invalid_content_length"
+
+
+def test_a_length_with_spaces_around_its_digits_is_read(server):
+    url = server.route("/a.mp4", headers={"content-length": " 4 "}, body=lambda: [b"data"])
+    with http().open(url) as response:
+        assert response.content_length == 4
+        assert response.read() == b"data"
 
 
 # -- no secrets from URLs ---------------------------------------------------------------

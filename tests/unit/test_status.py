@@ -33,13 +33,63 @@ def test_error_envelopes_are_used_as_is(event):
     assert (result.event.event, result.event.status, result.event.raw) == (event, "ERROR", text)
 
 
-def test_envelope_of_another_job_is_never_recorded():
-    result = interpret("job_1", *answer(job_body("job_2")))
+ARTIFACTS = ["https://cdn.example/job_2.mp4"]
+
+
+@pytest.mark.parametrize(
+    ("job_id", "data"),
+    [
+        # Envelopes.
+        ("job_1", job_body("job_2", artifacts=ARTIFACTS)),
+        ("job_1", job_body("job_2", event="job.failed")),
+        ("job_1", {"event": "job.completed", "id": "job_2", "payload": {"artifacts": ARTIFACTS}}),
+        ("job_1", job_body("job_1", id="job_2")),
+        ("job_1", job_body("job_2", id="job_1")),
+        # Status or state answers.
+        ("job_1", {"job_id": "job_2", "status": "completed", "artifacts": ARTIFACTS}),
+        ("job_1", {"id": "job_2", "state": "failed", "error": "codec"}),
+        ("job_1", {"job_id": "job_1", "id": "job_2", "status": "completed"}),
+        ("job_1", {"id": "job_1", "job_id": "job_2", "status": "completed"}),
+        ("job_1", {"job_id": "JOB_1", "status": "completed"}),
+        ("job_1", {"id": "", "status": "completed"}),
+        # A name that is not a string is never this job's, even when it reads the same.
+        ("42", {"id": 42, "status": "completed"}),
+        ("job_1", {"id": {"job_id": "job_1"}, "status": "completed"}),
+        ("job_1", {"job_id": ["job_1"], "status": "completed"}),
+        ("job_1", {"id": False, "status": "completed"}),
+        # Another job's answer says nothing about this one, terminal or not.
+        ("job_1", {"job_id": "job_2", "status": "running"}),
+        ("job_1", {"event": "job.progress", "job_id": "job_2"}),
+    ],
+)
+def test_an_answer_naming_another_job_is_never_recorded(job_id, data):
+    result = interpret(job_id, *answer(data))
     assert (result.verdict, result.reason, result.event) == (
-        Verdict.PENDING,
+        Verdict.OTHER_JOB,
         "job_id_mismatch",
         None,
     )
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"status": "completed"},
+        {"job_id": None, "id": None, "status": "completed"},
+        {"id": "job_1", "status": "completed"},
+        {"job_id": "job_1", "id": "job_1", "status": "completed"},
+        {"job_id": "job_1", "id": None, "status": "completed"},
+        # Only the top level names a job.
+        {"status": "completed", "payload": {"job_id": "job_2"}, "job": {"id": "job_2"}},
+        {"event": "job.completed", "id": None},
+    ],
+)
+def test_an_answer_naming_this_job_or_none_is_read(data):
+    result = interpret("job_1", *answer(data))
+    assert result.verdict is Verdict.TERMINAL
+    assert result.event is not None
+    assert (result.event.job_id, result.event.event) == ("job_1", "job.completed")
+    assert json.loads(result.event.raw)["job_id"] == "job_1"
 
 
 def test_envelope_without_job_id_is_wrapped_for_this_job():

@@ -126,6 +126,7 @@ class Metric:
     SWEPT_JOBS: Final = "SweptJobs"
     POLLER_STEP_ERRORS: Final = "PollerStepErrors"
     STATUS_URL_REFUSED: Final = "StatusUrlRefused"
+    STATUS_ANSWERS_FOR_OTHER_JOBS: Final = "StatusAnswersForOtherJobs"
     POLLER_CONFIGURATION_ERRORS: Final = "PollerConfigurationErrors"
     POLLER_BACKLOG: Final = "PollerBacklog"
     # poller, registrations by event

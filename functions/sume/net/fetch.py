@@ -25,6 +25,12 @@ ends the exchange at the deadline (see ``_Watchdog``). A redirect's body is
 never read, and a compressed answer is decompressed here, never by urllib3,
 with our own bound on the decompressed size.
 
+An artifact (``SafeHttp.open``) is asked for whole and as it is stored
+(``accept-encoding: identity``), and the answer must be just that: a content
+coding, a ``206`` or ``Content-Range``, or a ``Content-Length`` that is not
+ASCII digits is refused before the body is read, so no other bytes (a prefix,
+a compressed copy) are ever stored as the artifact.
+
 Errors say whether retrying can help: ``PermanentFetchError`` (refused URL,
 4xx, over the size cap) or ``TransientFetchError`` (5xx, 429, timeouts, the
 deadline, connection and DNS failures). Their ``url`` and message never carry
@@ -37,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import ipaddress
+import re
 import socket
 import ssl
 import threading
@@ -94,6 +101,9 @@ USER_AGENT = "sume-webhooks/1"
 # reads both the gzip and the zlib header.
 DECODED_ENCODINGS = frozenset({"gzip", "x-gzip", "deflate"})
 _INFLATE_WBITS = zlib.MAX_WBITS | 32
+# ``str.isdigit`` takes "²", which ``int()`` refuses, and ``int()`` takes
+# " 1_0" and "+5": a length is ASCII digits and nothing else.
+_LENGTH = re.compile(r"[0-9]+")
 
 
 class FetchError(SumeError):
@@ -470,11 +480,16 @@ class _Inflater:
             ) from None
 
 
-def _inflater(headers: Mapping[str, str], url: str) -> _Inflater | None:
+def _inflater(headers: Mapping[str, str], url: str, decode: bool) -> _Inflater | None:
+    """What undoes the answer's content coding: None for none, a refusal for one not asked for.
+
+    ``decode`` asked for gzip or deflate; otherwise only identity was asked for,
+    and bytes in any coding would be another representation than the one asked.
+    """
     encoding = headers.get("content-encoding", "").strip().lower()
     if encoding in ("", "identity"):
         return None
-    if encoding in DECODED_ENCODINGS:
+    if decode and encoding in DECODED_ENCODINGS:
         return _Inflater(url)
     raise PermanentFetchError(
         "unsupported_encoding", f"content-encoding {encoding[:40]!r} was not asked for", url
@@ -482,10 +497,11 @@ def _inflater(headers: Mapping[str, str], url: str) -> _Inflater | None:
 
 
 class Response:
-    """A 2xx answer being streamed; the byte cap and the deadline hold while reading.
+    """An answer being streamed; the byte cap and the deadline hold while reading.
 
     With ``decode`` a gzip or deflate body is decompressed here and the cap
-    applies to the compressed and to the decompressed bytes alike.
+    applies to the compressed and to the decompressed bytes alike; without it
+    an answer in any content coding is refused (``unsupported_encoding``).
     """
 
     def __init__(
@@ -504,7 +520,7 @@ class Response:
         self._raw = raw
         self._max = max_bytes
         self._watch = watch
-        self._inflater = _inflater(self.headers, target.url) if decode else None
+        self._inflater = _inflater(self.headers, target.url, decode)
 
     @property
     def content_type(self) -> str | None:
@@ -513,8 +529,21 @@ class Response:
 
     @property
     def content_length(self) -> int | None:
-        value = self.headers.get("content-length", "").strip()
-        return int(value) if value.isdigit() else None
+        """The declared length, None when none is; ``invalid_content_length`` unless digits.
+
+        Several ``Content-Length`` headers come joined by commas, and are refused too.
+        """
+        value = self.headers.get("content-length")
+        if value is None:
+            return None
+        if not _LENGTH.fullmatch(value.strip()):
+            raise PermanentFetchError(
+                "invalid_content_length",
+                f"content-length {value[:40]!r} is not a number of bytes",
+                self.url,
+                self.status,
+            )
+        return int(value)
 
     def _capped(self, seen: int) -> None:
         if self._max is not None and seen > self._max:
@@ -699,33 +728,46 @@ class SafeHttp:
         url: str,
         headers: Mapping[str, str] | None = None,
         max_bytes: int | None = None,
-        decode_content: bool = False,
         *,
         deadline: float | None = None,
     ) -> Iterator[Response]:
-        """Stream a 2xx answer; any other final status raises a ``FetchError``.
+        """Stream a 2xx answer that is the whole object as stored; else raise a ``FetchError``.
 
-        A declared ``Content-Length`` over ``max_bytes`` is refused before the
-        body is read; an undeclared one is refused as soon as the cap is passed.
-        ``deadline`` (a ``time.monotonic()`` value) ends the whole fetch,
-        redirects and body included, with ``TransientFetchError('deadline')``;
-        it is never later than the client's total timeout from now.
+        The whole object, unencoded, is asked for and must be what comes: a
+        content coding (``unsupported_encoding``), a part (``partial_content``:
+        a 206 or a ``Content-Range``) or a ``Content-Length`` that is not ASCII
+        digits (``invalid_content_length``) is refused, all permanent, before
+        the body is read. A declared ``Content-Length`` over ``max_bytes`` is
+        refused before the body is read; an undeclared one is refused as soon
+        as the cap is passed. ``deadline`` (a ``time.monotonic()`` value) ends
+        the whole fetch, redirects and body included, with
+        ``TransientFetchError('deadline')``; it is never later than the
+        client's total timeout from now.
         """
-        encoding = "gzip" if decode_content else "identity"
-        with self._exchange(url, headers, encoding, self.deadline(deadline)) as (
+        with self._exchange(url, headers, "identity", self.deadline(deadline)) as (
             endpoint,
             raw,
             watch,
         ):
+            target_url = endpoint.target.url
             if not 200 <= raw.status < 300:
-                raise _status_error(raw.status, endpoint.target.url)
-            response = Response(endpoint, raw, max_bytes, watch, decode=decode_content)
+                raise _status_error(raw.status, target_url)
+            part = raw.headers.get("content-range")
+            if raw.status == 206 or part is not None:
+                raise PermanentFetchError(
+                    "partial_content",
+                    f"HTTP {raw.status} with content-range {(part or '')[:80]!r} "
+                    "to a request for the whole object",
+                    target_url,
+                    raw.status,
+                )
+            response = Response(endpoint, raw, max_bytes, watch)
             declared = response.content_length
             if max_bytes is not None and declared is not None and declared > max_bytes:
                 raise PermanentFetchError(
                     "too_large",
                     f"declared size {declared} is over the {max_bytes}-byte cap",
-                    endpoint.target.url,
+                    target_url,
                 )
             yield response
 
@@ -738,7 +780,8 @@ class SafeHttp:
         The request goes to the address checked for ``source`` (never looked
         up again) with the headers sent there, plus ``Range`` and ``If-Range``;
         no redirect is followed. The answer comes back whatever its status
-        (the caller expects 206) and may carry at most ``end - start`` bytes.
+        (the caller expects 206) and may carry at most ``end - start`` bytes;
+        one in a content coding is refused (``unsupported_encoding``), as by ``open``.
         """
         headers = {
             **source.headers,

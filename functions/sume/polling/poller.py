@@ -6,6 +6,7 @@ Two kinds of items are due (see docs/design.md):
   ``status_url`` is asked; a terminal answer goes through ``JobIntake.accept``
   (source ``poll``), the same conditional write and enqueue as a webhook, so a
   late webhook and a poll racing for the job are decided by DynamoDB. Otherwise
+  (an answer about another job included: never recorded, noted and counted)
   the next poll is scheduled with backoff; past the maximum age the job is
   marked ``lost``.
 - ``received`` / ``processing``: follow-up work owed past its deadline (a crash
@@ -48,6 +49,7 @@ class Tally(enum.StrEnum):
     REMAINING = "remaining"
     ERRORS = "errors"
     REFUSED = "refused"
+    OTHER_JOB = "other_job_answers"
     CONFIGURATION_ERRORS = "configuration_errors"
     SKIPPED_STATE = "skipped_state"
 
@@ -64,6 +66,8 @@ class RunSummary:
     errors: int
     refused: int
     """Polls of a status_url whose host is not on STATUS_ALLOWED_HOSTS."""
+    other_job_answers: int
+    """Polls answered about another job than the polled one (never recorded); alarmed."""
     configuration_errors: int
     """Steps that met a configuration fault (e.g. an empty token secret); alarmed."""
     complete: bool
@@ -137,6 +141,7 @@ class Poller:
             remaining=tally[Tally.REMAINING],
             errors=tally[Tally.ERRORS],
             refused=tally[Tally.REFUSED],
+            other_job_answers=tally[Tally.OTHER_JOB],
             configuration_errors=tally[Tally.CONFIGURATION_ERRORS],
             complete=complete,
         )
@@ -274,14 +279,26 @@ class Poller:
             return (Tally.POLLED, Tally.RECOVERED if new else Tally.ALREADY_RECORDED)
 
         error = None
+        tallies: tuple[Tally, ...] = (Tally.POLLED,)
         if result.verdict is Verdict.PENDING:
             logger.info("status poll: not finished yet", job_id=job_id, reason=result.reason)
+        elif result.verdict is Verdict.OTHER_JOB:
+            # The job's status_url is another job's (registered so, by mistake
+            # or not): whoever registered it should look.
+            logger.error(
+                "status poll answered about another job: not recorded",
+                job_id=job_id,
+                reason=result.reason,
+            )
+            error = result.reason
+            tallies = (Tally.POLLED, Tally.OTHER_JOB)
         else:
             # A refused URL or a 4xx will not fix itself: ops should look.
             log = logger.error if result.permanent else logger.warning
             log("status poll failed", job_id=job_id, reason=result.reason)
             error = result.reason
-        tallies = (Tally.POLLED, Tally.REFUSED) if error == REFUSED_HOST else (Tally.POLLED,)
+            if error == REFUSED_HOST:
+                tallies = (Tally.POLLED, Tally.REFUSED)
         if now >= cut_off:
             if self._jobs.mark_lost(job_id, now, error):
                 logger.error(

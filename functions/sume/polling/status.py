@@ -4,13 +4,17 @@ Sume's status endpoint is the source of truth when webhooks never arrived, but
 its answer shape is not part of the webhook contract, so it is read
 tolerantly (documented in docs/poller.md, "What a status answer means"):
 
-1. A body that is itself a Sume envelope with a terminal ``event`` (and this
+1. An answer is about this job only: one that names another job, by a top-level
+   ``job_id`` or ``id`` (whichever form it has) other than this job's id, is
+   never recorded (``Verdict.OTHER_JOB``). A registration may point a job at any
+   path of an allowed host, another job's status URL included.
+2. A body that is itself a Sume envelope with a terminal ``event`` (and this
    job's ``job_id``, or none) is used as is: the body text is what gets stored.
-2. Otherwise the first of ``status`` / ``state`` (top level, case-insensitive)
+3. Otherwise the first of ``status`` / ``state`` (top level, case-insensitive)
    whose value is a terminal word decides, and an envelope is built around the
    answer (kept whole under ``status_response``; ``artifacts`` and ``error``
    carried where the worker reads them).
-3. Anything else (running, queued, an unknown word, a body that is not a JSON
+4. Anything else (running, queued, an unknown word, a body that is not a JSON
    object, a 404) means "not yet".
 """
 
@@ -44,6 +48,10 @@ STATUS_FIELDS = ("status", "state")
 MAX_STATUS_BYTES = 1024 * 1024
 # The reason a status_url off STATUS_ALLOWED_HOSTS is refused (as sume.net.fetch names it).
 REFUSED_HOST = "refused_host"
+# The top-level fields by which an answer names the job it is about.
+JOB_NAME_FIELDS = ("job_id", "id")
+# The reason an answer naming another job is not recorded.
+JOB_ID_MISMATCH = "job_id_mismatch"
 
 _EVENT_FOR_WORDS = (
     (COMPLETED_WORDS, "job.completed", "OK"),
@@ -62,6 +70,8 @@ class Verdict(enum.StrEnum):
     """Sume answered and the job is not finished (or the answer is not understood)."""
     UNREACHABLE = "unreachable"
     """No usable answer (timeout, 5xx, refused URL); ``permanent`` says if retrying can help."""
+    OTHER_JOB = "other_job"
+    """Sume answered about another job: never recorded, whatever it says."""
 
 
 @dataclass(frozen=True)
@@ -125,12 +135,23 @@ def build_envelope(job_id: str, event: str, status: str, data: Mapping[str, Any]
     return delivery
 
 
+def _names_another_job(job_id: str, data: Mapping[str, Any]) -> bool:
+    """Whether ``data`` names, by any of ``JOB_NAME_FIELDS``, a job other than ``job_id``.
+
+    A field that is absent or null names no job. Any other value that is not
+    ``job_id`` exactly (another id, a number, an object) is another job's,
+    even beside a field naming this one: only an answer that is plainly about
+    this job, or about no job in particular, may be recorded for it.
+    """
+    return any(data.get(name) not in (None, job_id) for name in JOB_NAME_FIELDS)
+
+
 def _from_envelope(job_id: str, data: dict[str, Any], text: str) -> StatusResult | None:
+    """An answer that is itself a terminal envelope; ``data`` names no other job."""
     event = data.get("event")
     if event not in TERMINAL_EVENTS:
         return None
-    reported = data.get("job_id")
-    if reported is None:
+    if data.get("job_id") is None:
         # Terminal, but not storable as is without a job id: wrap it.
         status = data.get("status")
         if not isinstance(status, str) or not status:
@@ -138,9 +159,6 @@ def _from_envelope(job_id: str, data: dict[str, Any], text: str) -> StatusResult
         return StatusResult(
             Verdict.TERMINAL, "envelope_without_job_id", build_envelope(job_id, event, status, data)
         )
-    if reported != job_id:
-        # Never record another job's result under this one.
-        return StatusResult(Verdict.PENDING, "job_id_mismatch")
     try:
         delivery = from_mapping(data, text)
     except MalformedEvent as exc:
@@ -173,6 +191,21 @@ def _json_object(text: str) -> dict[str, Any] | str:
     return data if isinstance(data, dict) else "body_not_object"
 
 
+def _from_object(job_id: str, data: dict[str, Any], text: str) -> StatusResult:
+    """What a 2xx answer that is a JSON object says about ``job_id``."""
+    if _names_another_job(job_id, data):
+        # Another job's answer says nothing about this one, terminal or not.
+        return StatusResult(Verdict.OTHER_JOB, JOB_ID_MISMATCH)
+    if (result := _from_envelope(job_id, data, text)) is not None:
+        return result
+    if (terminal := _terminal_field(data)) is not None:
+        event, status = terminal
+        return StatusResult(
+            Verdict.TERMINAL, "status_field", build_envelope(job_id, event, status, data)
+        )
+    return StatusResult(Verdict.PENDING, "not_terminal")
+
+
 def interpret(job_id: str, http_status: int, text: str) -> StatusResult:
     """Map one answer of the status endpoint (status code and body text)."""
     try:
@@ -185,14 +218,7 @@ def interpret(job_id: str, http_status: int, text: str) -> StatusResult:
     data = _json_object(text)
     if isinstance(data, str):
         return StatusResult(Verdict.PENDING, data)
-    if (result := _from_envelope(job_id, data, text)) is not None:
-        return result
-    if (terminal := _terminal_field(data)) is not None:
-        event, status = terminal
-        return StatusResult(
-            Verdict.TERMINAL, "status_field", build_envelope(job_id, event, status, data)
-        )
-    return StatusResult(Verdict.PENDING, "not_terminal")
+    return _from_object(job_id, data, text)
 
 
 def bearer_headers(token: str | None) -> dict[str, str]:

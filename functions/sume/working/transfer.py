@@ -45,7 +45,7 @@ from sume.net.fetch import Endpoint, FetchError, Response, SafeHttp
 Room = Callable[[bool], bool]
 """Take a slot for one more part buffer: wait for one, or (False) only say whether one was free."""
 
-_CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
+_CONTENT_RANGE = re.compile(r"bytes ([0-9]+)-([0-9]+)/([0-9]+)")
 CHECKSUM = "CRC32"
 
 
@@ -258,15 +258,13 @@ def range_plan(response: Response, part_size: int) -> RangePlan | None:
 
     It must accept byte ranges, declare the length (over one part) and name
     the version it sent: a strong ETag or a Last-Modified date, so that a
-    change mid-copy is noticed. A content coding rules ranges out: they would
-    count encoded bytes.
+    change mid-copy is noticed. (It is the whole object, unencoded: ``SafeHttp.open``
+    refuses any other answer.)
     """
     headers = response.headers
     accepts = {unit.strip().lower() for unit in headers.get("accept-ranges", "").split(",")}
     size = response.content_length
     if "bytes" not in accepts or size is None or size <= part_size:
-        return None
-    if headers.get("content-encoding", "identity").strip().lower() != "identity":
         return None
     validators = {
         name: headers[name].strip()
@@ -289,9 +287,9 @@ class RangedParts:
     ranged GET of its own to the address checked for the first answer, with
     ``If-Range``. At most ``connections`` parts are fetched or wait their turn
     at once, each in a slot. A part answered otherwise than exactly as asked
-    (200, another range, another version, too few bytes) or failing for any
-    reason but the deadline raises ``RangesUnusable``; the deadline's error is
-    raised as it is.
+    (200, another range, length or version, a content coding, too few bytes)
+    or failing for any reason but the deadline raises ``RangesUnusable``; the
+    deadline's error is raised as it is.
     """
 
     def __init__(
@@ -393,6 +391,8 @@ class RangedParts:
         found = _CONTENT_RANGE.fullmatch(part.headers.get("content-range", "").strip())
         if found is None or tuple(map(int, found.groups())) != (start, end - 1, self._plan.size):
             raise RangesUnusable(f"{what} was answered with another range")
+        if part.content_length not in (None, end - start):
+            raise RangesUnusable(f"{what} declared {part.content_length} bytes")
         for name, value in self._plan.validators.items():
             if part.headers.get(name, "").strip() != value:
                 raise RangesUnusable(f"{what} came from another version ({name} differs)")
