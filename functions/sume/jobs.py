@@ -235,7 +235,11 @@ class Job:
 
         A fresh ``received`` item is left alone for ``grace_seconds``: its first
         enqueue is very likely in flight, and concurrent twins must not add messages.
+        A parked job's message waits in the DLQ for an operator: a second one
+        would only meet the same fault and park it again.
         """
+        if self.parked_at is not None:
+            return False
         if self.state == State.RECEIVED:
             return now - (self.received_at or 0) >= grace_seconds
         if self.state == State.PROCESSING:

@@ -301,7 +301,8 @@ def test_eventbridge_failing_on_every_receive_parks_the_job_with_one_dlq_message
     stack, origin, outage, capsys
 ):
     url = origin.route("/x/a.mp4", body=b"x" * 100)
-    job_id = stack.deliver(job_body(artifacts=[url]))
+    body = job_body(artifacts=[url])
+    job_id = stack.deliver(body)
     eventbridge = outage("events.PutEvents", throttled_put_events)
     services.reset()  # a new container, whose clients meet the outage
 
@@ -318,9 +319,11 @@ def test_eventbridge_failing_on_every_receive_parks_the_job_with_one_dlq_message
     assert stack.depth(stack.names.dlq_url) == 1
     assert origin.hits["/x/a.mp4"] == 1
 
-    # While its message waits in the DLQ, the sweeper queues no second copy.
+    # While its message waits in the DLQ, neither the sweeper nor a Sume
+    # redelivery queues a second copy.
     for later in (3 * 3600, DAY, 13 * DAY):
         assert stack.sweep(now + later) == 0
+    stack.deliver(body)
     assert stack.depth(stack.names.queue_url) == 0
     code, out = stack.cli(capsys, "status", job_id)
     assert "its message is in the DLQ; fix the cause, then `sume-webhooks dlq redrive`" in out
