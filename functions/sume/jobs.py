@@ -166,7 +166,7 @@ class Job:
     owed, less those given back for want of time; 0 after a replay or a park (worker)."""
     last_error: dict[str, Any] | None = None
     """The latest failure a retry may fix, ``{code, message, url?}``: the claim was
-    released (worker)."""
+    released, or the job parked (worker). A replay removes it."""
     last_error_at: int | None = None
     """When ``last_error`` was noted."""
     sweeps: int | None = None
