@@ -1,8 +1,11 @@
 """Lambda handler for the jobs queue (SQS): each job's follow-up work, once.
 
 The message body is only the ``job_id``. A record that raises is reported in
-``batchItemFailures`` and retried by SQS (then the DLQ); its batch-mates are
-unaffected. Permanent problems do not raise: they become processing errors.
+``batchItemFailures`` and retried by SQS; its batch-mates are unaffected.
+Permanent problems do not raise: they become processing errors, and so does
+work that keeps failing once its attempt budget is spent. On a message's last
+receive only a job the worker could not bring to any end raises, parked, so
+its message goes to the DLQ (docs/worker.md, "Retries, giving up and the DLQ").
 Each record gets the invocation's remaining time: work that could not end
 before the function's deadline is not started (or its fetch is cut), the
 claim is released and the record is retried.
@@ -18,46 +21,32 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from botocore.exceptions import BotoCoreError, ClientError
 
 from sume import services
-from sume.announce import AnnounceFailed
-from sume.fetch import TransientFetchError
 from sume.ids import InvalidJobId, check_job_id
 from sume.names import Metric
 from sume.observability import logger, metrics, tracer
-from sume.processing import (
-    Action,
-    JobBusy,
-    JobResult,
-    LeaseRunningOut,
-    OutOfTime,
-    TimeLeft,
-    failure_details,
-)
+from sume.processing import RETRYABLE, Action, JobResult, Parked, TimeLeft, failure_details
 
 OUTCOME_METRICS = {
     "completed": Metric.JOBS_COMPLETED,
     "failed": Metric.JOBS_FAILED,
     "canceled": Metric.JOBS_CANCELED,
 }
-# Failures a later attempt may fix: SQS redelivers the message.
-RETRYABLE = (
-    JobBusy,
-    LeaseRunningOut,
-    OutOfTime,
-    TransientFetchError,
-    AnnounceFailed,
-    ClientError,
-    BotoCoreError,
-)
-
 # Every record gets a fresh result list; failing the whole batch on an
 # all-failed batch would only make Lambda log an error for a normal retry.
 batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 def observe(result: JobResult) -> None:
+    if result.action is Action.LEFT_TO_SWEEPER:
+        metrics.add_metric(name=Metric.WORKER_RETRIES, unit="Count", value=1)
+        logger.warning(
+            "last receive of the message: acknowledged, the sweeper queues the job again",
+            reason=result.reason,
+            attempts=result.attempts,
+        )
+        return
     if result.action is Action.SKIPPED:
         metrics.add_metric(name=Metric.JOBS_SKIPPED, unit="Count", value=1)
         log = logger.warning if result.reason in ("absent", "not_received") else logger.info
@@ -99,6 +88,13 @@ def remaining_time(context: Any) -> TimeLeft | None:
     return lambda: context.get_remaining_time_in_millis() / 1000
 
 
+def receive_count(record: SQSRecord) -> int:
+    """How often SQS has handed this message out, this time included (1 if unsaid)."""
+    attributes = record.get("attributes") or {}
+    count = str(attributes.get("ApproximateReceiveCount", ""))
+    return int(count) if count.isdigit() else 1
+
+
 def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
     try:
         # The body exactly as sent: an id is never stripped or rewritten.
@@ -114,8 +110,19 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
         )
         return
     logger.append_keys(job_id=job_id, message_id=record.message_id)
+    receives = receive_count(record)
     try:
-        result = services.worker_service().process(job_id, remaining_time(lambda_context))
+        result = services.worker_service().process(job_id, remaining_time(lambda_context), receives)
+    except Parked as exc:
+        metrics.add_metric(name=Metric.WORKER_FAILURES, unit="Count", value=1)
+        cause = exc.__cause__ or exc
+        logger.error(
+            "job parked on its message's last receive; the message goes to the DLQ",
+            error=failure_details(cause),
+            kind=type(cause).__name__,
+            receives=receives,
+        )
+        raise
     except RETRYABLE as exc:
         metrics.add_metric(name=Metric.WORKER_RETRIES, unit="Count", value=1)
         # Not repr(exc): a fetch error's redacted form keeps presigned

@@ -68,7 +68,7 @@ def build_worker(
 ) -> JobProcessor:
     from sume.announce import Announcer
     from sume.payloads import PayloadStore
-    from sume.processing import JobProcessor
+    from sume.processing import JobProcessor, RetryPolicy
 
     s3 = clients("s3", patient=True)
     return JobProcessor(
@@ -80,7 +80,12 @@ def build_worker(
         clock=clock,
         lease_seconds=settings.lease_seconds,
         retention_days=settings.retention_days,
-        max_attempts=settings.max_attempts,
+        retries=RetryPolicy(
+            max_attempts=settings.max_attempts,
+            max_receives=settings.max_receives,
+            retry_seconds=settings.queue_retry_seconds,
+            dlq_retention_seconds=settings.dlq_retention_seconds,
+        ),
         time_reserve_seconds=settings.time_reserve_seconds,
     )
 

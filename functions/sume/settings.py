@@ -50,6 +50,11 @@ def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> i
     return value
 
 
+def _required_int(env: Mapping[str, str], name: str) -> int:
+    _required(env, name)
+    return _int(env, name, 0, minimum=1)
+
+
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name, "").strip()
     if not raw:
@@ -158,7 +163,10 @@ class WorkerSettings:
     lease_seconds: int
     connect_timeout_seconds: float
     read_timeout_seconds: float
-    max_attempts: int = 10
+    max_receives: int
+    queue_retry_seconds: int
+    dlq_retention_seconds: int
+    max_attempts: int
     part_size_bytes: int = 8 * 1024**2
     total_timeout_seconds: float = 270.0
     time_reserve_seconds: float = 20.0
@@ -185,7 +193,14 @@ class WorkerSettings:
             # Covers what follows the last copy: its final part's upload, the
             # announcement and the finish, or releasing the claim.
             time_reserve_seconds=_seconds(env, Env.TIME_BUDGET_MARGIN_SECONDS, 20),
-            max_attempts=_int(env, Env.MAX_ATTEMPTS, 10, minimum=1),
+            # The jobs queue's: its maxReceiveCount, visibility timeout and DLQ
+            # retention, set by the stack from one place (infra/spec.py).
+            max_receives=_required_int(env, Env.MAX_RECEIVES),
+            queue_retry_seconds=_required_int(env, Env.QUEUE_RETRY_SECONDS),
+            dlq_retention_seconds=_required_int(env, Env.DLQ_RETENTION_SECONDS),
+            # As many as the message's receives: a job whose work keeps failing
+            # ends as a processing error before its message could reach the DLQ.
+            max_attempts=_int(env, Env.MAX_ATTEMPTS, _required_int(env, Env.MAX_RECEIVES)),
             # S3 refuses multipart parts under 5 MiB (except the last).
             part_size_bytes=_int(env, Env.ARTIFACT_PART_BYTES, 8 * 1024**2, minimum=5 * 1024**2),
             # Ranged connections per artifact when the origin offers ranges (1:

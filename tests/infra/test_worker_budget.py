@@ -15,6 +15,7 @@ DEFAULTS = WorkerSettings.from_env(
         "JOBS_QUEUE_URL": "q",
         "ARTIFACTS_BUCKET_NAME": "a",
         "EVENT_BUS_NAME": "e",
+        **spec.worker_queue_environment(),
     }
 )
 
