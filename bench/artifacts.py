@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from bench import copier, servers
 from bench.env import STUB_NAMES
 from bench.origin import Content
+from infra.spec import worker_queue_environment
 from sume.core.names import Env
 
 MiB = 1024 * 1024
@@ -178,6 +179,7 @@ def copier_environment(s3_bucket: str) -> dict[str, str]:
     return {
         **os.environ,
         **STUB_NAMES,
+        **worker_queue_environment(),
         Env.ARTIFACTS_BUCKET_NAME: s3_bucket,
         Env.EVENT_BUS_NAME: "sume-bench-bus",
         Env.ALLOW_HTTP_URLS: "true",

@@ -122,6 +122,7 @@ def environment(names: ResourceNames) -> dict[str, str]:
         Env.PAYLOADS_BUCKET_NAME: names.payloads_bucket,
         Env.ARTIFACTS_BUCKET_NAME: names.artifacts_bucket,
         Env.EVENT_BUS_NAME: names.event_bus,
+        **spec.worker_queue_environment(),
     }
     if names.signing_secret_arn:
         env[Env.SIGNING_SECRET_ARN] = names.signing_secret_arn

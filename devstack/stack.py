@@ -101,8 +101,8 @@ class DevStackSettings:
 class Entry:
     at: float
     kind: str
-    """received, duplicate, conflict, test, ignored, rejected, error, retry, dlq, poll,
-    processed, recovered, processing_error, registered, refused"""
+    """received, duplicate, conflict, test, ignored, rejected, error, retry, dlq, sweeper,
+    poll, processed, recovered, processing_error, registered, refused"""
     job_id: str | None
     detail: str
 
@@ -385,6 +385,8 @@ class DevStack:
             **environment(self.names),
             **LOCAL_ONLY,
             **{k: os.environ.get(k, v) for k, v in spec.LOCAL_TIMINGS.items()},
+            # The local queue hands a failed message back after this, not SQS's 30 min.
+            Env.QUEUE_RETRY_SECONDS: str(self.settings.retry_delay_seconds),
             "POWERTOOLS_TRACE_DISABLED": "true",
             # EMF metrics would print a JSON blob per invocation; AWS reads them, we don't.
             "POWERTOOLS_METRICS_DISABLED": "true",
@@ -542,11 +544,16 @@ class DevStack:
         self, messages: list[dict[str, Any]], failed: set[str], error: BaseException | None
     ) -> None:
         for message in messages:
-            if message["MessageId"] not in failed:
-                continue
             receives = int(message.get("Attributes", {}).get("ApproximateReceiveCount", 1))
+            last = receives >= spec.MAX_RECEIVES
+            if message["MessageId"] not in failed:
+                if last and self._still_owed(message["Body"]):
+                    why = self._failure_code(message["Body"])
+                    detail = f"{why}; receive {receives}: acknowledged, left to the sweeper"
+                    self.journal.add("sweeper", message["Body"], detail)
+                continue
             why = type(error).__name__ if error else self._failure_code(message["Body"])
-            if receives >= spec.MAX_RECEIVES:
+            if last:
                 self.journal.add("dlq", message["Body"], f"{why}; receive {receives}: to the DLQ")
             else:
                 self.journal.add(
@@ -554,6 +561,10 @@ class DevStack:
                     message["Body"],
                     f"{why}; retried in {self.settings.retry_delay_seconds}s",
                 )
+
+    def _still_owed(self, job_id: str) -> bool:
+        job = self.jobs().get(job_id, consistent=False)
+        return job is not None and job.state in (State.RECEIVED, State.PROCESSING)
 
     def _failure_code(self, job_id: str) -> str:
         """Why the worker reported a job failed, as its item tells."""

@@ -1,8 +1,11 @@
 """Lambda handler for the jobs queue (SQS): each job's follow-up work, once.
 
 The message body is only the ``job_id``. A record that raises is reported in
-``batchItemFailures`` and retried by SQS (then the DLQ); its batch-mates are
-unaffected. Permanent problems do not raise: they become processing errors.
+``batchItemFailures`` and retried by SQS; its batch-mates are unaffected.
+Permanent problems do not raise: they become processing errors, and so does
+work that keeps failing once its attempt budget is spent. On a message's last
+receive only a job the worker could not bring to any end raises, parked, so
+its message goes to the DLQ (docs/worker.md, "Retries, giving up and the DLQ").
 Each record gets the invocation's remaining time: work that could not end
 before the function's deadline is not started (or its fetch is cut), the
 claim is released and the record is retried.
@@ -25,24 +28,27 @@ from sume.core.ids import InvalidJobId, check_job_id
 from sume.core.names import Metric
 from sume.core.observability import logger, metrics, tracer
 from sume.working import compose
-from sume.working.processing import (
-    Action,
-    JobResult,
-    failure_details,
-)
+from sume.working.processing import Action, JobResult, Parked, failure_details
 
 OUTCOME_METRICS = {
     "completed": Metric.JOBS_COMPLETED,
     "failed": Metric.JOBS_FAILED,
     "canceled": Metric.JOBS_CANCELED,
 }
-
 # Every record gets a fresh result list; failing the whole batch on an
 # all-failed batch would only make Lambda log an error for a normal retry.
 batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 def observe(result: JobResult) -> None:
+    if result.action is Action.LEFT_TO_SWEEPER:
+        metrics.add_metric(name=Metric.WORKER_RETRIES, unit="Count", value=1)
+        logger.warning(
+            "last receive of the message: acknowledged, the sweeper queues the job again",
+            reason=result.reason,
+            attempts=result.attempts,
+        )
+        return
     if result.action is Action.SKIPPED:
         metrics.add_metric(name=Metric.JOBS_SKIPPED, unit="Count", value=1)
         log = logger.warning if result.reason in ("absent", "not_received") else logger.info
@@ -77,6 +83,13 @@ def observe(result: JobResult) -> None:
         metrics.add_metric(name=Metric.ARTIFACT_BYTES, unit="Bytes", value=result.bytes_copied)
 
 
+def receive_count(record: SQSRecord) -> int:
+    """How often SQS has handed this message out, this time included (1 if unsaid)."""
+    attributes = record.get("attributes") or {}
+    count = str(attributes.get("ApproximateReceiveCount", ""))
+    return int(count) if count.isdigit() else 1
+
+
 def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
     try:
         # The body exactly as sent: an id is never stripped or rewritten.
@@ -92,10 +105,20 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
         )
         return
     logger.append_keys(job_id=job_id, message_id=record.message_id)
+    receives = receive_count(record)
     try:
-        result = compose.worker_service().process(
-            job_id, None if lambda_context is None else time_left(lambda_context)
+        left = None if lambda_context is None else time_left(lambda_context)
+        result = compose.worker_service().process(job_id, left, receives)
+    except Parked as exc:
+        metrics.add_metric(name=Metric.WORKER_FAILURES, unit="Count", value=1)
+        cause = exc.__cause__ or exc
+        logger.error(
+            "job parked on its message's last receive; the message goes to the DLQ",
+            error=failure_details(cause),
+            kind=type(cause).__name__,
+            receives=receives,
         )
+        raise
     except RETRYABLE as exc:
         # A later attempt may fix it: SQS redelivers the message.
         metrics.add_metric(name=Metric.WORKER_RETRIES, unit="Count", value=1)

@@ -94,8 +94,11 @@ class Monitoring(Construct):
                     period=Duration.minutes(1), statistic=cw.Stats.MAXIMUM
                 ),
                 1,
-                "Jobs gave up after repeated worker failures and wait in the DLQ. "
-                "Inspect them, fix the cause, then redrive the DLQ to the jobs queue.",
+                "Jobs the worker could not bring to any end (EventBridge or DynamoDB "
+                "failing through all receives, or a bug) are parked, their messages in "
+                "the DLQ. See them with `sume-webhooks dlq peek`, fix the cause, then "
+                "`sume-webhooks dlq redrive`. Jobs that gave up are processing errors, "
+                "not here.",
             ),
             self._alarm(
                 "ApiServerErrors",

@@ -61,10 +61,22 @@ WORKER_MEMORY_MB: Final = 1024
 
 # SQS: the queue's visibility timeout must cover the worker's whole batch
 # (AWS advises at least 6x the function timeout); after MAX_RECEIVES failed
-# attempts a message goes to the DLQ.
+# attempts a message goes to the DLQ. The worker is told all three
+# (worker_queue_environment): its attempt budget defaults to MAX_RECEIVES, it
+# parks a job on the last receive, and it times the sweeper around the retry.
 QUEUE_VISIBILITY_TIMEOUT: Final = 6 * WORKER_TIMEOUT
 MAX_RECEIVES: Final = 5
 DLQ_RETENTION_SECONDS: Final = 14 * 24 * 3600
+
+
+def worker_queue_environment() -> dict[str, str]:
+    """What the worker must know of the jobs queue and its DLQ (docs/worker.md)."""
+    return {
+        Env.MAX_RECEIVES: str(MAX_RECEIVES),
+        Env.QUEUE_RETRY_SECONDS: str(QUEUE_VISIBILITY_TIMEOUT),
+        Env.DLQ_RETENTION_SECONDS: str(DLQ_RETENTION_SECONDS),
+    }
+
 
 TTL: Final = TTL_ATTRIBUTE
 

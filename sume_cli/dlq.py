@@ -1,9 +1,10 @@
 """The two dead-letter queues: what waits there and why, and moving it back.
 
-- The jobs DLQ: a message is a job id whose follow-up work failed
-  ``MAX_RECEIVES`` times. The job item says why: ``last_error`` (the latest
-  failure a retry might have fixed), ``processing_error`` (one it cannot),
-  ``attempts`` (the worker's claims).
+- The jobs DLQ: a message is a job id the worker could not bring to any end
+  within ``MAX_RECEIVES`` receives (AWS failing throughout, or a bug); the
+  worker parked the job (``parked_at``) so the sweeper leaves it to the
+  redrive. The job item says why: ``last_error`` (the latest failure),
+  ``attempts`` (the worker's claims this round).
 - The registrations DLQ: a message is a registration event, unchanged. Why is
   in its message attributes: the poller's ``reason`` and ``message`` when it
   refused the event (``sume.store.queue.DeadLetterQueue.park``), EventBridge's

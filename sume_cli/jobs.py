@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sume.core.settings import DEFAULT_SWEEP_AFTER_SECONDS
 from sume.polling.registry import Registry
-from sume.store.jobs import Job, JobsTable, State
+from sume.store.jobs import MAX_REPLAY_REASON_BYTES, Job, JobsTable, State
 from sume.store.queue import JobQueue
 from sume_cli import USAGE, OpsError
 
@@ -42,17 +42,32 @@ def expect(
     return created, load(jobs, job_id)
 
 
-def replay(jobs: JobsTable, queue: JobQueue, job_id: str, now: int) -> None:
-    """Make a finished job's follow-up work owed again and queue it.
+def check_reason(reason: str | None) -> str | None:
+    """An operator's replay reason, as the item keeps it; a longer one is refused."""
+    if reason is None:
+        return None
+    if len(reason.encode("utf-8", "surrogatepass")) > MAX_REPLAY_REASON_BYTES:
+        raise OpsError(f"--reason: at most {MAX_REPLAY_REASON_BYTES} bytes (UTF-8)", USAGE)
+    return reason.strip() or None
+
+
+def replay(
+    jobs: JobsTable, queue: JobQueue, job_id: str, now: int, reason: str | None = None
+) -> Job:
+    """Make a finished job's follow-up work owed again and queue it; the job as replayed.
 
     The conditional write comes first: if the send then fails, the item says
     the work is owed and the sweeper queues it; the worker sees ``replay`` and
     copies the artifacts again instead of trusting the ones already stored.
+    The replay starts a fresh attempt budget, so a job that gave up, or was
+    processed on its last attempt, gets all of them again.
     """
     # If the replay message is lost, the sweeper re-enqueues the job after the
     # receiver's default sweep delay.
-    if not jobs.request_replay(job_id, now, now + DEFAULT_SWEEP_AFTER_SECONDS):
+    replayed = jobs.request_replay(job_id, now, now + DEFAULT_SWEEP_AFTER_SECONDS, reason)
+    if replayed is None:
         state = load(jobs, job_id).state
         finished = f"{State.PROCESSED.value} or {State.PROCESSING_ERROR.value}"
         raise OpsError(f"job {job_id!r} is {state}: only {finished} jobs can be replayed")
     queue.send(job_id)
+    return replayed

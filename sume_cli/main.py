@@ -164,14 +164,25 @@ def cmd_expect(ops: Ops, args: argparse.Namespace) -> int:
 
 
 def cmd_replay(ops: Ops, args: argparse.Namespace) -> int:
+    reason = jobs.check_reason(args.reason)
     queue = JobQueue(ops.client("sqs"), ops.stack.names.queue_url)
-    jobs.replay(ops.jobs, queue, args.job_id, int(time.time()))
+    job = jobs.replay(ops.jobs, queue, args.job_id, int(time.time()), reason)
     if as_json_output(args):
-        dump({"job_id": args.job_id, "state": "received", "replay": True, "queued": True})
+        dump(
+            {
+                "job_id": args.job_id,
+                "state": "received",
+                "replay": True,
+                "queued": True,
+                "replays": job.replays,
+                "replay_reason": job.replay_reason,
+            }
+        )
     else:
         out(
-            f"replay queued for {args.job_id}: state received, replay=true; "
-            "the worker copies its artifacts again"
+            f"replay queued for {args.job_id}: state received, replay=true, "
+            f"replays={job.replays}; the worker copies its artifacts again, "
+            "with a fresh attempt budget"
         )
     return OK
 
@@ -501,6 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
         commands, "replay", cmd_replay, "redo a finished job's follow-up work (re-copy artifacts)"
     )
     replay.add_argument("job_id", metavar="JOB_ID")
+    replay.add_argument("--reason", metavar="TEXT", help="why, kept on the item (e.g. the fix)")
 
     dlq_parser = command(commands, "dlq", None, "the dead-letter queues (jobs, registrations)")
     dlq_commands = dlq_parser.add_subparsers(dest="dlq_command", required=True, metavar="ACTION")

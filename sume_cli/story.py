@@ -30,9 +30,17 @@ MEANING: dict[str, str] = {
     State.RECEIVED: "terminal event stored; follow-up work owed",
     State.PROCESSING: "a worker holds the job under a lease",
     State.PROCESSED: "follow-up work done",
-    State.PROCESSING_ERROR: "follow-up work failed in a way retrying cannot fix",
+    State.PROCESSING_ERROR: (
+        "follow-up work ended in error: fix the cause, then `sume-webhooks replay JOB_ID`"
+    ),
     State.LOST: "status polling gave up before a terminal event arrived",
 }
+
+
+PARKED = (
+    "parked: the worker could not bring it to an end and its message is in the DLQ; "
+    "fix the cause, then `sume-webhooks dlq redrive`"
+)
 
 
 def lease_ended(job: Job, now: float) -> str | None:
@@ -135,7 +143,7 @@ def render(job: Job) -> str:
     claim id is an internal token: only whether there is a claim is shown.
     """
     state = job.state or "?"
-    meaning = lease_ended(job, time.time())
+    meaning = PARKED if job.parked_at is not None else lease_ended(job, time.time())
     lines: list[tuple[str, str]] = [
         ("job", job.job_id),
         ("state", f"{state} ({meaning or MEANING.get(state, 'unknown state')})"),
@@ -147,6 +155,10 @@ def render(job: Job) -> str:
 
     if job.replay:
         add("replay", "requested: artifacts will be copied again")
+    if job.replays is not None:
+        add("replays", f"{job.replays}  last {iso(job.replayed_at) or '-'}")
+    add("replay reason", job.replay_reason)
+    add("parked", iso(job.parked_at))
     add("source", job.source)
     if job.event:
         add("event", f"{job.event}  status={job.status or ''}")

@@ -41,6 +41,7 @@ class WorkerFunction(StackFunction):
                     Env.EVENT_BUS_NAME: bus.event_bus_name,
                     Env.RETENTION_DAYS: str(retention_days),
                     Env.ARTIFACT_ALLOWED_HOSTS: artifact_allowed_hosts,
+                    **spec.worker_queue_environment(),
                 },
             ),
         )

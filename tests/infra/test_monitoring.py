@@ -40,6 +40,9 @@ def test_alarms_cover_every_failure_and_notify_the_topic(dev: Stage, prod: Stage
     )
     assert ref_name(dlq["Dimensions"][0]["Value"]) == "JobsQueueDeadLetters"
     assert (dlq["Threshold"], dlq["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
+    # What its messages are, and the operator's commands for them.
+    for words in ("parked", "sume-webhooks dlq peek", "sume-webhooks dlq redrive"):
+        assert words in dlq["AlarmDescription"]
     api = alarms["ApiServerErrors"]
     assert (api["Namespace"], api["MetricName"]) == ("AWS/ApiGateway", "5xx")
     assert ref_name(api["Dimensions"][0]["Value"]) == "WebhookApi"

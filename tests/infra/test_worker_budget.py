@@ -1,6 +1,7 @@
 """The worker's time, size and memory, chosen together (the arithmetic is in ``infra/spec.py``):
 the deployed defaults must keep agreeing with one another."""
 
+from infra import spec
 from infra.spec import WORKER_MEMORY_MB, WORKER_TIMEOUT
 from sume.working.settings import WorkerSettings
 from tests.infra.conftest import Stage
@@ -17,6 +18,7 @@ DEFAULTS = WorkerSettings.from_env(
         "JOBS_QUEUE_URL": "q",
         "ARTIFACTS_BUCKET_NAME": "a",
         "EVENT_BUS_NAME": "e",
+        **spec.worker_queue_environment(),
     }
 )
 

@@ -16,6 +16,19 @@ def test_the_worker_environment_satisfies_its_settings(dev: Stage, prod: Stage) 
     assert "ARTIFACT_ALLOWED_HOSTS" not in dev.environment("Worker")
 
 
+def test_the_worker_knows_its_queue_as_deployed_and_gives_up_within_its_receives(
+    prod: Stage,
+) -> None:
+    worker = WorkerSettings.from_env(prod.environment("Worker"))
+    _, queue = prod.one("JobsQueue", "AWS::SQS::Queue")
+    _, dlq = prod.one("JobsQueueDeadLetters", "AWS::SQS::Queue")
+    assert worker.max_receives == queue["Properties"]["RedrivePolicy"]["maxReceiveCount"]
+    assert worker.queue_retry_seconds == queue["Properties"]["VisibilityTimeout"]
+    assert worker.dlq_retention_seconds == dlq["Properties"]["MessageRetentionPeriod"]
+    # A job whose work keeps failing ends as a processing error, never in the DLQ.
+    assert worker.max_attempts == worker.max_receives
+
+
 def test_the_worker_may_do_only_what_its_code_does(dev: Stage) -> None:
     assert dev.permissions("Worker") == {
         **logs_and_traces("Worker"),

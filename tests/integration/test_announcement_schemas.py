@@ -105,7 +105,7 @@ def test_giving_up_is_announced_as_its_schema_says(aws, monkeypatch):
     now = int(time.time())
     claimed = world.table.claim(job_id, now, lease_seconds=900)
     failure = {"code": "http_503", "message": "m"}
-    assert world.table.release(job_id, str(claimed.claim_id), now, failure)
+    assert world.table.release(job_id, str(claimed.claim_id), now, failure, due_at=now)
 
     later = now + 1000
     result = build_worker(WorkerSettings.from_env(), clock=lambda: later).process(job_id)

@@ -243,6 +243,8 @@ def test_output_json_works_for_every_command_before_or_after_it(
         "state": "received",
         "replay": True,
         "queued": True,
+        "replays": 1,
+        "replay_reason": None,
     }
     assert outputs["peek"][0]["job_id"] == "job_o1"
     assert outputs["redrive"]["moved"][0]["job_id"] == "job_o1"
@@ -356,7 +358,7 @@ def test_status_tells_a_released_lease_from_an_abandoned_one(cli, table):
     now = int(time.time())
     item = table.claim("job_released", now, lease_seconds=300)
     error = {"code": "http_503", "message": "artifact link answered 503"}
-    assert table.release("job_released", str(item.claim_id), now, error)
+    assert table.release("job_released", str(item.claim_id), now, error, due_at=now + 60)
     code, out, _ = cli("status", "job_released")
     assert code == 0
     assert "processing (released, waiting for a retry)" in out
@@ -543,16 +545,30 @@ def test_list_of_finished_states_needs_an_explicit_bounded_scan(cli, table):
 
 def test_replay_makes_a_finished_job_owed_and_queues_it(cli, table, names, endpoint):
     processed(table, "job_again")
-    code, out, _ = cli("replay", "job_again")
+    before = int(time.time())
+    code, out, _ = cli("replay", "job_again", "--reason", "  S3 object deleted by hand ")
     assert code == 0
-    assert "replay queued for job_again" in out
+    assert "replay queued for job_again: state received, replay=true, replays=1" in out
     item = table.get("job_again")
     assert item is not None
-    assert (item.state, item.replay) == ("received", True)
+    assert (item.state, item.replay, item.attempts) == ("received", True, 0)
+    assert (item.replays, item.replay_reason) == (1, "S3 object deleted by hand")
+    assert item.replayed_at is not None and item.replayed_at >= before
     assert item.expires_at is None
+    # Kept until new copies replace them.
+    assert [a["key"] for a in item.artifacts or []] == ["jobs/clip.mp4"]
     sqs = boto3.client("sqs", endpoint_url=endpoint)
     messages = sqs.receive_message(QueueUrl=names.queue_url, MaxNumberOfMessages=10)
     assert [m["Body"] for m in messages["Messages"]] == ["job_again"]
+
+    code, out, _ = cli("status", "job_again")
+    lines = {line.split("  ", 1)[0]: line for line in out.splitlines()}
+    assert lines["replays"].split()[1] == "1"
+    assert lines["replay reason"].split(None, 2)[2] == "S3 object deleted by hand"
+    code, out, _ = cli("status", "job_again", "--json")
+    story = json.loads(out)
+    assert (story["replays"], story["replay_reason"]) == (1, "S3 object deleted by hand")
+    datetime.strptime(story["replayed_at"], ISO_UTC)
 
     code, _, err = cli("replay", "job_again")
     assert code == 1
@@ -560,6 +576,16 @@ def test_replay_makes_a_finished_job_owed_and_queues_it(cli, table, names, endpo
     code, _, err = cli("replay", "job_ghost")
     assert code == 1
     assert "no job 'job_ghost'" in one_line_error(err)
+
+
+def test_a_replay_reason_over_its_bound_is_a_usage_error_before_any_write(cli, table):
+    processed(table, "job_wordy")
+    code, _, err = cli("replay", "job_wordy", "--reason", "é" * 257)
+    assert code == 2
+    assert "--reason: at most 512 bytes (UTF-8)" in one_line_error(err)
+    assert table.get("job_wordy").state == "processed"
+    code, _, _ = cli("replay", "job_wordy", "--reason", "é" * 256)
+    assert (code, table.get("job_wordy").replay_reason) == (0, "é" * 256)
 
 
 # dlq
@@ -574,7 +600,7 @@ def failed_twice(table: JobsTable, job_id: str) -> None:
     for _ in range(2):
         now = int(time.time())
         job = table.claim(job_id, now, lease_seconds=300)
-        assert table.release(job_id, str(job.claim_id), now, error)
+        assert table.release(job_id, str(job.claim_id), now, error, due_at=now + 60)
 
 
 def gave_up(table: JobsTable, job_id: str) -> None:

@@ -156,7 +156,9 @@ def test_giving_up_writes_only_codes_and_counts(world, put_events, monkeypatch, 
         item = world.table.claim(job_id, now + attempt * 1000, lease_seconds=900)
         url = f"https://cdn.example/a.mp4?{SECRET}"
         failure = {"code": "http_503", "message": f"HTTP 503 from {url}", "url": url}
-        assert world.table.release(job_id, item.claim_id, now + attempt * 1000, failure)
+        assert world.table.release(
+            job_id, item.claim_id, now + attempt * 1000, failure, due_at=now + 3000
+        )
     later = now + 5000
 
     result = build_worker(WorkerSettings.from_env(), clock=lambda: later).process(job_id)

@@ -74,4 +74,4 @@ def test_a_claim_hands_back_the_claimed_job(stubbed):
 def test_writes_that_need_no_stored_item_never_read_it(stubbed):
     jobs, stub = stubbed
     refuse(stub)
-    assert jobs.release("j", "claim", now=1, error={"code": "x"}) is False
+    assert jobs.release("j", "claim", now=1, error={"code": "x"}, due_at=2) is False

@@ -21,6 +21,9 @@ ENV = {
     "ARTIFACTS_BUCKET_NAME": "artifacts",
     "EVENT_BUS_NAME": "bus",
     "SUME_COM_WEBHOOK_SIGNING_SECRET": SECRET,
+    "MAX_RECEIVES": "5",
+    "QUEUE_RETRY_SECONDS": "1800",
+    "DLQ_RETENTION_SECONDS": "1209600",
 }
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:sume-AbCdEf"
 

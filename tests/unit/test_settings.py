@@ -2,6 +2,7 @@ import pytest
 
 from sume.core.errors import ConfigurationError
 from sume.receiving.settings import ReceiverSettings
+from sume.working.settings import WorkerSettings
 
 BASE = {"JOBS_TABLE_NAME": "t", "JOBS_QUEUE_URL": "q", "SUME_COM_WEBHOOK_SIGNING_SECRET": "s"}
 
@@ -34,3 +35,29 @@ def test_overrides():
 def test_misconfiguration_names_the_variable(env, message):
     with pytest.raises(ConfigurationError, match=message):
         ReceiverSettings.from_env(env)
+
+
+WORKER = {
+    "JOBS_TABLE_NAME": "t",
+    "JOBS_QUEUE_URL": "q",
+    "ARTIFACTS_BUCKET_NAME": "a",
+    "EVENT_BUS_NAME": "e",
+    "MAX_RECEIVES": "3",
+    "QUEUE_RETRY_SECONDS": "60",
+    "DLQ_RETENTION_SECONDS": "86400",
+}
+
+
+def test_the_worker_s_attempt_budget_is_its_queue_s_receives_unless_set():
+    s = WorkerSettings.from_env(WORKER)
+    assert (s.max_receives, s.max_attempts) == (3, 3)
+    assert (s.queue_retry_seconds, s.dlq_retention_seconds) == (60, 86400)
+    assert WorkerSettings.from_env({**WORKER, "MAX_ATTEMPTS": "7"}).max_attempts == 7
+
+
+@pytest.mark.parametrize("name", ["MAX_RECEIVES", "QUEUE_RETRY_SECONDS", "DLQ_RETENTION_SECONDS"])
+def test_the_worker_must_be_told_its_queue(name):
+    with pytest.raises(ConfigurationError, match=f"{name} must be set"):
+        WorkerSettings.from_env({k: v for k, v in WORKER.items() if k != name})
+    with pytest.raises(ConfigurationError, match=f"{name} must be at least 1"):
+        WorkerSettings.from_env({**WORKER, name: "0"})

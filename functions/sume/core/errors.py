@@ -31,5 +31,8 @@ class ConfigurationError(SumeError, RuntimeError):
     """The function is deployed wrong; it must fail loudly, never degrade."""
 
 
-RETRYABLE: tuple[type[Exception], ...] = (RetryableError, ClientError, BotoCoreError)
+AWS_FAILURES: tuple[type[Exception], ...] = (ClientError, BotoCoreError)
+"""AWS could not serve a call."""
+
+RETRYABLE: tuple[type[Exception], ...] = (RetryableError, *AWS_FAILURES)
 """What a later attempt may fix: ours, and AWS failing to serve a call."""

@@ -49,6 +49,11 @@ def integer(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -
     return value
 
 
+def required_integer(env: Mapping[str, str], name: str) -> int:
+    required(env, name)
+    return integer(env, name, 0, minimum=1)
+
+
 def seconds(env: Mapping[str, str], name: str, default: float) -> float:
     raw = env.get(name, "").strip()
     if not raw:

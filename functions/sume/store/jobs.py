@@ -11,10 +11,17 @@ States (see docs/design.md)::
     (absent | awaiting | lost) --record--> received --claim--> processing
     processing --lease expired--> (claimable again)
     processing --finish--> processed | processing_error
+    (received | processing) --park--> the same state, due after the DLQ's retention
+    (processed | processing_error) --replay--> received
 
 ``received`` and ``processing`` items carry the due-work keys (``due_shard``,
 ``due_at``) so the sweeper finds owed work a crash left behind; ``awaiting``
 items carry them for their next status poll. Finishing removes them.
+
+``attempts`` is the attempt budget of one round of work: claims since the work
+became owed. A claim given back for want of time takes its attempt back; a
+replay and a park start a fresh budget (docs/worker.md, "Retries, giving up
+and the DLQ").
 
 The item's attributes are named once, in ``JobAttr``; ``Job`` is the item as
 every reader gets it, one field per attribute.
@@ -35,6 +42,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from sume.contract.envelope import JobEvent
+from sume.core.bounded import bounded_text
 from sume.core.errors import PermanentError
 from sume.core.names import DUE_AT, DUE_INDEX, DUE_SHARD, JOB_ID, TTL_ATTRIBUTE, due_shard
 
@@ -81,6 +89,10 @@ class JobAttr(enum.StrEnum):
     LAST_ERROR_AT = "last_error_at"
     SWEEPS = "sweeps"
     REPLAY = "replay"
+    REPLAYS = "replays"
+    REPLAYED_AT = "replayed_at"
+    REPLAY_REASON = "replay_reason"
+    PARKED_AT = "parked_at"
     OUTCOME = "outcome"
     ERROR = "error"
     ERROR_TRUNCATED = "error_truncated"
@@ -151,16 +163,26 @@ class Job:
     claimed_at: int | None = None
     """When the latest claim was taken (worker)."""
     attempts: int | None = None
-    """Claims taken on the job's work (worker)."""
+    """The attempt budget spent on this round of work: claims since the work became
+    owed, less those given back for want of time; 0 after a replay or a park (worker)."""
     last_error: dict[str, Any] | None = None
     """The latest failure a retry may fix, ``{code, message, url?}``: the claim was
-    released (worker)."""
+    released, or the job parked (worker). A replay removes it."""
     last_error_at: int | None = None
     """When ``last_error`` was noted."""
     sweeps: int | None = None
     """How often the sweeper re-enqueued the owed work (poller)."""
     replay: bool | None = None
     """Set by ``sume-webhooks replay``: the worker copies every artifact again."""
+    replays: int | None = None
+    """How often an operator replayed the job (``sume-webhooks replay``)."""
+    replayed_at: int | None = None
+    """When the latest replay was requested."""
+    replay_reason: str | None = None
+    """Why, as the operator gave it (``--reason``), at most ``MAX_REPLAY_REASON_BYTES``."""
+    parked_at: int | None = None
+    """When the worker parked the job on its message's last receive: the message is in
+    the DLQ, and the sweeper leaves the job alone until the DLQ's retention is over."""
     outcome: str | None = None
     """``completed``, ``failed`` or ``canceled``: what Sume said (worker)."""
     error: str | dict[str, Any] | None = None
@@ -214,7 +236,11 @@ class Job:
 
         A fresh ``received`` item is left alone for ``grace_seconds``: its first
         enqueue is very likely in flight, and concurrent twins must not add messages.
+        A parked job's message waits in the DLQ for an operator: a second one
+        would only meet the same fault and park it again.
         """
+        if self.parked_at is not None:
+            return False
         if self.state == State.RECEIVED:
             return now - (self.received_at or 0) >= grace_seconds
         if self.state == State.PROCESSING:
@@ -232,12 +258,28 @@ HAS_EXPIRED_LEASE = f"(#state = :processing AND {JobAttr.LEASE_UNTIL} < :now)"
 HOLDS_CLAIM = f"(#state = :processing AND {JobAttr.CLAIM_ID} = :claim)"
 IS_AWAITING = "#state = :awaiting"
 IS_FINISHED = "#state IN (:processed, :processing_error)"
+IS_UNATTENDED = f"({IS_OWED} OR {HAS_EXPIRED_LEASE})"
 
 # Attribute names DynamoDB reserves, by the alias expressions use for them.
 _NAMES = {
     f"#{name}": name.value
     for name in (JobAttr.STATE, JobAttr.SOURCE, JobAttr.EVENT, JobAttr.STATUS, JobAttr.ERROR)
 }
+
+# An operator's reason for a replay, as kept on the item.
+MAX_REPLAY_REASON_BYTES = 512
+# What a finish writes about how the work ended. A finish removes those it does
+# not write, so an ending never keeps parts of the one before a replay.
+# Artifact records are not among them: they stay until new copies replace them.
+_ENDING = (
+    JobAttr.OUTCOME,
+    JobAttr.ERROR,
+    JobAttr.ERROR_TRUNCATED,
+    JobAttr.DETAILS_DROPPED,
+    JobAttr.PROCESSING_ERROR,
+    JobAttr.ARTIFACT_COUNT,
+    JobAttr.ARTIFACTS_TRUNCATED,
+)
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -335,6 +377,11 @@ def _refused_as_invalid() -> Iterator[None]:
 
 def expression_values(**values: Any) -> dict[str, dict[str, Any]]:
     return {f":{k}": _av(v) for k, v in values.items()}
+
+
+def _alias(name: str) -> str:
+    """How an expression spells attribute ``name``: through its #alias when reserved."""
+    return f"#{name}" if f"#{name}" in _NAMES else name
 
 
 def _names(expression: str) -> dict[str, str]:
@@ -560,7 +607,8 @@ class JobsTable:
         ``NotClaimable``, with the stored job, when the job is finished, leased
         by another worker, awaiting, or absent. The lease's expiry doubles as
         the sweep deadline, so a worker that dies mid-job leaves an item the
-        sweeper will find.
+        sweeper will find. A parked job's message has left the DLQ once it is
+        claimed, so ``parked_at`` goes.
         """
         lease_until = now + lease_seconds
         values = {
@@ -574,12 +622,12 @@ class JobsTable:
         update = (
             f"SET #state = :processing, {JobAttr.LEASE_UNTIL} = :lease, "
             f"{JobAttr.CLAIM_ID} = :claim, {JobAttr.CLAIMED_AT} = :now, "
-            f"{JobAttr.DUE_AT} = :lease ADD {JobAttr.ATTEMPTS} :one"
+            f"{JobAttr.DUE_AT} = :lease ADD {JobAttr.ATTEMPTS} :one REMOVE {JobAttr.PARKED_AT}"
         )
         ok, job = self._conditional(
             job_id,
             update,
-            f"{IS_OWED} OR {HAS_EXPIRED_LEASE}",
+            IS_UNATTENDED,
             values,
             read_stored=True,
             ReturnValues="ALL_NEW",
@@ -600,8 +648,10 @@ class JobsTable:
         """Close the job (processed or processing_error) if we still hold its claim.
 
         Removing the due-work keys takes the item out of the sparse index.
-        ``details`` holds outcome, artifacts, error and/or processing_error.
-        Raises ``InvalidWrite`` when DynamoDB refuses the details.
+        ``details`` holds outcome, artifacts, error and/or processing_error;
+        what an earlier finish wrote about its ending and these details do
+        not say is removed. Raises ``InvalidWrite`` when DynamoDB refuses the
+        details.
         """
         values: dict[str, Any] = {
             "processing": State.PROCESSING.value,
@@ -612,10 +662,15 @@ class JobsTable:
         }
         sets = ["#state = :done", f"{JobAttr.PROCESSED_AT} = :now", f"{JobAttr.EXPIRES_AT} = :ttl"]
         for key, value in details.items():
-            alias = f"#{key}" if f"#{key}" in _NAMES else key
-            sets.append(f"{alias} = :d_{key}")
+            sets.append(f"{_alias(key)} = :d_{key}")
             values[f"d_{key}"] = value
-        removed = (JobAttr.DUE_SHARD, JobAttr.DUE_AT, JobAttr.LEASE_UNTIL, JobAttr.REPLAY)
+        removed: list[str] = [
+            JobAttr.DUE_SHARD,
+            JobAttr.DUE_AT,
+            JobAttr.LEASE_UNTIL,
+            JobAttr.REPLAY,
+        ]
+        removed += [_alias(a) for a in _ENDING if a not in details]
         update = "SET " + ", ".join(sets) + f" REMOVE {', '.join(removed)}"
         with _refused_as_invalid():
             done, _ = self._conditional(job_id, update, HOLDS_CLAIM, values)
@@ -632,13 +687,22 @@ class JobsTable:
             done, _ = self._conditional(job_id, update, HOLDS_CLAIM, values)
         return done
 
-    def release(self, job_id: str, claim_id: str, now: int, error: dict[str, Any]) -> bool:
+    def release(
+        self,
+        job_id: str,
+        claim_id: str,
+        now: int,
+        error: dict[str, Any],
+        due_at: int,
+        refund: bool = False,
+    ) -> bool:
         """Give the claim back after a failure a retry may fix, noting why.
 
         The lease ends at once, so the queue's retry can claim the job without
-        waiting for it; the due time stays, so the sweeper still finds the job
-        if that retry never comes. Raises ``InvalidWrite`` when DynamoDB refuses
-        ``error``.
+        waiting for it; the job stays due at ``due_at``, when the sweeper
+        queues it should that retry never come. ``refund`` takes the claim's
+        attempt back (the work did not fail: time ran out). Raises
+        ``InvalidWrite`` when DynamoDB refuses ``error``.
         """
         values = {
             "processing": State.PROCESSING.value,
@@ -646,13 +710,52 @@ class JobsTable:
             "expired": now - 1,
             "error": error,
             "now": now,
+            "due": due_at,
         }
         update = (
             f"SET {JobAttr.LEASE_UNTIL} = :expired, {JobAttr.LAST_ERROR} = :error, "
-            f"{JobAttr.LAST_ERROR_AT} = :now"
+            f"{JobAttr.LAST_ERROR_AT} = :now, {JobAttr.DUE_AT} = :due"
         )
+        if refund:
+            values["refund"] = -1
+            update += f" ADD {JobAttr.ATTEMPTS} :refund"
         with _refused_as_invalid():
             done, _ = self._conditional(job_id, update, HOLDS_CLAIM, values)
+        return done
+
+    def park(
+        self, job_id: str, claim_id: str | None, now: int, error: dict[str, Any], until: int
+    ) -> bool:
+        """Leave the job to an operator: its message is about to go to the DLQ.
+
+        Like ``release`` (the claim, when ``claim_id`` names ours, ends at once
+        and ``error`` is noted), and more: the job is due only at ``until``,
+        past the DLQ's retention, so the sweeper does not queue a second copy
+        while the first waits there; the attempt budget starts afresh for the
+        redrive; ``parked_at`` says where the message is. Without a claim,
+        only a job nobody is working on is parked. Raises ``InvalidWrite``
+        when DynamoDB refuses ``error``.
+        """
+        values: dict[str, Any] = {
+            "processing": State.PROCESSING.value,
+            "error": error,
+            "now": now,
+            "until": until,
+            "zero": 0,
+        }
+        update = (
+            f"SET {JobAttr.LAST_ERROR} = :error, {JobAttr.LAST_ERROR_AT} = :now, "
+            f"{JobAttr.DUE_AT} = :until, {JobAttr.ATTEMPTS} = :zero, {JobAttr.PARKED_AT} = :now"
+        )
+        if claim_id is None:
+            values.update(received=State.RECEIVED.value)
+            condition = IS_UNATTENDED
+        else:
+            values.update(claim=claim_id, expired=now - 1)
+            update += f", {JobAttr.LEASE_UNTIL} = :expired"
+            condition = HOLDS_CLAIM
+        with _refused_as_invalid():
+            done, _ = self._conditional(job_id, update, condition, values)
         return done
 
     def due(
@@ -731,9 +834,17 @@ class JobsTable:
         done, _ = self._conditional(job_id, update, condition, values)
         return done
 
-    def request_replay(self, job_id: str, now: int, sweep_at: int) -> bool:
-        """Make a finished job's follow-up work owed again, on an operator's request."""
-        values = {
+    def request_replay(
+        self, job_id: str, now: int, sweep_at: int, reason: str | None = None
+    ) -> Job | None:
+        """Make a finished job's follow-up work owed again, on an operator's request.
+
+        The replay starts a fresh attempt budget and is counted, with its time
+        and ``reason`` (cut to ``MAX_REPLAY_REASON_BYTES``). The records of the
+        artifacts already stored stay until the new copies replace them.
+        Returns the job as the replay left it; None when it was not finished.
+        """
+        values: dict[str, Any] = {
             "processed": State.PROCESSED.value,
             "processing_error": State.PROCESSING_ERROR.value,
             "received": State.RECEIVED.value,
@@ -741,10 +852,25 @@ class JobsTable:
             "shard": due_shard(job_id, self._shards),
             "due": sweep_at,
             "yes": True,
+            "zero": 0,
+            "one": 1,
         }
-        update = (
-            f"SET #state = :received, {JobAttr.RECEIVED_AT} = :now, {JobAttr.REPLAY} = :yes, "
-            f"{JobAttr.DUE_SHARD} = :shard, {JobAttr.DUE_AT} = :due REMOVE {JobAttr.EXPIRES_AT}"
-        )
-        done, _ = self._conditional(job_id, update, IS_FINISHED, values)
-        return done
+        sets = [
+            "#state = :received",
+            f"{JobAttr.RECEIVED_AT} = :now",
+            f"{JobAttr.REPLAY} = :yes",
+            f"{JobAttr.REPLAYED_AT} = :now",
+            f"{JobAttr.ATTEMPTS} = :zero",
+            f"{JobAttr.DUE_SHARD} = :shard",
+            f"{JobAttr.DUE_AT} = :due",
+        ]
+        # The last round's transient failure says nothing about this one.
+        removed = [JobAttr.EXPIRES_AT, JobAttr.LAST_ERROR, JobAttr.LAST_ERROR_AT]
+        if reason:
+            values["reason"] = bounded_text(reason, MAX_REPLAY_REASON_BYTES)
+            sets.append(f"{JobAttr.REPLAY_REASON} = :reason")
+        else:
+            removed.append(JobAttr.REPLAY_REASON)
+        update = f"SET {', '.join(sets)} ADD {JobAttr.REPLAYS} :one REMOVE {', '.join(removed)}"
+        done, job = self._conditional(job_id, update, IS_FINISHED, values, ReturnValues="ALL_NEW")
+        return job if done else None

@@ -13,7 +13,7 @@ from sume.store.compose import build_jobs
 from sume.store.payloads import PayloadStore
 from sume.working.announce import Announcer
 from sume.working.artifacts import ArtifactStore
-from sume.working.processing import JobProcessor
+from sume.working.processing import JobProcessor, RetryPolicy
 from sume.working.settings import WorkerSettings
 
 
@@ -30,7 +30,12 @@ def build_worker(
         clock=clock,
         lease_seconds=settings.lease_seconds,
         retention_days=settings.retention_days,
-        max_attempts=settings.max_attempts,
+        retries=RetryPolicy(
+            max_attempts=settings.max_attempts,
+            max_receives=settings.max_receives,
+            retry_seconds=settings.queue_retry_seconds,
+            dlq_retention_seconds=settings.dlq_retention_seconds,
+        ),
         time_reserve_seconds=settings.time_reserve_seconds,
     )
 

@@ -14,6 +14,14 @@ writes is bounded (``sume.core.bounded``, the item's room for artifact records),
 and should DynamoDB still refuse it as invalid, the same state and codes are
 written without the rest. A retry then finds the job finished rather than
 announcing it again.
+
+Retries (docs/worker.md, "Retries, giving up and the DLQ"): a failure of the
+work itself spends the attempt budget, and the failing attempt that spends it
+gives up (``too_many_attempts``), so a job whose work keeps failing ends before
+its message's receives do. On the message's last receive, a job still in
+budget, or whose work did not fail (time ran out, another worker holds it), is
+left to the sweeper; only a job the worker could not bring to any end is
+parked, and its message goes to the DLQ.
 """
 
 from __future__ import annotations
@@ -28,21 +36,14 @@ from typing import Any
 from sume.contract.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, stored_event
 from sume.core.bounded import bounded_text, stored_error
 from sume.core.clock import TimeLeft
-from sume.core.errors import PermanentError, RetryableError
+from sume.core.errors import AWS_FAILURES, PermanentError, RetryableError
 from sume.core.ids import check_job_id
-from sume.net.fetch import FetchError, PermanentFetchError
+from sume.net.fetch import FetchError, PermanentFetchError, TransientFetchError
 from sume.net.urls import redact_url, scrub_urls
-from sume.store.jobs import (
-    InvalidWrite,
-    Job,
-    JobAttr,
-    JobsTable,
-    NotClaimable,
-    State,
-)
+from sume.store.jobs import InvalidWrite, Job, JobAttr, JobsTable, NotClaimable, State
 from sume.store.payloads import PayloadStore
 from sume.store.sizing import MAX_ITEM_BYTES, plain_item_size, plain_size
-from sume.working.announce import Announcement, Announcer
+from sume.working.announce import AnnounceFailed, Announcement, Announcer
 from sume.working.artifacts import (
     ArtifactStore,
     InvalidArtifacts,
@@ -69,6 +70,9 @@ class Action(enum.StrEnum):
     PROCESSED = "processed"
     PROCESSING_ERROR = "processing_error"
     SKIPPED = "skipped"
+    LEFT_TO_SWEEPER = "left_to_sweeper"
+    """The message's last receive, and the job is still owed and in budget: the
+    message is acknowledged, and the sweeper queues the job at its due time."""
 
 
 @dataclass(frozen=True)
@@ -76,8 +80,9 @@ class JobResult:
     job_id: str
     action: Action
     reason: str
-    """Skipped: absent | finished | not_received | claim_lost. Otherwise the
-    outcome (processed) or the processing error's code."""
+    """Skipped: absent | finished | not_received | claim_lost. Left to the
+    sweeper: why this attempt did not end the job (the failure's code). Otherwise
+    the outcome (processed) or the processing error's code."""
     outcome: str | None = None
     artifacts: list[dict[str, Any]] = field(default_factory=list)
     artifacts_copied: int = 0
@@ -91,15 +96,29 @@ class JobResult:
 class _Progress:
     room: int
     """Bytes the item can give to artifact records (see ``room_for_records``)."""
+    earlier: list[dict[str, Any]] = field(default_factory=list)
+    """The records on the item before this attempt: each stays until this attempt
+    stores its key again, so no ending forgets a copy already made."""
     artifacts: list[dict[str, Any]] = field(default_factory=list)
+    """This attempt's records, reused or copied, in the event's order."""
     copied: int = 0
     bytes: int = 0
+
+    @classmethod
+    def of(cls, job: Job) -> _Progress:
+        records = [r for r in job.artifacts or [] if isinstance(r, dict)]
+        return cls(room_for_records(job), earlier=records)
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every artifact stored: this attempt's, then those of earlier ones not replaced."""
+        keys = {r.get("key") for r in self.artifacts}
+        return [*self.artifacts, *(r for r in self.earlier if r.get("key") not in keys)]
 
     def on_item(self) -> list[dict[str, Any]]:
         """The records that fit in the item's room, in order; the rest are only counted."""
         kept: list[dict[str, Any]] = []
         used = plain_size(kept)
-        for record in self.artifacts:
+        for record in self.records():
             used += 1 + plain_size(record)
             if used > self.room:
                 break
@@ -152,8 +171,34 @@ class LeaseRunningOut(RetryableError):
     """Too little of our lease is left to announce safely: retry later."""
 
 
+class FinishFailed(RetryableError):
+    """The announcement is out, but AWS failed the finish: the retry must announce
+    the same outcome again, so this is no failure of the work a give-up could
+    follow. After a give-up the attempt is kept, so the retry gives up again."""
+
+    def __init__(self, message: str, gave_up: bool) -> None:
+        super().__init__(message)
+        self.gave_up = gave_up
+
+
 class _ClaimLost(PermanentError):
     """Our claim was taken over (our lease ran out): the new holder finishes."""
+
+
+class Parked(RetryableError):
+    """The job could not be brought to any end on its message's last receive.
+
+    It was parked (``JobsTable.park``): the message goes to the DLQ, where an
+    operator redrives it once the cause (``__cause__``) is fixed.
+    """
+
+
+# After a claim, the work did not fail: it ran out of time, or only its finish
+# was not written. Its attempt is given back.
+NOT_FAILURES = (OutOfTime, LeaseRunningOut, FinishFailed)
+# The work failed in a way a later attempt may fix: each spends the budget.
+# (Every other retryable error, JobBusy, comes before any claim.)
+WORK_FAILURES: tuple[type[Exception], ...] = (TransientFetchError, AnnounceFailed, *AWS_FAILURES)
 
 
 def _details(code: str, message: str, url: str | None = None) -> dict[str, str]:
@@ -188,6 +233,20 @@ def _last_error_code(job: Job) -> str:
     return code if isinstance(code, str) and _CODE.fullmatch(code) else "unknown"
 
 
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How the attempt budget, the jobs queue and its DLQ fit together (docs/worker.md)."""
+
+    max_attempts: int
+    """Failed attempts of one round of work before the worker gives up."""
+    max_receives: int
+    """Receives of one message before SQS moves it to the DLQ (its ``maxReceiveCount``)."""
+    retry_seconds: int
+    """When SQS hands a failed message back: the jobs queue's visibility timeout."""
+    dlq_retention_seconds: int
+    """How long the DLQ keeps a message; a parked job is due again after it."""
+
+
 class JobProcessor:
     def __init__(
         self,
@@ -198,7 +257,7 @@ class JobProcessor:
         clock: Callable[[], float],
         lease_seconds: int,
         retention_days: int,
-        max_attempts: int,
+        retries: RetryPolicy,
         time_reserve_seconds: float = 0.0,
     ) -> None:
         self._jobs = jobs
@@ -208,29 +267,41 @@ class JobProcessor:
         self._clock = clock
         self._lease = lease_seconds
         self._retention = retention_days * DAY
-        self._max_attempts = max_attempts
+        self._retries = retries
         self._reserve = time_reserve_seconds
 
     def _now(self) -> int:
         return int(self._clock())
 
-    def process(self, job_id: str, time_left: TimeLeft | None = None) -> JobResult:
+    def process(
+        self, job_id: str, time_left: TimeLeft | None = None, receives: int = 1
+    ) -> JobResult:
         """Do the job's follow-up work if it is owed and ours to do.
 
         ``time_left`` gives the seconds left in the invocation: no step starts
         that could not end ``time_reserve_seconds`` before it, and every
-        artifact fetch ends by then. Returns what happened; raises
-        ``JobBusy``, ``LeaseRunningOut``, ``OutOfTime``,
-        ``TransientFetchError``, ``AnnounceFailed`` or botocore errors when a
-        retry later should be made (the claim is released first).
+        artifact fetch ends by then. ``receives`` is the message's receive
+        count: on its last, nothing raises that the sweeper can carry on.
+        Returns what happened; raises ``sume.core.errors.RETRYABLE`` errors when a retry later
+        should be made (the claim is released first), ``Parked`` when the job
+        was parked on the last receive, anything else on a bug.
         """
         check_job_id(job_id)
-        # Claiming costs an attempt; with no time to finish it would be wasted.
-        self._work_deadline(time_left)
+        last = receives >= self._retries.max_receives
         try:
+            # Claiming costs an attempt; with no time to finish it would be wasted.
+            self._work_deadline(time_left)
             claimed = self._jobs.claim(job_id, self._now(), self._lease)
         except NotClaimable as refused:
-            return self._not_claimed(job_id, refused.stored)
+            return self._not_claimed(job_id, refused.stored, last)
+        except OutOfTime as exc:
+            if last:  # the job is untouched, still in the due-work index
+                return JobResult(job_id, Action.LEFT_TO_SWEEPER, type(exc).__name__)
+            raise
+        except Exception as exc:
+            if last:
+                self._park(job_id, None, exc)
+            raise
         claim_id = claimed.claim_id
         assert claim_id is not None  # the claim has just written it
         try:
@@ -238,32 +309,93 @@ class JobProcessor:
         except _ClaimLost:
             return JobResult(job_id, Action.SKIPPED, "claim_lost")
         except Exception as exc:
-            self._release(job_id, claim_id, exc)
-            raise
+            return self._failed(claimed, claim_id, exc, last)
 
-    def _release(self, job_id: str, claim_id: str, exc: Exception) -> None:
+    def _spent(self, job: Job) -> bool:
+        """This claim spends the job's attempt budget."""
+        return (job.attempts or 1) >= self._retries.max_attempts
+
+    def _failed(self, job: Job, claim_id: str, exc: Exception, last: bool) -> JobResult:
+        """Release the claim after ``exc``, then raise it, or leave the job to the sweeper.
+
+        A failure past the budget is one the give-up itself met, or a bug: the
+        job cannot be brought to an end, and on the last receive it is parked.
+        """
+        job_id = job.job_id
+        retryable = isinstance(exc, NOT_FAILURES) or (
+            isinstance(exc, WORK_FAILURES) and not self._spent(job)
+        )
+        if last and not retryable:
+            self._park(job_id, claim_id, exc)
+            raise exc
+        now = self._now()
+        # SQS's retry comes within retry_seconds; the sweeper waits a lease more,
+        # so it never queues a copy beside the message still in the queue. On
+        # the last receive no retry comes: the sweeper's next run queues it.
+        due = now if last else now + self._retries.retry_seconds + self._lease
+        repeats_give_up = isinstance(exc, FinishFailed) and exc.gave_up
+        refund = isinstance(exc, NOT_FAILURES) and not repeats_give_up
+        self._release(job_id, claim_id, exc, due, refund)
+        if not last:
+            raise exc
+        code = failure_details(exc)["code"]
+        return JobResult(job_id, Action.LEFT_TO_SWEEPER, code, attempts=job.attempts or 1)
+
+    def _release(
+        self, job_id: str, claim_id: str, exc: Exception, due_at: int, refund: bool
+    ) -> None:
+        def release(details: dict[str, str]) -> bool:
+            return self._jobs.release(job_id, claim_id, self._now(), details, due_at, refund)
+
         try:
-            self._give_back(job_id, claim_id, failure_details(exc))
+            self._give_back(release, failure_details(exc))
         except Exception as release_error:  # the original failure is what must surface
             exc.add_note(f"releasing the claim failed too: {release_error!r}")
 
-    def _give_back(self, job_id: str, claim_id: str, details: dict[str, str]) -> None:
-        """Release the claim; should DynamoDB refuse the details, with their code alone.
+    def _park(self, job_id: str, claim_id: str | None, exc: Exception) -> None:
+        """Park the job (see ``JobsTable.park``) and raise ``Parked``; if that fails, return.
+
+        A park that fails leaves the job due when it was: the sweeper queues it
+        then, while this message goes to the DLQ all the same.
+        """
+        now = self._now()
+        until = now + self._retries.dlq_retention_seconds
+
+        def park(details: dict[str, str]) -> bool:
+            return self._jobs.park(job_id, claim_id, now, details, until)
+
+        try:
+            parked = self._give_back(park, failure_details(exc))
+        except Exception as park_error:
+            exc.add_note(f"parking the job failed too: {park_error!r}")
+            return
+        if not parked:
+            exc.add_note("not parked: the job was no longer ours to park")
+            return
+        raise Parked(f"job {job_id} parked: its message goes to the DLQ") from exc
+
+    @staticmethod
+    def _give_back(write: Callable[[dict[str, str]], bool], details: dict[str, str]) -> bool:
+        """Release or park; should DynamoDB refuse the details, with their code alone.
 
         Sending the refused write again would fail again, and an unreleased
         claim makes the retry wait out the whole lease.
         """
         try:
-            self._jobs.release(job_id, claim_id, self._now(), details)
+            return write(details)
         except InvalidWrite:
-            self._jobs.release(job_id, claim_id, self._now(), {"code": details["code"]})
+            return write({"code": details["code"]})
 
-    def _not_claimed(self, job_id: str, stored: Job | None) -> JobResult:
+    def _not_claimed(self, job_id: str, stored: Job | None, last: bool) -> JobResult:
         if stored is None:
             return JobResult(job_id, Action.SKIPPED, "absent")
         if stored.state in (State.PROCESSED, State.PROCESSING_ERROR):
             return JobResult(job_id, Action.SKIPPED, "finished", outcome=stored.outcome)
         if stored.state in (State.PROCESSING, State.RECEIVED):
+            if last:
+                # The lease's end is the job's due time: whatever its holder
+                # does, the job is finished, retried or swept.
+                return JobResult(job_id, Action.LEFT_TO_SWEEPER, JobBusy.__name__)
             raise JobBusy(f"job {job_id} is leased until {stored.lease_until}")
         return JobResult(job_id, Action.SKIPPED, "not_received")
 
@@ -283,10 +415,23 @@ class JobProcessor:
         return time.monotonic() + usable
 
     def _work(self, job: Job, claim_id: str, time_left: TimeLeft | None) -> JobResult:
-        if (job.attempts or 1) > self._max_attempts:
-            return self._give_up(job, claim_id)
+        progress = _Progress.of(job)
+        if (job.attempts or 1) > self._retries.max_attempts:
+            # Earlier claims spent the budget and never ended (a crash, a
+            # give-up that failed): end the job without doing the work again.
+            return self._give_up(job, claim_id, progress, _last_error_code(job))
+        try:
+            return self._attempt(job, claim_id, progress, time_left)
+        except WORK_FAILURES as exc:
+            if not self._spent(job):
+                raise
+            code = failure_details(exc)["code"]
+        return self._give_up(job, claim_id, progress, code)
+
+    def _attempt(
+        self, job: Job, claim_id: str, progress: _Progress, time_left: TimeLeft | None
+    ) -> JobResult:
         event: JobEvent | None = None
-        progress = _Progress(room_for_records(job))
         problem: dict[str, str] | None = None
         try:
             event = self._event(job)
@@ -298,20 +443,21 @@ class JobProcessor:
             problem = _details("write_refused", f"DynamoDB refused the job's progress: {exc}")
         return self._close(job, claim_id, _Ending.of(event, job), progress, problem)
 
-    def _give_up(self, job: Job, claim_id: str) -> JobResult:
-        """End the job from what we wrote ourselves: its event name, codes and counts.
+    def _give_up(self, job: Job, claim_id: str, progress: _Progress, last_error: str) -> JobResult:
+        """End the job from what we wrote ourselves: its event name, codes, counts, records.
 
         Neither the stored event nor the last error's text is read again: either
-        may be what kept failing, and both come from outside.
+        may be what kept failing, and both come from outside. The artifacts
+        already stored stay recorded and are announced.
         """
         name = job.event
         outcome = TERMINAL_EVENTS.get(name) if name is not None else None
         problem = _details(
             "too_many_attempts",
-            f"gave up after {self._max_attempts} attempts; last error: {_last_error_code(job)}",
+            f"gave up after {self._retries.max_attempts} attempts; last error: {last_error}",
         )
         ending = _Ending(outcome, name if outcome else None, job.status)
-        return self._close(job, claim_id, ending, _Progress(room=0), problem)
+        return self._close(job, claim_id, ending, progress, problem, gave_up=True)
 
     def _event(self, job: Job) -> JobEvent:
         raw = job.body
@@ -381,6 +527,7 @@ class JobProcessor:
         ending: _Ending,
         progress: _Progress,
         problem: dict[str, str] | None,
+        gave_up: bool = False,
     ) -> JobResult:
         job_id = job.job_id
         now = self._now()
@@ -397,18 +544,24 @@ class JobProcessor:
                 processed_at=now,
                 error=ending.error,
                 processing_error=problem,
-                artifacts=progress.artifacts,
+                artifacts=progress.records(),
                 replay=bool(job.replay),
             )
         )
         state = State.PROCESSING_ERROR if problem else State.PROCESSED
-        dropped = self._finish(job_id, claim_id, state, now, _written(ending, progress, problem))
+        try:
+            dropped = self._finish(
+                job_id, claim_id, state, now, _written(ending, progress, problem)
+            )
+        except AWS_FAILURES as exc:
+            message = f"announced {result}, then the finish failed: {exc}"
+            raise FinishFailed(message, gave_up) from exc
         return JobResult(
             job_id,
             Action.PROCESSING_ERROR if problem else Action.PROCESSED,
             problem["code"] if problem else result,
             outcome=ending.outcome,
-            artifacts=progress.artifacts,
+            artifacts=progress.records(),
             artifacts_copied=progress.copied,
             bytes_copied=progress.bytes,
             attempts=job.attempts or 1,
@@ -435,12 +588,12 @@ def _written(
     ending: _Ending, progress: _Progress, problem: dict[str, str] | None
 ) -> dict[str, Any]:
     """The finish's details on the item, every one bounded."""
-    kept = progress.on_item()
+    kept, stored = progress.on_item(), progress.records()
     details: dict[str, Any] = {
         JobAttr.ARTIFACTS: kept,
-        JobAttr.ARTIFACT_COUNT: len(progress.artifacts),
+        JobAttr.ARTIFACT_COUNT: len(stored),
     }
-    if len(kept) < len(progress.artifacts):
+    if len(kept) < len(stored):
         details[JobAttr.ARTIFACTS_TRUNCATED] = True
     if ending.outcome is not None:
         details[JobAttr.OUTCOME] = ending.outcome

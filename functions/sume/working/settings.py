@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sume.core.names import Env
-from sume.core.settings import TableSettings, integer, optional, required, seconds
+from sume.core.settings import TableSettings, integer, optional, required, required_integer, seconds
 from sume.net.policy import UrlPolicy
 
 
@@ -23,6 +23,9 @@ class WorkerSettings:
     lease_seconds: int
     connect_timeout_seconds: float
     read_timeout_seconds: float
+    max_receives: int
+    queue_retry_seconds: int
+    dlq_retention_seconds: int
     max_attempts: int
     part_size_bytes: int
     total_timeout_seconds: float
@@ -50,7 +53,14 @@ class WorkerSettings:
             # Covers what follows the last copy: its final part's upload, the
             # announcement and the finish, or releasing the claim.
             time_reserve_seconds=seconds(env, Env.TIME_BUDGET_MARGIN_SECONDS, 20),
-            max_attempts=integer(env, Env.MAX_ATTEMPTS, 10, minimum=1),
+            # The jobs queue's: its maxReceiveCount, visibility timeout and DLQ
+            # retention, set by the stack from one place (infra/spec.py).
+            max_receives=required_integer(env, Env.MAX_RECEIVES),
+            queue_retry_seconds=required_integer(env, Env.QUEUE_RETRY_SECONDS),
+            dlq_retention_seconds=required_integer(env, Env.DLQ_RETENTION_SECONDS),
+            # As many as the message's receives: a job whose work keeps failing
+            # ends as a processing error before its message could reach the DLQ.
+            max_attempts=integer(env, Env.MAX_ATTEMPTS, required_integer(env, Env.MAX_RECEIVES)),
             # S3 refuses multipart parts under 5 MiB (except the last).
             part_size_bytes=integer(env, Env.ARTIFACT_PART_BYTES, 8 * 1024**2, minimum=5 * 1024**2),
             # Ranged connections per artifact when the origin offers ranges (1:
