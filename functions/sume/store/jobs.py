@@ -23,8 +23,9 @@ became owed. A claim given back for want of time takes its attempt back; a
 replay and a park start a fresh budget (docs/worker.md, "Retries, giving up
 and the DLQ").
 
-The item's attributes are named once, in ``JobAttr``; ``Job`` is the item as
-every reader gets it, one field per attribute.
+``Job`` is the item as every reader gets it, one field per attribute; its
+fields are the one list of the item's attributes, which ``JobAttr`` names for
+expressions.
 """
 
 from __future__ import annotations
@@ -61,57 +62,6 @@ class Source(enum.StrEnum):
     POLL = "poll"
 
 
-class JobAttr(enum.StrEnum):
-    """The job item's attribute names, as every expression and reader spells them.
-
-    Each is also the name of ``Job``'s field that holds it, where it is documented.
-    """
-
-    JOB_ID = JOB_ID
-    STATE = "state"
-    SOURCE = "source"
-    EVENT = "event"
-    STATUS = "status"
-    BODY = "body"
-    BODY_REF = "body_ref"
-    FIRST_SEEN = "first_seen"
-    RECEIVED_AT = "received_at"
-    LAST_DELIVERY_AT = "last_delivery_at"
-    DELIVERIES = "deliveries"
-    CONFLICTS = "conflicts"
-    DUE_SHARD = DUE_SHARD
-    DUE_AT = DUE_AT
-    CLAIM_ID = "claim_id"
-    LEASE_UNTIL = "lease_until"
-    CLAIMED_AT = "claimed_at"
-    ATTEMPTS = "attempts"
-    LAST_ERROR = "last_error"
-    LAST_ERROR_AT = "last_error_at"
-    SWEEPS = "sweeps"
-    REPLAY = "replay"
-    REPLAYS = "replays"
-    REPLAYED_AT = "replayed_at"
-    REPLAY_REASON = "replay_reason"
-    PARKED_AT = "parked_at"
-    OUTCOME = "outcome"
-    ERROR = "error"
-    ERROR_TRUNCATED = "error_truncated"
-    DETAILS_DROPPED = "details_dropped"
-    PROCESSING_ERROR = "processing_error"
-    ARTIFACTS = "artifacts"
-    ARTIFACT_COUNT = "artifact_count"
-    ARTIFACTS_TRUNCATED = "artifacts_truncated"
-    PROCESSED_AT = "processed_at"
-    STATUS_URL = "status_url"
-    METADATA = "metadata"
-    REGISTERED_AT = "registered_at"
-    POLL_ATTEMPTS = "poll_attempts"
-    LAST_POLLED_AT = "last_polled_at"
-    LAST_POLL_ERROR = "last_poll_error"
-    LOST_AT = "lost_at"
-    EXPIRES_AT = TTL_ATTRIBUTE
-
-
 @dataclass(frozen=True, slots=True)
 class Job:
     """One job's item, typed: what the jobs table hands every reader.
@@ -121,8 +71,9 @@ class Job:
     the attribute of the same name (``JobAttr``); None means the item does
     not have it. Times are Unix epoch seconds. An attribute this code does
     not know, or a value not of its field's type, stays in ``other`` under its
-    name, so ``as_item()`` is always the item exactly as stored.
-    docs/job-item.md is the operators' copy of this list.
+    name, so ``as_item()`` is always the item exactly as stored. The fields are
+    the one list of the item's attributes: ``JobAttr`` is made from them, and
+    docs/job-item.md (the operators' copy) is checked against them.
     """
 
     job_id: str
@@ -246,6 +197,27 @@ class Job:
         if self.state == State.PROCESSING:
             return (self.lease_until or 0) < now
         return False
+
+
+# The item's attribute names, as every expression and reader spells them: one
+# per field of ``Job``, which documents it, so the names cannot drift from the
+# fields. (Built from the fields, so type checkers see its members as ``Any``.)
+def _attribute_names() -> Any:
+    return enum.StrEnum(
+        "JobAttr", {f.name.upper(): f.name for f in fields(Job) if f.name != "other"}
+    )
+
+
+JobAttr = _attribute_names()
+# The table's key and index attributes are named in sume.core.names for the
+# stack; they must be the fields' names.
+if (JobAttr.JOB_ID, JobAttr.DUE_SHARD, JobAttr.DUE_AT, JobAttr.EXPIRES_AT) != (
+    JOB_ID,
+    DUE_SHARD,
+    DUE_AT,
+    TTL_ATTRIBUTE,
+):
+    raise RuntimeError("the Job's key and index fields must be named as sume.core.names says")
 
 
 # Condition parts. Reserved words (state, source, status, ...) go through
