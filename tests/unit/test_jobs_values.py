@@ -1,4 +1,3 @@
-
 """Values on their way into and out of the jobs table: the hand-rolled
 serialisation agrees with boto3's, and a ``Job`` is its item, typed, with
 nothing lost on the way."""
