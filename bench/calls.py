@@ -20,7 +20,7 @@ from bench.env import STUB_NAMES, environment
 from bench.references import Handler, floor_handler, powertools_handler
 from bench.runtime import python, silenced
 from devstack.lambda_context import LambdaContext
-from sume.core import container
+from sume.core import runtime
 from sume.core.names import Env
 from sume.store.jobs import JobAttr, State
 
@@ -95,7 +95,7 @@ def _receiver_rows(
 
     ddb = session.client("dynamodb")
     table = env[Env.JOBS_TABLE_NAME]
-    container.reset()
+    runtime.reset()
     h = receiver.handler
     job = d.new_job_id()
     body = d.job_body(job)
@@ -150,7 +150,7 @@ def _receiver_rows(
     _scenario(
         report, counter, "ours", h, "rejected: signed, not JSON", d.delivery(b"{not json"), ZERO
     )
-    container.reset()
+    runtime.reset()
     _scenario(report, counter, "ours", h, "rejected: forged, cold container", d.forged(other))
 
 
@@ -280,13 +280,13 @@ def measure() -> CallsReport:
             _receiver_rows(report, counter, session, env)
             _reference_rows(report, counter, session, env)
         if {"worker", "poller"} <= set(handler_modules()):
-            container.reset()
+            runtime.reset()
             # Only here may artifact and status URLs be http on loopback: the
             # simulator serves them.
             local = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
             with environment({**env, **local, Env.SIGNING_SECRET_ARN: env[Env.SIGNING_SECRET_ARN]}):
                 _worker_poller_rows(report, counter, session, env)
-        container.reset()
+        runtime.reset()
     report.at_import = {m: import_side_effects(m) for m in handler_modules()}
     return report
 

@@ -190,7 +190,7 @@ def run_once(delay: float, due: int, not_due: int, window: float | None = None) 
     from devstack.resources import create_resources
     from devstack.resources import environment as lambda_env
     from infra.spec import POLLER_TIMEOUT
-    from sume.core import container
+    from sume.core import runtime
     from sume.polling.compose import build_poller
     from sume.polling.settings import PollerSettings
 
@@ -202,7 +202,7 @@ def run_once(delay: float, due: int, not_due: int, window: float | None = None) 
         seed(session.client("dynamodb"), names.table, server, due, not_due, int(time.time()))
         local = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
         with environment({**lambda_env(names), **local}):
-            container.reset()
+            runtime.reset()
             settings = PollerSettings.from_env()
             run = build_poller(settings)
             reserve = poll_reserve(settings)
@@ -218,7 +218,7 @@ def run_once(delay: float, due: int, not_due: int, window: float | None = None) 
                 summary = run.run(lambda: invocation_ends - time.monotonic())
             seconds = time.monotonic() - started
             calls = Counter(counter.take())
-        container.reset()
+        runtime.reset()
     return PollerRun(
         delay=delay,
         due=due,

@@ -32,7 +32,7 @@ from bench.env import STUB_NAMES, environment
 from bench.references import Handler, floor_handler, powertools_handler
 from bench.runtime import silenced
 from devstack.lambda_context import LambdaContext
-from sume.core import container
+from sume.core import runtime
 from sume.core.names import Env
 from sume.receiving.compose import build_signing_secrets, receiver_service
 from sume.store.jobs import JobAttr, Source, State
@@ -92,7 +92,7 @@ def _ours() -> Design:
     import receiver
     from sume.core import aws
 
-    container.reset()
+    runtime.reset()
     ddb, sqs, secrets = aws.client("dynamodb"), aws.client("sqs"), aws.client("secretsmanager")
     aws.client("s3")
     stubs = {name: Stubber(c) for name, c in (("ddb", ddb), ("sqs", sqs), ("sm", secrets))}
@@ -241,7 +241,7 @@ def designs() -> Iterator[dict[str, Design]]:
             yield built
         finally:
             # The stubbed clients must not outlive the run in the handler caches.
-            container.reset()
+            runtime.reset()
 
 
 def measure(rounds: int, batch: int) -> CpuReport:

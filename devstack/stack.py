@@ -39,7 +39,7 @@ from devstack.lambda_context import LambdaContext
 from devstack.resources import create_resources, environment
 from infra import spec
 from infra.spec import ResourceNames
-from sume.core import container
+from sume.core import runtime
 from sume.core.errors import ConfigurationError
 from sume.core.names import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH, Env
 from sume.core.settings import TableSettings
@@ -267,7 +267,7 @@ class DevStack:
         self.announcements_queue_url = self._subscribe_announcements()
         self._apply_env(self.lambda_environment())
         check_settings(os.environ)
-        container.reset()
+        runtime.reset()
 
         receiver = importlib.import_module("receiver")
         try:
@@ -362,7 +362,7 @@ class DevStack:
         self._clients.clear()
         self._session = None
         self._restore_env()
-        container.reset()
+        runtime.reset()
         with _running_lock:
             if _running is self:
                 _running = None

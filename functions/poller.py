@@ -17,10 +17,10 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from sume.core.clock import time_left
 from sume.core.errors import RETRYABLE
 from sume.core.names import Metric
 from sume.core.observability import logger, metrics, tracer
+from sume.core.runtime import time_left
 from sume.polling import compose
 from sume.polling.poller import RunSummary
 from sume.polling.registration import Registration

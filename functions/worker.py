@@ -22,11 +22,11 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from sume.core.clock import time_left
 from sume.core.errors import RETRYABLE
 from sume.core.ids import InvalidJobId, check_job_id
 from sume.core.names import Metric
 from sume.core.observability import logger, metrics, tracer
+from sume.core.runtime import time_left
 from sume.working import compose
 from sume.working.processing import Action, JobResult, Parked, failure_details
 

@@ -12,7 +12,7 @@ from moto import mock_aws
 
 from devstack.resources import create_resources, environment
 from infra.spec import ResourceNames
-from sume.core import container
+from sume.core import runtime
 from tests.builders import SECRET
 from tests.httpserver import LoopbackServer
 
@@ -25,9 +25,9 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[ResourceNames]:
         for key, value in environment(names).items():
             monkeypatch.setenv(key, value)
         monkeypatch.setenv("SUME_COM_WEBHOOK_SIGNING_SECRET", SECRET)
-        container.reset()
+        runtime.reset()
         yield names
-    container.reset()
+    runtime.reset()
 
 
 @pytest.fixture

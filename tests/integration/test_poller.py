@@ -17,7 +17,7 @@ import worker
 from bench.counting import CallCounter
 from sume.contract.envelope import parse
 from sume.core import aws as clients
-from sume.core import container
+from sume.core import runtime
 from sume.core.names import due_shard
 from sume.polling.compose import build_poller
 from sume.polling.registry import Registry
@@ -546,7 +546,7 @@ def test_the_due_index_is_sparse_and_never_scanned(aws, sume):
 
     clock.now = T0 + 10**4
     with CallCounter().installed() as calls:
-        container.reset()  # the poller's clients are made in the block, so counted
+        runtime.reset()  # the poller's clients are made in the block, so counted
         summary = make_poller(clock).run(lambda: FOREVER)
     assert (summary.polled, summary.swept) == (1, 1)
     assert calls.calls.count("dynamodb.Query") == SHARDS

@@ -12,7 +12,7 @@ import receiver
 from bench.counting import CallCounter
 from sume.contract.envelope import MAX_STATUS_BYTES, JobEvent, parse
 from sume.contract.signature import SCHEME, SIGNATURE_HEADER, TIMESTAMP_HEADER
-from sume.core import container
+from sume.core import runtime
 from sume.receiving.settings import ReceiverSettings
 from sume.store.compose import build_intake
 from sume.store.intake import Outcome
@@ -54,7 +54,7 @@ def queued(names):
 @pytest.fixture
 def aws_calls(aws):
     with CallCounter().installed() as counter:
-        container.reset()
+        runtime.reset()
         yield counter
 
 
@@ -171,7 +171,7 @@ def test_large_event_goes_to_s3_and_item_points_to_it(aws):
 
 def test_oversized_body_is_413(aws, monkeypatch):
     monkeypatch.setenv("MAX_BODY_BYTES", "1000")
-    container.reset()
+    runtime.reset()
     status, body = call(delivery_event(job_body(blob="x" * 1000)))
     assert (status, body) == (413, {"error": "body_too_large"})
     huge = b"x" * 5000
@@ -290,7 +290,7 @@ def test_secret_from_secrets_manager_with_rotation_list(aws, monkeypatch):
     )["ARN"]
     monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET")
     monkeypatch.setenv("SIGNING_SECRET_ARN", arn)
-    container.reset()
+    runtime.reset()
     raw = raw_of(job_body("job_sm"))
     assert call(apigw_event(raw, signed_headers(raw, secrets=["whsec_next"])))[0] == 200
     raw = raw_of(job_body("job_sm2"))
@@ -303,7 +303,7 @@ def use_secrets_manager_value(monkeypatch, value: str) -> None:
     ]
     monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET")
     monkeypatch.setenv("SIGNING_SECRET_ARN", arn)
-    container.reset()
+    runtime.reset()
 
 
 @pytest.mark.parametrize(
@@ -339,7 +339,7 @@ def test_unreadable_secret_is_503(aws, monkeypatch):
     monkeypatch.setenv(
         "SIGNING_SECRET_ARN", "arn:aws:secretsmanager:us-east-1:123456789012:secret:missing-AbCdEf"
     )
-    container.reset()
+    runtime.reset()
     assert call(delivery_event(job_body())) == (503, {"error": "storage_unavailable"})
 
 
@@ -360,7 +360,7 @@ def test_aws_calls_per_delivery(aws, aws_calls):
 
 def test_duplicate_of_owed_job_costs_three_calls(aws, aws_calls, monkeypatch):
     monkeypatch.setenv("REDELIVER_GRACE_SECONDS", "0")
-    container.reset()
+    runtime.reset()
     body = job_body("job_owed")
     call(delivery_event(body))
     aws_calls.take()

@@ -8,7 +8,7 @@ import boto3
 import pytest
 
 from devstack.resources import create_resources, environment
-from sume.core import container
+from sume.core import runtime
 from sume.receiving.compose import receiver_service
 from sume.receiving.http import request_from_event
 from tests.builders import SECRET, delivery_event, job_body
@@ -24,9 +24,9 @@ def remote_aws(moto_server, monkeypatch):
     for key, value in environment(names).items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("SUME_COM_WEBHOOK_SIGNING_SECRET", SECRET)
-    container.reset()
+    runtime.reset()
     yield names
-    container.reset()
+    runtime.reset()
 
 
 def test_duplicate_storm_stores_and_enqueues_each_job_once(remote_aws):

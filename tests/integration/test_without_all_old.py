@@ -14,7 +14,7 @@ import pytest
 
 import receiver
 from bench.counting import CallCounter
-from sume.core import container
+from sume.core import runtime
 from sume.store.jobs import JobsTable
 from sume.working.compose import build_worker
 from sume.working.processing import Action, JobBusy
@@ -27,7 +27,7 @@ from tests.integration import test_receiver as on_dynamodb
 @pytest.fixture
 def store(aws):
     with without_all_old():
-        container.reset()
+        runtime.reset()
         yield aws
 
 
@@ -53,7 +53,7 @@ def test_a_duplicate_costs_one_read_more(store):
     body = job_body("job_calls")
     deliver(body)
     with CallCounter().installed() as counter:
-        container.reset()
+        runtime.reset()
         deliver(body)
     assert counter.calls == ["dynamodb.UpdateItem", "dynamodb.GetItem", "dynamodb.UpdateItem"]
 

@@ -20,7 +20,7 @@ import receiver
 import worker
 from devstack import moto_atomic
 from infra import spec
-from sume.core import container
+from sume.core import runtime
 from sume.core.names import DETAIL_TYPES, EVENT_SOURCE
 from sume.net.fetch import TransientFetchError
 from sume.polling.compose import build_poller
@@ -287,7 +287,7 @@ def test_without_local_mode_loopback_artifacts_are_refused(world, server, monkey
     assert world.item(https_only).processing_error["code"] == "refused_scheme"
 
     monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
-    container.reset()  # a new container, with the new setting
+    runtime.reset()  # a new container, with the new setting
     public_only = deliver(job_body(artifacts=[url]))
     assert run(public_only)[1] == []
     assert world.item(public_only).processing_error["code"] == "refused_address"
@@ -586,7 +586,7 @@ def test_an_unexpected_failure_on_the_last_receive_parks_the_job(world, logs):
             "before-call.events.PutEvents", failing_put_events
         )
     ):
-        container.reset()
+        runtime.reset()
         ids, failed = run(job_id)
         assert failed == ids
         assert world.item(job_id).parked_at is None  # SQS retries it
@@ -623,7 +623,7 @@ def test_a_finish_that_fails_after_the_announcement_never_turns_into_a_give_up(w
             "before-parameter-build.dynamodb.UpdateItem", refuse_finish
         )
     ):
-        container.reset()
+        runtime.reset()
         ids, failed = run(job_id)
         assert failed == ids
         retried = world.item(job_id)

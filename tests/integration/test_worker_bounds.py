@@ -15,7 +15,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto.dynamodb.models.dynamo_type import LimitedSizeDict
 
-from sume.core import container
+from sume.core import runtime
 from sume.core.names import DETAIL_TYPES
 from sume.net.fetch import TransientFetchError
 from sume.working import compose as worker_compose
@@ -45,7 +45,7 @@ def put_events(aws, monkeypatch):
         return client
 
     monkeypatch.setattr(botocore.session.Session, "create_client", create_client)
-    container.reset()  # the worker's clients are made anew, with the hook
+    runtime.reset()  # the worker's clients are made anew, with the hook
     return calls
 
 

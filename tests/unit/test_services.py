@@ -2,7 +2,7 @@
 
 import pytest
 
-from sume.core import aws, container
+from sume.core import aws, runtime
 from sume.polling.compose import build_poller
 from sume.polling.settings import PollerSettings
 from sume.receiving.compose import build_receiver, receiver_service
@@ -70,7 +70,7 @@ def test_the_worker_waits_longer_on_aws_than_the_receiver_and_the_poller():
 def test_reset_forgets_the_services_their_settings_and_the_clients(monkeypatch):
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
-    container.reset()
+    runtime.reset()
     receiver, sqs = receiver_service(), aws.client("sqs")
     assert receiver_service() is receiver
     assert aws.client("sqs") is sqs
@@ -83,10 +83,10 @@ def test_reset_forgets_the_services_their_settings_and_the_clients(monkeypatch):
         receiver_service().receive(request_from_event(big))
     assert refused.value.status == 401
 
-    container.reset()
+    runtime.reset()
     assert receiver_service() is not receiver
     assert aws.client("sqs") is not sqs
     with pytest.raises(Rejected) as refused:
         receiver_service().receive(request_from_event(big))
     assert refused.value.status == 413
-    container.reset()
+    runtime.reset()

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 import boto3
 from botocore.config import Config
 
-from sume.core.container import per_container
+from sume.core.runtime import per_container
 
 # Threads share a client (the poller's polls, the worker's part uploads): a
 # pool smaller than them would open, and discard with a warning, a connection

@@ -6,8 +6,7 @@ import time
 
 from sume.core import aws
 from sume.core.aws import Clients
-from sume.core.clock import Clock
-from sume.core.container import per_container
+from sume.core.runtime import Clock, per_container
 from sume.core.secrets import secret_fetcher
 from sume.net.fetch import SafeHttp
 from sume.polling.poller import Poller

@@ -29,9 +29,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sume.core.clock import TimeLeft
 from sume.core.errors import ConfigurationError
 from sume.core.observability import logger
+from sume.core.runtime import TimeLeft
 from sume.polling.settings import POLL_FINISH_SECONDS, PollPolicy
 from sume.polling.status import REFUSED_HOST, StatusResult, Verdict
 from sume.store.intake import JobIntake, Outcome

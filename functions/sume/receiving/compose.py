@@ -7,8 +7,7 @@ import time
 
 from sume.core import aws
 from sume.core.aws import Clients
-from sume.core.clock import Clock
-from sume.core.container import per_container
+from sume.core.runtime import Clock, per_container
 from sume.core.secrets import SigningSecrets, secret_fetcher
 from sume.receiving.settings import ReceiverSettings
 from sume.receiving.webhook import WebhookReceiver

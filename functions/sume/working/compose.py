@@ -6,8 +6,7 @@ import time
 
 from sume.core import aws
 from sume.core.aws import Clients
-from sume.core.clock import Clock
-from sume.core.container import per_container
+from sume.core.runtime import Clock, per_container
 from sume.net.fetch import SafeHttp
 from sume.store.compose import build_jobs
 from sume.store.payloads import PayloadStore

@@ -35,9 +35,9 @@ from typing import Any
 
 from sume.contract.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, stored_event
 from sume.core.bounded import bounded_text, stored_error
-from sume.core.clock import TimeLeft
 from sume.core.errors import AWS_FAILURES, PermanentError, RetryableError
 from sume.core.ids import check_job_id
+from sume.core.runtime import TimeLeft
 from sume.net.fetch import FetchError, PermanentFetchError, TransientFetchError
 from sume.net.urls import redact_url, scrub_urls
 from sume.store.jobs import InvalidWrite, Job, JobAttr, JobsTable, NotClaimable, State
