@@ -600,7 +600,7 @@ def failed_twice(table: JobsTable, job_id: str) -> None:
     for _ in range(2):
         now = int(time.time())
         job = table.claim(job_id, now, lease_seconds=300)
-        assert table.release(job_id, str(job.claim_id), now, error)
+        assert table.release(job_id, str(job.claim_id), now, error, due_at=now + 60)
 
 
 def gave_up(table: JobsTable, job_id: str) -> None:
