@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote
 
-from bench.loopback import LoopbackHttp
+from devstack.loopback import LoopbackHTTPServer, Served
 from sume.core.names import Env
 
 ITEMS = 10_000
@@ -61,10 +61,11 @@ def keeps_up_with(
 
 class _StatusHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
+    server: LoopbackHTTPServer
 
     def do_GET(self) -> None:
-        server: StatusServer = self.server.owner  # type: ignore[attr-defined]
-        if server.stopping.wait(server.delay):
+        owner: StatusServer = self.server.owner
+        if self.server.stopping.wait(owner.delay):
             return
         job_id = unquote(self.path.removeprefix(STATUS_PATH))
         body = json.dumps({"job_id": job_id, "state": "running"}).encode()
@@ -78,23 +79,15 @@ class _StatusHandler(BaseHTTPRequestHandler):
         pass
 
 
-class StatusServer:
+class StatusServer(Served):
     """Sume's status URLs for every job: "running", after ``delay`` seconds."""
 
     def __init__(self, delay: float) -> None:
         self.delay = delay
-        self._http = LoopbackHttp(_StatusHandler, self)
-        self.stopping = self._http.stopping
+        self.http = LoopbackHTTPServer(_StatusHandler, self)
 
     def url(self, job_id: str) -> str:
-        return self._http.url(STATUS_PATH + job_id)
-
-    def __enter__(self) -> StatusServer:
-        self._http.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._http.stop()
+        return self.http.url(STATUS_PATH + job_id)
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,12 @@ import io
 import json
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import ClassVar
 
@@ -21,6 +20,7 @@ import boto3
 import pytest
 
 from devstack.apigw import HttpApiServer
+from devstack.loopback import LoopbackHTTPServer
 from devstack.resources import create_resources
 from infra import spec
 from infra.spec import ResourceNames
@@ -868,12 +868,8 @@ class _Verifying(BaseHTTPRequestHandler):
 @pytest.fixture
 def verifying_url() -> Iterator[str]:
     _Verifying.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Verifying)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/webhooks/sume"
-    server.shutdown()
-    server.server_close()
+    with LoopbackHTTPServer(_Verifying) as server:
+        yield server.url("/webhooks/sume")
 
 
 def test_send_test_signs_with_the_given_secret(cli, verifying_url):
