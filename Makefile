@@ -52,11 +52,12 @@ test: install
 test-fast: install
 	$(PY) -m pytest tests/unit tests/integration
 
-## lint: ruff (lint + format check) and mypy
+## lint: ruff (lint + format check), mypy, and the import contracts between slices
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 ## format: ruff fixes what it can, then formats
 format: install

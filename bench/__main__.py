@@ -36,6 +36,7 @@ from bench.report import (  # noqa: E402
     verdict,
 )
 from infra.spec import RECEIVER_MEMORY_MB  # noqa: E402
+from sume.store.sizing import item_size  # noqa: E402
 
 POWERTOOLS_RATIO_TARGET = 1.5
 IMPORT_MARGIN_MS = 60.0
@@ -289,8 +290,8 @@ def section_cost(calls_report: calls.CallsReport, cpu_report: cpu.CpuReport) -> 
     )
     ours = {r.delivery: r for r in calls_report.rows if r.design == "ours"}
     powertools = {r.delivery: r for r in calls_report.rows if r.design == "powertools"}
-    item = cost.item_bytes(calls_report.job_item)
-    record = cost.item_bytes(calls_report.idempotency_record)
+    item = item_size(calls_report.job_item)
+    record = item_size(calls_report.idempotency_record)
     event_bytes = len(calls_report.job_item.get("body", {}).get("S", "").encode())
     counted = item + 40  # the duplicate's counter update grows the item a little
     usages = {

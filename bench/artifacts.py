@@ -17,7 +17,7 @@ ours is measured against.
 
 Ours runs as deployed (ranged, since the origin offers ranges) and held to
 one stream; beside it, s3transfer's managed upload of the same stream with the
-same memory bound, the alternative ``sume.transfer`` was measured against. A
+same memory bound, the alternative ``sume.working.transfer`` was measured against. A
 copier is one ``Bench.case`` call in ``measure`` and one entry in
 ``copier.COPIERS``. Cases run interleaved, ``rounds`` times, and the fastest
 round counts: on a shared machine the neighbours only ever add time.
@@ -35,7 +35,7 @@ from bench import copier, servers
 from bench.env import STUB_NAMES
 from bench.origin import Content
 from infra.spec import worker_queue_environment
-from sume.names import Env
+from sume.core.names import Env
 
 MiB = 1024 * 1024
 SIZE = 256 * MiB
@@ -193,7 +193,7 @@ class Bench:
     def __init__(self, stack: contextlib.ExitStack, size: int) -> None:
         import boto3
 
-        from sume.settings import WorkerSettings
+        from sume.working.settings import WorkerSettings
 
         self._stack = stack
         self._cases: list[Case] = []

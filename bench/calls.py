@@ -20,9 +20,9 @@ from bench.env import STUB_NAMES, environment
 from bench.references import Handler, floor_handler, powertools_handler
 from bench.runtime import python, silenced
 from devstack.lambda_context import LambdaContext
-from sume import services
-from sume.jobs import JobAttr, State
-from sume.names import Env
+from sume.core import runtime
+from sume.core.names import Env
+from sume.store.jobs import JobAttr, State
 
 FUNCTIONS = Path(__file__).resolve().parents[1] / "functions"
 IDEMPOTENCY_TABLE = "sume-bench-idempotency"
@@ -95,7 +95,7 @@ def _receiver_rows(
 
     ddb = session.client("dynamodb")
     table = env[Env.JOBS_TABLE_NAME]
-    services.reset()
+    runtime.reset()
     h = receiver.handler
     job = d.new_job_id()
     body = d.job_body(job)
@@ -150,14 +150,14 @@ def _receiver_rows(
     _scenario(
         report, counter, "ours", h, "rejected: signed, not JSON", d.delivery(b"{not json"), ZERO
     )
-    services.reset()
+    runtime.reset()
     _scenario(report, counter, "ours", h, "rejected: forged, cold container", d.forged(other))
 
 
 def _reference_rows(
     report: CallsReport, counter: CallCounter, session: Any, env: dict[str, str]
 ) -> None:
-    from sume.secrets import SigningSecrets
+    from sume.core.secrets import SigningSecrets
 
     ddb = session.client("dynamodb")
     sqs = session.client("sqs")
@@ -223,7 +223,7 @@ def _worker_poller_rows(
     import receiver
     import worker
     from devstack.simulator import Sume
-    from sume import registry
+    from sume.polling import registry
 
     ddb = session.client("dynamodb")
     table = env[Env.JOBS_TABLE_NAME]
@@ -280,13 +280,13 @@ def measure() -> CallsReport:
             _receiver_rows(report, counter, session, env)
             _reference_rows(report, counter, session, env)
         if {"worker", "poller"} <= set(handler_modules()):
-            services.reset()
+            runtime.reset()
             # Only here may artifact and status URLs be http on loopback: the
             # simulator serves them.
             local = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
             with environment({**env, **local, Env.SIGNING_SECRET_ARN: env[Env.SIGNING_SECRET_ARN]}):
                 _worker_poller_rows(report, counter, session, env)
-        services.reset()
+        runtime.reset()
     report.at_import = {m: import_side_effects(m) for m in handler_modules()}
     return report
 

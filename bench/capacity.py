@@ -4,7 +4,7 @@ Awaiting jobs are written straight into the jobs table on moto (in-process,
 batch writes), spread over the due-work shards by their job id as the
 registry spreads them, every one due. Their ``status_url`` is a loopback
 server that answers ``{"state": "running"}`` after a fixed delay, so every
-poll ends in a reschedule. Then one real run: ``services.build_poller`` with
+poll ends in a reschedule. Then one real run: ``build_poller`` with
 the default settings and the deployed time budget (the function's timeout
 less the handler's margin), its DynamoDB calls counted on botocore's
 ``before-call``. The same run over a table with as many again items that are
@@ -27,8 +27,8 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote
 
-from bench.loopback import LoopbackHttp
-from sume.names import Env
+from devstack.loopback import LoopbackHTTPServer, Served
+from sume.core.names import Env
 
 ITEMS = 10_000
 QUICK_ITEMS = 2_000
@@ -40,8 +40,8 @@ STATUS_PATH = "/status/"
 
 def poll_reserve(settings: Any) -> float:
     """Seconds before a run's end when it starts no poll: one poll's worst case
-    (``sume.polling.PollPolicy.poll_reserve_seconds``)."""
-    from sume.polling import POLL_FINISH_SECONDS
+    (``sume.polling.settings.PollPolicy.poll_reserve_seconds``)."""
+    from sume.polling.settings import POLL_FINISH_SECONDS
 
     return float(settings.total_timeout_seconds) + POLL_FINISH_SECONDS
 
@@ -61,10 +61,11 @@ def keeps_up_with(
 
 class _StatusHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
+    server: LoopbackHTTPServer
 
     def do_GET(self) -> None:
-        server: StatusServer = self.server.owner  # type: ignore[attr-defined]
-        if server.stopping.wait(server.delay):
+        owner: StatusServer = self.server.owner
+        if self.server.stopping.wait(owner.delay):
             return
         job_id = unquote(self.path.removeprefix(STATUS_PATH))
         body = json.dumps({"job_id": job_id, "state": "running"}).encode()
@@ -78,23 +79,15 @@ class _StatusHandler(BaseHTTPRequestHandler):
         pass
 
 
-class StatusServer:
+class StatusServer(Served):
     """Sume's status URLs for every job: "running", after ``delay`` seconds."""
 
     def __init__(self, delay: float) -> None:
         self.delay = delay
-        self._http = LoopbackHttp(_StatusHandler, self)
-        self.stopping = self._http.stopping
+        self.http = LoopbackHTTPServer(_StatusHandler, self)
 
     def url(self, job_id: str) -> str:
-        return self._http.url(STATUS_PATH + job_id)
-
-    def __enter__(self) -> StatusServer:
-        self._http.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._http.stop()
+        return self.http.url(STATUS_PATH + job_id)
 
 
 @dataclass(frozen=True)
@@ -149,8 +142,8 @@ class CapacityReport:
 
 def _item(job_id: str, status_url: str, now: int, due_at: int | None) -> dict[str, Any]:
     """An awaiting job as ``JobsTable.register`` leaves it; finished when ``due_at`` is None."""
-    from sume.jobs import JobAttr, State
-    from sume.names import due_shard
+    from sume.core.names import due_shard
+    from sume.store.jobs import JobAttr, State
 
     state = State.PROCESSED if due_at is None else State.AWAITING
     item: dict[str, Any] = {
@@ -190,8 +183,9 @@ def run_once(delay: float, due: int, not_due: int, window: float | None = None) 
     from devstack.resources import create_resources
     from devstack.resources import environment as lambda_env
     from infra.spec import POLLER_TIMEOUT
-    from sume import services
-    from sume.settings import PollerSettings
+    from sume.core import runtime
+    from sume.polling.compose import build_poller
+    from sume.polling.settings import PollerSettings
 
     moto_atomic.install()
     counter = CallCounter()
@@ -201,11 +195,11 @@ def run_once(delay: float, due: int, not_due: int, window: float | None = None) 
         seed(session.client("dynamodb"), names.table, server, due, not_due, int(time.time()))
         local = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
         with environment({**lambda_env(names), **local}):
-            services.reset()
+            runtime.reset()
             settings = PollerSettings.from_env()
-            run = services.build_poller(settings)
+            run = build_poller(settings)
             reserve = poll_reserve(settings)
-            margin = settings.time_budget_margin_seconds
+            margin = settings.policy.time_margin_seconds
             budget: float = POLLER_TIMEOUT - margin
             if window is not None:
                 budget = min(budget, window + reserve)
@@ -217,7 +211,7 @@ def run_once(delay: float, due: int, not_due: int, window: float | None = None) 
                 summary = run.run(lambda: invocation_ends - time.monotonic())
             seconds = time.monotonic() - started
             calls = Counter(counter.take())
-        services.reset()
+        runtime.reset()
     return PollerRun(
         delay=delay,
         due=due,
@@ -235,14 +229,14 @@ def run_once(delay: float, due: int, not_due: int, window: float | None = None) 
 def measure(items: int = ITEMS, window: float | None = None) -> CapacityReport:
     """Runs at each delay over ``items`` due jobs, and the first again over a table twice as big."""
     from infra.spec import DEFAULT_POLL_RATE_MINUTES, POLLER_TIMEOUT
-    from sume.settings import PollerSettings
+    from sume.polling.settings import PollerSettings
 
     defaults = PollerSettings.from_env({Env.JOBS_TABLE_NAME: "t", Env.JOBS_QUEUE_URL: "q"})
     report = CapacityReport(
-        budget=POLLER_TIMEOUT - defaults.time_budget_margin_seconds,
+        budget=POLLER_TIMEOUT - defaults.policy.time_margin_seconds,
         reserve=poll_reserve(defaults),
         every=DEFAULT_POLL_RATE_MINUTES * 60,
-        intervals=(defaults.poll_initial_seconds, defaults.poll_max_interval_seconds),
+        intervals=(defaults.policy.initial_seconds, defaults.policy.max_interval_seconds),
         parallel=defaults.max_parallel_polls,
     )
     first, *others = DELAYS_SECONDS

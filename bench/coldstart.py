@@ -63,12 +63,14 @@ VARIANTS: dict[str, str] = {
     # first delivery, and reads the secret: a cold start pays all of it.
     RECEIVER_FIRST_USE: (
         "import receiver\n"
-        "from sume import aws, services\n"
-        "from sume.settings import ReceiverSettings\n"
+        "from sume.core import aws\n"
+        "from sume.receiving.settings import ReceiverSettings\n"
+        "from sume.receiving.compose import build_signing_secrets\n"
+        "from sume.store.compose import build_intake\n"
         "from bench.secretstub import answer_secrets\n"
         "settings = ReceiverSettings.from_env()\n"
-        "services.build_intake(settings)\n"
-        "secrets = services.build_signing_secrets(settings)\n"
+        "build_intake(settings)\n"
+        "secrets = build_signing_secrets(settings)\n"
         "answer_secrets(aws.client('secretsmanager'))\n"
         "assert secrets.current() == (b'whsec_bench_cold_start',)"
     ),

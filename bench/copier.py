@@ -69,8 +69,8 @@ Copier = Callable[[Job], Action]
 
 def _download_only(job: Job) -> Action:
     """The download floor: the same ``SafeHttp`` the worker uses, read and discarded."""
-    from sume.fetch import SafeHttp
-    from sume.settings import WorkerSettings
+    from sume.net.fetch import SafeHttp
+    from sume.working.settings import WorkerSettings
 
     settings = WorkerSettings.from_env()
     http = SafeHttp(
@@ -92,7 +92,7 @@ def _upload_only(job: Job) -> Action:
     from boto3.s3.transfer import TransferConfig
 
     from bench.origin import Content
-    from sume import aws
+    from sume.core import aws
 
     s3 = aws.client("s3", patient=True)
     data = Content(job.size, job.seed).read()
@@ -107,15 +107,15 @@ def _upload_only(job: Job) -> Action:
 
 def _ours(job: Job) -> Action:
     """The worker's ``ArtifactStore``, wired as the worker wires it."""
-    from sume import services
-    from sume.names import Env
-    from sume.settings import WorkerSettings
+    from sume.core.names import Env
+    from sume.working.compose import build_artifact_store
+    from sume.working.settings import WorkerSettings
 
     os.environ[Env.ARTIFACT_CONNECTIONS] = str(job.connections)
 
     # Built as the worker builds it, so the bench copies with exactly the
     # deployed wiring (client config, part size, size cap, policy).
-    store = services.build_artifact_store(WorkerSettings.from_env())
+    store = build_artifact_store(WorkerSettings.from_env())
 
     def run() -> tuple[int, str | None]:
         stored = store.copy(job.url, job.key)
@@ -157,9 +157,9 @@ def _s3transfer(job: Job) -> Action:
     """
     from boto3.s3.transfer import TransferConfig
 
-    from sume import aws
-    from sume.fetch import SafeHttp
-    from sume.settings import WorkerSettings
+    from sume.core import aws
+    from sume.net.fetch import SafeHttp
+    from sume.working.settings import WorkerSettings
 
     settings = WorkerSettings.from_env()
     s3 = aws.client("s3", patient=True)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 PRICES_CHECKED = "2026-11-29"
 HTTP_API_PER_M = 1.00
@@ -36,29 +35,6 @@ S3_PUT_PER_M = 5.00
 FULL_VCPU_MB = 1769
 LATENCY_MS = {"dynamodb": 5.0, "sqs": 8.0, "s3": 25.0, "secretsmanager": 15.0}
 """Typical in-region round trip per call, an assumption of the model."""
-
-
-def attribute_bytes(value: dict[str, Any]) -> int:
-    """Size of one DynamoDB attribute value, by DynamoDB's sizing rules (close enough)."""
-    ((kind, inner),) = value.items()
-    if kind == "S":
-        size = len(inner.encode("utf-8"))
-    elif kind == "N":
-        size = len(inner.lstrip("-").replace(".", "")) // 2 + 1
-    elif kind in ("BOOL", "NULL"):
-        size = 1
-    elif kind == "M":
-        size = 3 + sum(len(k.encode()) + attribute_bytes(v) + 1 for k, v in inner.items())
-    elif kind == "L":
-        size = 3 + sum(attribute_bytes(v) + 1 for v in inner)
-    else:
-        # B is bytes; the sets (SS, NS, BS) count their members.
-        size = len(inner) if kind == "B" else sum(len(str(v)) for v in inner)
-    return size
-
-
-def item_bytes(item: dict[str, Any]) -> int:
-    return sum(len(name.encode()) + attribute_bytes(v) for name, v in item.items())
 
 
 def wru(size_bytes: int) -> int:

@@ -2,7 +2,7 @@
 
 The counter is added to botocore's built-in handlers (as moto adds its
 stubber), so every session created while it is installed, including the ones
-``sume.aws.client`` creates on first use, reports each API call on
+``sume.core.aws.client`` creates on first use, reports each API call on
 ``before-call`` and each client it creates. A session made before it was
 installed is not watched: forget the cached one (the handlers' reset) inside
 the block. It is registered under ``*.*`` so it runs before moto's and the

@@ -32,9 +32,10 @@ from bench.env import STUB_NAMES, environment
 from bench.references import Handler, floor_handler, powertools_handler
 from bench.runtime import silenced
 from devstack.lambda_context import LambdaContext
-from sume import services
-from sume.jobs import JobAttr, Source, State
-from sume.names import Env
+from sume.core import runtime
+from sume.core.names import Env
+from sume.receiving.compose import build_signing_secrets, receiver_service
+from sume.store.jobs import JobAttr, Source, State
 
 KINDS = ("new", "duplicate", "rejected")
 DESIGNS = ("ours", "floor", "powertools")
@@ -89,9 +90,9 @@ def _failed_write(stub: Stubber, method: str, item: dict[str, Any] | None) -> No
 
 def _ours() -> Design:
     import receiver
-    from sume import aws
+    from sume.core import aws
 
-    services.reset()
+    runtime.reset()
     ddb, sqs, secrets = aws.client("dynamodb"), aws.client("sqs"), aws.client("secretsmanager")
     aws.client("s3")
     stubs = {name: Stubber(c) for name, c in (("ddb", ddb), ("sqs", sqs), ("sm", secrets))}
@@ -141,7 +142,7 @@ def _floor() -> Design:
 def _powertools() -> Design:
     import boto3
 
-    from sume.settings import ReceiverSettings
+    from sume.receiving.settings import ReceiverSettings
 
     session = boto3.session.Session()
     ddb, sqs, sm = (
@@ -157,9 +158,7 @@ def _powertools() -> Design:
         {"ARN": STUB_NAMES[Env.SIGNING_SECRET_ARN], "Name": "sume-bench", "SecretString": d.SECRET},
     )
     # The same secret handling as ours: Secrets Manager, cached by Powertools.
-    secrets = services.build_signing_secrets(
-        ReceiverSettings.from_env(), lambda service, patient=False: sm
-    )
+    secrets = build_signing_secrets(ReceiverSettings.from_env(), lambda service, patient=False: sm)
     handler = powertools_handler(
         ddb, sqs, IDEMPOTENCY_TABLE, STUB_NAMES[Env.JOBS_QUEUE_URL], secrets
     )
@@ -242,7 +241,7 @@ def designs() -> Iterator[dict[str, Design]]:
             yield built
         finally:
             # The stubbed clients must not outlive the run in the handler caches.
-            services.reset()
+            runtime.reset()
 
 
 def measure(rounds: int, batch: int) -> CpuReport:
@@ -294,7 +293,7 @@ def _log_line_off() -> Iterator[None]:
     """The handler's ``logger.info`` returns at its level check; warnings still log."""
     import logging
 
-    from sume.observability import logger
+    from sume.core.observability import logger
 
     level = logger.log_level
     logger.setLevel(logging.WARNING)
@@ -306,7 +305,7 @@ def _log_line_off() -> Iterator[None]:
 
 def _domain_only(webhook: Any) -> Handler:
     """Our receiver without the handler's Powertools layers, logs or metrics."""
-    from sume.http import HttpResponse, request_from_event, to_event_response
+    from sume.receiving.http import HttpResponse, request_from_event, to_event_response
 
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         receipt = webhook.receive(request_from_event(event))
@@ -327,9 +326,7 @@ def breakdown(rounds: int, batch: int) -> dict[str, list[float]]:
         innermost = full.__wrapped__.__wrapped__
         layers = [
             built["floor"],
-            Design(
-                BREAKDOWN[1], _domain_only(services.receiver_service()), ours.stubbers, ours.stage
-            ),
+            Design(BREAKDOWN[1], _domain_only(receiver_service()), ours.stubbers, ours.stage),
             Design(BREAKDOWN[2], innermost, ours.stubbers, ours.stage, _log_line_off),
             Design(BREAKDOWN[3], innermost, ours.stubbers, ours.stage),
             Design(BREAKDOWN[4], full.__wrapped__, ours.stubbers, ours.stage),

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from devstack.apigw import http_api_event
-from sume import signature
-from sume.names import WEBHOOK_PATH
+from sume.contract import signature
+from sume.core.names import WEBHOOK_PATH
 
 SECRET = "whsec_bench_secret"  # noqa: S105 - signs the bench's own deliveries, offline
 ARTIFACT_URL = "https://cdn.sume.example/jobs/{job_id}/renders/{n}/output-1080p.mp4?sig={sig}"

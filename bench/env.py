@@ -7,7 +7,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from sume.names import Env
+from sume.core.names import Env
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

@@ -22,7 +22,6 @@ with a length that is not a number, or cut it short.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import gzip
 import hashlib
@@ -35,7 +34,7 @@ from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from bench.loopback import LoopbackHttp
+from devstack.loopback import LoopbackHTTPServer, Served
 
 BLOCK = 1024 * 1024
 CHUNK = 64 * 1024
@@ -190,7 +189,7 @@ class Seen:
     host: str | None = None
 
 
-class Origin:
+class Origin(Served):
     """Serves one generated object at ``url``; see the module docstring.
 
     ``rate``: bytes per second per connection (None: as fast as it goes).
@@ -223,13 +222,13 @@ class Origin:
         self._version = Version.of(size, seed)
         self._change_after = change_after
         self._lock = threading.Lock()
-        self._http = LoopbackHttp(_OriginHandler, self)
+        self.http = LoopbackHTTPServer(_OriginHandler, self)
         # Waiting on the stop event lets a paced answer end with the server.
-        self._sleep = sleep or self._http.stopping.wait
+        self._sleep = sleep or self.http.stopping.wait
 
     @property
     def url(self) -> str:
-        return self._http.url(PATH)
+        return self.http.url(PATH)
 
     @property
     def version(self) -> Version:
@@ -262,7 +261,7 @@ class Origin:
         pacer = Pacer(self.rate, self._clock, self._sleep)
         for piece in version.content.chunks(start, end):
             pacer.wait(len(piece))
-            if self._http.stopping.is_set():
+            if self.http.stopping.is_set():
                 return
             write(piece)
             self._count(len(piece))
@@ -274,23 +273,13 @@ class Origin:
                 self._change_after = None
                 self._replace()
 
-    def __enter__(self) -> Origin:
-        self._http.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._http.stop()
-
 
 class _OriginHandler(BaseHTTPRequestHandler):
     # HTTP/1.1: a ranged copier may keep its connections for several parts.
     protocol_version = "HTTP/1.1"
-
-    def handle(self) -> None:
-        # A copier that stops reading (a size cap, a fallback, a part it
-        # already has) resets its connection: nothing to report.
-        with contextlib.suppress(ConnectionError):
-            super().handle()
+    # A copier that stops reading (a size cap, a fallback, a part it already
+    # has) resets its connection: the server drops it without a word.
+    server: LoopbackHTTPServer
 
     def do_HEAD(self) -> None:
         self._answer(body=False)
@@ -299,7 +288,7 @@ class _OriginHandler(BaseHTTPRequestHandler):
         self._answer(body=True)
 
     def _answer(self, body: bool) -> None:
-        origin: Origin = self.server.owner  # type: ignore[attr-defined]
+        origin: Origin = self.server.owner
         version = origin.version
         requested = self.headers.get("range")
         if_range = self.headers.get("if-range")

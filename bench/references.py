@@ -22,13 +22,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any, cast
 
-from sume import signature
-from sume.envelope import JobEvent
-from sume.intake import Intake, JobIntake, Outcome
-from sume.jobs import Source
-from sume.names import Metric
-from sume.secrets import SigningSecrets
-from sume.webhook import Rejected, WebhookReceiver
+from sume.contract import signature
+from sume.contract.envelope import JobEvent
+from sume.core.names import Metric
+from sume.core.secrets import SigningSecrets
+from sume.receiving.webhook import Rejected, WebhookReceiver
+from sume.store.intake import Intake, JobIntake, Outcome
+from sume.store.jobs import Source
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
@@ -119,7 +119,7 @@ def powertools_handler(
     max_body_bytes: int = 1024 * 1024,
 ) -> Handler:
     import receiver
-    from sume.observability import logger, metrics, tracer
+    from sume.core.observability import logger, metrics, tracer
 
     intake = PowertoolsIntake(ddb, sqs, idempotency_table, queue_url)
     webhook = WebhookReceiver(

@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any
 
 from bench.runtime import silenced
-from sume.names import Env
+from sume.core.names import Env
 
 CONCURRENCY = 4
 

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
-import threading
 import traceback
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from devstack.lambda_context import LambdaContext
-from sume.names import WEBHOOK_PATH
+from devstack.loopback import LoopbackHTTPServer
+from sume.core.names import WEBHOOK_PATH
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 Observer = Callable[[dict[str, Any], dict[str, Any]], None]
@@ -87,23 +86,8 @@ def http_api_event(
     return event
 
 
-class LoopbackHTTPServer(ThreadingHTTPServer):
-    """The local stack's and the simulator's HTTP servers: one thread per connection."""
-
-    daemon_threads = True
-    # Bursts of concurrent deliveries must not wait on a full accept queue.
-    request_queue_size = 128
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that gave up (a timeout, a closed keep-alive connection)
-        # is routine here: no traceback for it. Anything else is a bug.
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return
-        super().handle_error(request, client_address)
-
-
 class HttpApiServer(LoopbackHTTPServer):
-    """A threading HTTP server whose one route calls ``handler`` with HTTP API events."""
+    """A loopback HTTP server whose one route calls ``handler`` with HTTP API events."""
 
     def __init__(
         self,
@@ -113,28 +97,11 @@ class HttpApiServer(LoopbackHTTPServer):
         timeout_seconds: float,
         observer: Observer | None = None,
     ) -> None:
-        super().__init__(address, _RequestHandler)
+        super().__init__(_RequestHandler, host=address[0], port=address[1])
         self.lambda_handler = handler
         self.function_name = function_name
         self.timeout_seconds = timeout_seconds
         self.observer = observer
-        self._thread: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        return int(self.server_address[1])
-
-    def start(self) -> None:
-        self._thread = threading.Thread(
-            target=self.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
-        if self._thread:
-            self._thread.join()
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
@@ -203,10 +170,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         raw = response.get("body") or ""
         payload = base64.b64decode(raw) if response.get("isBase64Encoded") else raw.encode()
         headers = {str(k): str(v) for k, v in (response.get("headers") or {}).items()}
-        try:
-            self._answer(int(response.get("statusCode", 200)), headers, payload)
-        except (BrokenPipeError, ConnectionResetError):
-            # The caller gave up first (Sume's timeout): its retry will come.
-            self.close_connection = True
+        # The caller may have given up first (Sume's timeout): the server
+        # drops that connection quietly, and Sume's retry will come.
+        self._answer(int(response.get("statusCode", 200)), headers, payload)
 
     do_POST = do_GET = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _dispatch

@@ -17,8 +17,8 @@ import time
 from devstack import scenario
 from devstack.simulator import Sume, SumeJob
 from devstack.stack import DevStack, DevStackSettings, printer, start_problem
-from sume.names import Env
-from sume.settings import ConfigurationError
+from sume.core.errors import ConfigurationError
+from sume.core.names import Env
 
 # Seconds, so the job whose webhook never arrives is found while you watch.
 DEMO_TIMINGS = {

@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from devstack import moto_atomic
-from sume.bounded import DYNAMODB_MAX_DEPTH, nests_deeper
+from sume.core.bounded import DYNAMODB_MAX_DEPTH, nests_deeper
+from sume.store.sizing import MAX_ITEM_BYTES, item_size, typed, utf8_size
 
-DYNAMODB_MAX_ITEM_BYTES: Final = 400 * 1024
 EVENTBRIDGE_MAX_ENTRIES_BYTES: Final = 256 * 1024
 S3_MAX_KEY_BYTES: Final = 1024
 
@@ -62,22 +62,8 @@ def install() -> None:
         _installed = True
 
 
-def _utf8(text: str) -> int:
-    # A lone surrogate is not UTF-8 at all; count it as the 3 bytes AWS would
-    # see if it let it through, rather than fail the size check itself.
-    return len(text.encode("utf-8", "surrogatepass"))
-
-
-def _typed(value: Any) -> tuple[str, Any]:
-    """``(type, value)`` of an attribute value, as a request carries it or moto stores it."""
-    if isinstance(value, dict):
-        ((kind, inner),) = value.items()
-        return kind, inner
-    return value.type, value.value
-
-
 def _children(value: Any) -> Iterable[Any]:
-    kind, inner = _typed(value)
+    kind, inner = typed(value)
     if kind == "M":
         return inner.values()
     if kind == "L":
@@ -88,55 +74,10 @@ def _children(value: Any) -> Iterable[Any]:
 def too_deep(value: Any, levels: int = DYNAMODB_MAX_DEPTH) -> bool:
     """True if an attribute value nests more than ``levels`` levels (a scalar is one).
 
-    The rule is the domain's (``sume.bounded.nests_deeper``, which the
+    The rule is the domain's (``sume.core.bounded.nests_deeper``, which the
     registration checks apply to metadata), walked here over attribute values.
     """
     return nests_deeper(value, _children, levels)
-
-
-def _number_size(text: str) -> int:
-    mantissa = re.split("[eE]", text.lstrip("+-"), maxsplit=1)[0]
-    significant = mantissa.replace(".", "").strip("0")
-    return (len(significant) + 1) // 2 + 1
-
-
-def _binary_size(data: bytes | str) -> int:
-    return len(data) if isinstance(data, bytes) else -(-len(data) * 3 // 4)
-
-
-_SCALAR_SIZES: Final[dict[str, Callable[[Any], int]]] = {
-    "S": _utf8,
-    "N": _number_size,
-    "B": _binary_size,
-    "BOOL": lambda _: 1,
-    "NULL": lambda _: 1,
-}
-
-
-def value_size(value: Any) -> int:
-    """Bytes DynamoDB counts for one attribute value (its name not included).
-
-    AWS's rules ("DynamoDB item sizes and formats"): strings in UTF-8 bytes;
-    numbers one byte per two significant digits plus one (rounded up here);
-    binary in raw bytes (base64 text counted as 3/4 of its length, rounded
-    up); null and boolean one byte; a list or map 3 bytes plus one byte and
-    the size of each element (a map element adds its name's UTF-8 bytes).
-    Sets are counted like lists, which AWS does not document and which can
-    only overstate them.
-    """
-    kind, inner = _typed(value)
-    if sizer := _SCALAR_SIZES.get(kind):
-        return sizer(inner)
-    if kind == "M":
-        return 3 + sum(_utf8(name) + 1 + value_size(v) for name, v in inner.items())
-    # A list, or a set (SS, NS, BS) whose elements are bare strings of one type.
-    elements = inner if kind == "L" else [{kind[0]: v} for v in inner]
-    return 3 + sum(1 + value_size(v) for v in elements)
-
-
-def item_size(attributes: Mapping[str, Any]) -> int:
-    """Bytes DynamoDB counts for an item: each attribute's name and value."""
-    return sum(_utf8(name) + value_size(value) for name, value in attributes.items())
 
 
 def put_events_size(entries: Iterable[Mapping[str, Any]]) -> int:
@@ -149,8 +90,9 @@ def put_events_size(entries: Iterable[Mapping[str, Any]]) -> int:
     total = 0
     for entry in entries:
         total += 14 if entry.get("Time") is not None else 0
-        total += sum(_utf8(entry.get(field) or "") for field in ("Source", "DetailType", "Detail"))
-        total += sum(_utf8(resource) for resource in entry.get("Resources") or () if resource)
+        fields = ("Source", "DetailType", "Detail")
+        total += sum(utf8_size(entry.get(field) or "") for field in fields)
+        total += sum(utf8_size(resource) for resource in entry.get("Resources") or () if resource)
     return total
 
 
@@ -184,7 +126,7 @@ def _limit_dynamodb() -> None:
     def check_put(call: dict[str, Any]) -> None:
         refuse_deep(call.get("expression_attribute_values"))
         refuse_deep(call["item_attrs"])
-        if item_size(call["item_attrs"]) > DYNAMODB_MAX_ITEM_BYTES:
+        if item_size(call["item_attrs"]) > MAX_ITEM_BYTES:
             raise ItemSizeTooLarge()
 
     _guard(DynamoDBBackend, "put_item", check_put)
@@ -206,7 +148,7 @@ def _limit_dynamodb() -> None:
             try:
                 item = update_item(self, *args, **kwargs)
                 refuse_deep(item.attrs)
-                if item_size(item.attrs) > DYNAMODB_MAX_ITEM_BYTES:
+                if item_size(item.attrs) > MAX_ITEM_BYTES:
                     raise ItemSizeToUpdateTooLarge()
             except Exception:
                 _restore(table, hash_key, range_key, before)
@@ -272,7 +214,7 @@ def _limit_s3() -> None:
 
     def key_check(argument: str) -> Callable[[dict[str, Any]], None]:
         def check(call: dict[str, Any]) -> None:
-            if _utf8(call[argument]) > S3_MAX_KEY_BYTES:
+            if utf8_size(call[argument]) > S3_MAX_KEY_BYTES:
                 raise S3ClientError("KeyTooLongError", S3_KEY_MESSAGE)
 
         return check

@@ -7,7 +7,7 @@ from typing import Any
 
 from infra import spec
 from infra.spec import ResourceNames
-from sume.names import Env
+from sume.core.names import Env
 
 
 def create_resources(

@@ -20,7 +20,7 @@ from devstack.simulator import Delivery, Sume, SumeJob
 
 if TYPE_CHECKING:
     from devstack.stack import DevStack
-    from sume.jobs import Job
+    from sume.store.jobs import Job
 
 Expect = Callable[[str, str], None]
 

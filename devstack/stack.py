@@ -39,16 +39,15 @@ from devstack.lambda_context import LambdaContext
 from devstack.resources import create_resources, environment
 from infra import spec
 from infra.spec import ResourceNames
-from sume import services
-from sume.jobs import JobsTable, State
-from sume.names import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH, Env
-from sume.settings import (
-    ConfigurationError,
-    PollerSettings,
-    ReceiverSettings,
-    TableSettings,
-    WorkerSettings,
-)
+from sume.core import runtime
+from sume.core.errors import ConfigurationError
+from sume.core.names import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH, Env
+from sume.core.settings import TableSettings
+from sume.polling.settings import PollerSettings
+from sume.receiving.settings import ReceiverSettings
+from sume.store.compose import build_jobs
+from sume.store.jobs import JobsTable, State
+from sume.working.settings import WorkerSettings
 
 HOST = "127.0.0.1"
 REGION = "us-east-1"
@@ -268,7 +267,7 @@ class DevStack:
         self.announcements_queue_url = self._subscribe_announcements()
         self._apply_env(self.lambda_environment())
         check_settings(os.environ)
-        services.reset()
+        runtime.reset()
 
         receiver = importlib.import_module("receiver")
         try:
@@ -335,7 +334,8 @@ class DevStack:
         Sume's 10 s timeout. A signed ``webhook.test`` reads the settings and
         the signing secret; it is not journaled (nobody sent it).
         """
-        from sume import aws, signature
+        from sume.contract import signature
+        from sume.core import aws
 
         # The clients the handlers make on first use (receiver and poller: fast
         # ones; worker: patient ones).
@@ -362,7 +362,7 @@ class DevStack:
         self._clients.clear()
         self._session = None
         self._restore_env()
-        services.reset()
+        runtime.reset()
         with _running_lock:
             if _running is self:
                 _running = None
@@ -450,7 +450,7 @@ class DevStack:
     def jobs(self) -> JobsTable:
         """The jobs table as the functions see it: read a job, or move it along by hand."""
         table = TableSettings.table_from(self.lambda_environment())
-        return JobsTable(self.client("dynamodb"), table.jobs_table_name, table.due_shards)
+        return build_jobs(table, self.client("dynamodb"))
 
     def poll(self) -> Any:
         """Run the poller once now (also while its timer runs; never two at once)."""
@@ -459,7 +459,7 @@ class DevStack:
 
     def expect(self, job_id: str, status_url: str, metadata: dict[str, Any] | None = None) -> None:
         """Register a submitted job for status polling, as an application would."""
-        from sume import registry
+        from sume.polling import registry
 
         assert self.names is not None
         registry.expect(
@@ -500,7 +500,7 @@ class DevStack:
     # Observers: one journal line per job event, handlers untouched
 
     def _contained(self, handler: Callable[..., Any]) -> Callable[..., Any]:
-        from sume.observability import metrics
+        from sume.core.observability import metrics
 
         def invoke(event: dict[str, Any], context: Any) -> Any:
             try:

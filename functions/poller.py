@@ -3,7 +3,7 @@ registrations by event (the registrations queue's SQS event source).
 
 A registration that raises is reported in ``batchItemFailures`` and retried
 by SQS, then moved to the registrations DLQ; a refused one is parked there at
-once by ``sume.registration`` and does not raise.
+once by ``sume.polling.registration`` and does not raise.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from aws_lambda_powertools.utilities.batch import (
     process_partial_response,
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from botocore.exceptions import BotoCoreError, ClientError
 
-from sume import services
-from sume.names import Metric
-from sume.observability import logger, metrics, tracer
-from sume.polling import RunSummary
-from sume.registration import Registration
-from sume.secrets import SecretsUnavailable
+from sume.core.errors import RETRYABLE
+from sume.core.names import Metric
+from sume.core.observability import logger, metrics, tracer
+from sume.core.runtime import time_left
+from sume.polling import compose
+from sume.polling.poller import RunSummary
+from sume.polling.registration import Registration
 
 # As the worker's: a fresh result list per record, and no error for a batch
 # whose every record will simply be retried.
@@ -54,7 +54,7 @@ def observe_registration(registration: Registration) -> None:
 def register_record(record: SQSRecord) -> None:
     logger.append_keys(message_id=record.message_id)
     try:
-        registration = services.registrations_service().handle(record.body)
+        registration = compose.registrations_service().handle(record.body)
     except Exception:
         metrics.add_metric(name=Metric.REGISTRATION_RETRIES, unit="Count", value=1)
         logger.exception("registration will be retried, then moved to the registrations DLQ")
@@ -81,10 +81,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 def run(context: Any) -> dict[str, Any]:
     try:
-        summary = services.poller_service().run(
-            lambda: context.get_remaining_time_in_millis() / 1000
-        )
-    except (ClientError, BotoCoreError, SecretsUnavailable):
+        summary = compose.poller_service().run(time_left(context))
+    except RETRYABLE:
         # The index could not be read: nothing changed, the next run retries,
         # and the raised error trips the function's error alarm meanwhile.
         metrics.add_metric(name=Metric.POLLER_ERRORS, unit="Count", value=1)

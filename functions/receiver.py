@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from sume import services
-from sume.http import HttpResponse, request_from_event, to_event_response
-from sume.names import Metric
-from sume.observability import logger, metrics, tracer
-from sume.secrets import SecretsUnavailable
-from sume.settings import ConfigurationError
-from sume.webhook import Receipt, Rejected
+from sume.core.errors import RETRYABLE, ConfigurationError
+from sume.core.names import Metric
+from sume.core.observability import logger, metrics, tracer
+from sume.receiving import compose
+from sume.receiving.http import HttpResponse, request_from_event, to_event_response
+from sume.receiving.webhook import Receipt, Rejected
 
 
 def accepted(receipt: Receipt) -> HttpResponse:
@@ -63,10 +60,10 @@ def rejected(error: Rejected) -> HttpResponse:
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     metrics.add_metric(name=Metric.DELIVERIES, unit="Count", value=1)
     try:
-        response = accepted(services.receiver_service().receive(request_from_event(event)))
+        response = accepted(compose.receiver_service().receive(request_from_event(event)))
     except Rejected as error:
         response = rejected(error)
-    except (ClientError, BotoCoreError, SecretsUnavailable):
+    except RETRYABLE:
         # Nothing was acknowledged: Sume retries a 5xx, and anything already
         # written says its work is owed.
         metrics.add_metric(name=Metric.STORAGE_ERRORS, unit="Count", value=1)

@@ -22,11 +22,13 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from sume import services
-from sume.ids import InvalidJobId, check_job_id
-from sume.names import Metric
-from sume.observability import logger, metrics, tracer
-from sume.processing import RETRYABLE, Action, JobResult, Parked, TimeLeft, failure_details
+from sume.core.errors import RETRYABLE
+from sume.core.ids import InvalidJobId, check_job_id
+from sume.core.names import Metric
+from sume.core.observability import logger, metrics, tracer
+from sume.core.runtime import time_left
+from sume.working import compose
+from sume.working.processing import Action, JobResult, Parked, failure_details
 
 OUTCOME_METRICS = {
     "completed": Metric.JOBS_COMPLETED,
@@ -81,13 +83,6 @@ def observe(result: JobResult) -> None:
         metrics.add_metric(name=Metric.ARTIFACT_BYTES, unit="Bytes", value=result.bytes_copied)
 
 
-def remaining_time(context: Any) -> TimeLeft | None:
-    """Seconds left in the invocation, from the Lambda context (None without one)."""
-    if context is None:
-        return None
-    return lambda: context.get_remaining_time_in_millis() / 1000
-
-
 def receive_count(record: SQSRecord) -> int:
     """How often SQS has handed this message out, this time included (1 if unsaid)."""
     attributes = record.get("attributes") or {}
@@ -112,7 +107,8 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
     logger.append_keys(job_id=job_id, message_id=record.message_id)
     receives = receive_count(record)
     try:
-        result = services.worker_service().process(job_id, remaining_time(lambda_context), receives)
+        left = None if lambda_context is None else time_left(lambda_context)
+        result = compose.worker_service().process(job_id, left, receives)
     except Parked as exc:
         metrics.add_metric(name=Metric.WORKER_FAILURES, unit="Count", value=1)
         cause = exc.__cause__ or exc
@@ -124,6 +120,7 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
         )
         raise
     except RETRYABLE as exc:
+        # A later attempt may fix it: SQS redelivers the message.
         metrics.add_metric(name=Metric.WORKER_RETRIES, unit="Count", value=1)
         # Not repr(exc): a fetch error's redacted form keeps presigned
         # query strings out of the logs.

@@ -16,7 +16,7 @@ from constructs import Construct
 
 from infra import spec
 from infra.nag import acknowledge
-from sume.names import WEBHOOK_PATH
+from sume.core.names import WEBHOOK_PATH
 
 # One JSON line per request. No headers or body: they carry Sume's signature.
 ACCESS_LOG_FIELDS: Final = {

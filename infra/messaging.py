@@ -52,7 +52,7 @@ def queue_with_dlq(
 
 
 class AnnouncementBus(Construct):
-    """Custom bus: subscribers match ``source`` = ``sume.names.EVENT_SOURCE``."""
+    """Custom bus: subscribers match ``source`` = ``sume.core.names.EVENT_SOURCE``."""
 
     def __init__(self, scope: Construct, construct_id: str, *, bus_name: str) -> None:
         super().__init__(scope, construct_id)

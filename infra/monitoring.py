@@ -16,7 +16,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from sume.names import METRICS_NAMESPACE, SERVICE_NAME, Metric
+from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME, Metric
 
 PERIOD = Duration.minutes(5)
 # Oldest job message waiting longer than this means the worker is stuck or

@@ -25,7 +25,7 @@ from constructs import Construct
 from infra import spec
 from infra.messaging import queue_with_dlq
 from infra.monitoring import PERIOD, Monitoring, app_metric
-from sume.names import REGISTRATION_DETAIL_TYPE, Metric
+from sume.core.names import REGISTRATION_DETAIL_TYPE, Metric
 
 
 class JobRegistrations(Construct):

@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from infra.spec import SCHEMAS_DIR
-from sume.names import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE
+from sume.core.names import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE
 
 DRAFT_4: Final = "http://json-schema.org/draft-04/schema#"
-# What sume.announce writes: processed_at, and each artifact's ARN.
+# What sume.working.announce writes: processed_at, and each artifact's ARN.
 ISO_SECOND: Final = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"
 S3_OBJECT_ARN: Final = r"^arn:aws[a-z-]*:s3:::[^/]+/.+$"
 
@@ -204,7 +204,7 @@ def registration() -> dict[str, Any]:
     """The schema of the event an application puts to register a submitted job."""
     detail = {
         "type": "object",
-        "description": "What sume.registry.expect takes; any other field is refused.",
+        "description": "What sume.polling.registry.expect takes; any other field is refused.",
         "required": ["job_id", "status_url"],
         "additionalProperties": False,
         "properties": {

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from sume.names import (
+from sume.core.names import (
     DUE_AT,
     DUE_INDEX,
     DUE_SHARD,
@@ -35,12 +35,12 @@ DEFAULT_POLL_RATE_MINUTES: Final = 5
 
 # The worker's timeout and memory and the largest artifact are chosen together
 # (docs/worker.md, "Time, size and memory", says how to change them); the
-# other terms are the worker's settings (sume/settings.py):
+# other terms are the worker's settings (sume/working/settings.py):
 #
 #   T = HTTP_TOTAL_TIMEOUT_SECONDS  270 s  the longest one artifact's copy may take
 #   M = TIME_BUDGET_MARGIN_SECONDS   20 s  after it: the uploads still in flight,
 #                                          the announcement and the finish
-#   C = WORKER_CLAIM_SECONDS         10 s  before it: the claim, reading the event
+#   C = the claim, reading the event 10 s  before it (tests/infra/test_worker_budget.py)
 #   WORKER_TIMEOUT >= C + T + M = 300 s    (LEASE_SECONDS, 900, stays above it)
 #
 #   R = ARTIFACT_PLANNED_BYTES_PER_SECOND, 20 MB/s: the slowest copy planned
@@ -56,7 +56,6 @@ DEFAULT_POLL_RATE_MINUTES: Final = 5
 #   72 MiB over a runtime of about 80 MB. The 1024 MB are for the CPU share,
 #   0.58 of a vCPU: a copy costs 5 to 7 CPU s per GB (`make bench`, section
 #   6), so the worker carries 85 to 115 MB/s, four to five times R.
-WORKER_CLAIM_SECONDS: Final = 10
 WORKER_TIMEOUT: Final = 300
 WORKER_MEMORY_MB: Final = 1024
 

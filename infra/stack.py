@@ -27,7 +27,7 @@ from infra.scheduling import PollerSchedule
 from infra.schemas import EventSchemas
 from infra.secrets import SumeSecrets
 from infra.storage import Buckets, JobsTableResource
-from sume.names import REGISTRATION_DETAIL_TYPE, SERVICE_NAME
+from sume.core.names import REGISTRATION_DETAIL_TYPE, SERVICE_NAME
 
 
 class SumeWebhooksStack(Stack):

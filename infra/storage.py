@@ -31,7 +31,7 @@ def _key_attributes(definition: dict[str, Any], key_schema: list[dict[str, str]]
 class JobsTableResource(Construct):
     """The jobs table: one item per job; the sparse due-work index; TTL on ``expires_at``.
 
-    The resource only: ``sume.jobs.JobsTable`` is the functions' adapter to it.
+    The resource only: ``sume.store.jobs.JobsTable`` is the functions' adapter to it.
 
     Built from ``spec.table_definition`` (what the local stack creates on
     moto), so the deployed keys and index cannot drift from the tested ones.

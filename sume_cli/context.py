@@ -21,9 +21,13 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from infra import spec
-from sume.jobs import JobsTable
-from sume.names import DUE_SHARDS, Env
-from sume.settings import ConfigurationError, PollerSettings, RegistrySettings
+from sume.core.errors import ConfigurationError
+from sume.core.names import DUE_SHARDS, Env
+from sume.polling.compose import build_registry
+from sume.polling.registry import Registry
+from sume.polling.settings import PollerSettings, RegistrySettings
+from sume.store.compose import TableRef, build_jobs
+from sume.store.jobs import JobsTable
 from sume_cli import USAGE, OpsError
 from sume_cli.stackinfo import LOCAL_PREFIX, Stack, discover_local, discover_stage
 
@@ -133,7 +137,7 @@ def deployed_first_poll(cloudformation: Any, lambda_: Any, stack_name: str) -> F
             env = (config.get("Environment") or {}).get("Variables") or {}
             poller = PollerSettings.from_env(env)
             return FirstPoll(
-                poller.poll_initial_seconds,
+                poller.policy.initial_seconds,
                 f"{Env.POLL_INITIAL_SECONDS} of {config['FunctionName']}",
                 poller.url_policy.allowed_hosts,
             )
@@ -215,5 +219,15 @@ class Ops:
 
     @functools.cached_property
     def jobs(self) -> JobsTable:
-        table = self.stack.names.table
-        return JobsTable(self.client("dynamodb"), table, self.shards)
+        return build_jobs(TableRef(self.stack.names.table, self.shards), self.client("dynamodb"))
+
+    def clients(self, service: str, patient: bool = False) -> Any:
+        """The CLI's clients as the domain's builders ask for them."""
+        return self.client(service)
+
+    def registry(self, first: FirstPoll) -> Registry:
+        """Registering jobs as this deployment's poller has them: its first poll, its hosts."""
+        settings = RegistrySettings(
+            self.stack.names.table, self.shards, first.seconds, first.allowed_hosts
+        )
+        return build_registry(settings, self.clients)

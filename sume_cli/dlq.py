@@ -7,7 +7,7 @@
   ``attempts`` (the worker's claims this round).
 - The registrations DLQ: a message is a registration event, unchanged. Why is
   in its message attributes: the poller's ``reason`` and ``message`` when it
-  refused the event (``sume.queue.DeadLetterQueue.park``), EventBridge's
+  refused the event (``sume.store.queue.DeadLetterQueue.park``), EventBridge's
   ``ERROR_CODE`` and ``ERROR_MESSAGE`` when it could not deliver it to the
   queue, none when SQS moved it after ``MAX_RECEIVES`` failed attempts.
 
@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.spec import MAX_RECEIVES
-from sume.bounded import bounded_text
-from sume.ids import is_job_id
-from sume.jobs import Job, JobsTable, State
-from sume.processing import MAX_CODE_BYTES, MAX_MESSAGE_BYTES, MAX_URL_BYTES
-from sume.queue import MAX_ATTRIBUTE_CHARS, MESSAGE_ATTRIBUTE, REASON_ATTRIBUTE
-from sume.registration import MAX_LOGGED_BYTES, Refused, registration_event
-from sume.urls import redact_url, scrub_urls
+from sume.core.bounded import bounded_text
+from sume.core.ids import is_job_id
+from sume.net.urls import redact_url, scrub_urls
+from sume.polling.registration import MAX_LOGGED_BYTES, Refused, registration_event
+from sume.store.jobs import Job, JobsTable, State
+from sume.store.queue import MAX_ATTRIBUTE_CHARS, MESSAGE_ATTRIBUTE, REASON_ATTRIBUTE
+from sume.working.processing import MAX_CODE_BYTES, MAX_MESSAGE_BYTES, MAX_URL_BYTES
 from sume_cli.times import iso
 
 # A peek hides messages only briefly and releases them when done; a redrive

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sume.jobs import MAX_REPLAY_REASON_BYTES, Job, JobsTable, State
-from sume.queue import JobQueue
-from sume.registry import Registry
-from sume.settings import DEFAULT_SWEEP_AFTER_SECONDS
+from sume.core.settings import DEFAULT_SWEEP_AFTER_SECONDS
+from sume.polling.registry import Registry
+from sume.store.jobs import MAX_REPLAY_REASON_BYTES, Job, JobsTable, State
+from sume.store.queue import JobQueue
 from sume_cli import USAGE, OpsError
 
 
@@ -27,21 +27,15 @@ def parse_metadata(pairs: list[str]) -> dict[str, str]:
 
 
 def expect(
-    jobs: JobsTable,
-    job_id: str,
-    status_url: str,
-    metadata: dict[str, str],
-    first_poll_after: int,
-    allowed_hosts: tuple[str, ...] = (),
+    registry: Registry, jobs: JobsTable, job_id: str, status_url: str, metadata: dict[str, str]
 ) -> tuple[bool, Job]:
     """Register a submitted job as the application API does; a known job is left as it is.
 
-    ``first_poll_after`` is the deployment's own ``POLL_INITIAL_SECONDS``, so the
-    job is due when that deployment's poller would have made it due. Returns
+    ``registry`` is built with the deployment's own ``POLL_INITIAL_SECONDS``, so
+    the job is due when that deployment's poller would have made it due. Returns
     whether it was registered now, and the job either way.
     """
     try:
-        registry = Registry(jobs, first_poll_after, allowed_hosts=allowed_hosts)
         created = registry.expect(job_id, status_url, metadata or None)
     except ValueError as exc:
         raise OpsError(str(exc), USAGE) from None

@@ -13,8 +13,10 @@ operator passes ``--scan``, and then bounded by a budget of items read.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from sume.jobs import Job, JobAttr, JobsTable, Selection, State
+from sume.core.names import DUE_INDEX
+from sume.store.jobs import Job, JobAttr, JobsTable, Page, State, expression_values
 from sume_cli import USAGE, OpsError
 
 # state argument -> item states, or a filter of its own (failed).
@@ -62,6 +64,62 @@ SHOWN = (
 
 
 @dataclass(frozen=True)
+class Selection:
+    """The jobs a listing keeps, and which of their attributes it reads.
+
+    A job is kept when its ``attribute`` is one of ``among`` and, when
+    ``since`` is given, any of ``since_attributes`` is at or after it.
+    Only ``attributes`` are read, so a listing never carries the stored body.
+    """
+
+    attribute: JobAttr
+    among: tuple[str, ...]
+    attributes: tuple[str, ...]
+    since: int | None = None
+    since_attributes: tuple[str, ...] = ()
+
+
+def _filtered(selection: Selection) -> dict[str, Any]:
+    """A Query's or Scan's filter and projection for ``selection``, names and values included."""
+    names = {f"#p{i}": attribute for i, attribute in enumerate(selection.attributes)}
+    names["#kept"] = selection.attribute
+    values: dict[str, Any] = {f"v{i}": value for i, value in enumerate(selection.among)}
+    conditions = [f"#kept IN ({', '.join(f':v{i}' for i in range(len(selection.among)))})"]
+    if selection.since is not None:
+        compared = []
+        for i, attribute in enumerate(selection.since_attributes):
+            names[f"#since{i}"] = attribute
+            compared.append(f"#since{i} >= :since")
+        values["since"] = selection.since
+        conditions.append(f"({' OR '.join(compared)})")
+    return {
+        "FilterExpression": " AND ".join(conditions),
+        "ProjectionExpression": ", ".join(f"#p{i}" for i in range(len(selection.attributes))),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": expression_values(**values),
+    }
+
+
+def due_page(
+    jobs: JobsTable, shard: int, selection: Selection, limit: int, start: dict[str, Any] | None
+) -> Page:
+    """A page of one shard of the due-work index, soonest due first, kept by ``selection``."""
+    request = _filtered(selection)
+    request["ExpressionAttributeValues"].update(expression_values(shard=shard))
+    request.update(
+        IndexName=DUE_INDEX, KeyConditionExpression=f"{JobAttr.DUE_SHARD} = :shard", Limit=limit
+    )
+    return jobs.read_page("query", request, start)
+
+
+def scan_page(
+    jobs: JobsTable, selection: Selection, limit: int, start: dict[str, Any] | None
+) -> Page:
+    """A page of a Scan of the whole table (``limit`` items read), kept by ``selection``."""
+    return jobs.read_page("scan", {**_filtered(selection), "Limit": limit}, start)
+
+
+@dataclass(frozen=True)
 class Listing:
     jobs: list[Job]
     time_attributes: tuple[str, ...]
@@ -93,7 +151,7 @@ def from_index(jobs: JobsTable, state: str, since: int | None, limit: int) -> Li
         in_shard = 0
         start = None
         while True:
-            page = jobs.due_page(shard, selection, limit, start)
+            page = due_page(jobs, shard, selection, limit, start)
             read += page.read
             found.extend(page.jobs)
             in_shard += len(page.jobs)
@@ -118,7 +176,7 @@ def by_scan(jobs: JobsTable, state: str, since: int | None, limit: int, budget: 
     read = 0
     start = None
     while True:
-        page = jobs.scan_page(selection, max(1, min(budget - read, 1000)), start)
+        page = scan_page(jobs, selection, max(1, min(budget - read, 1000)), start)
         read += page.read
         found.extend(page.jobs)
         start = page.start

@@ -29,12 +29,12 @@ from botocore.exceptions import (
 )
 
 from infra.spec import OUTPUT_WEBHOOK_URL
-from sume.envelope import TERMINAL_EVENTS
-from sume.ids import InvalidJobId, check_job_id
-from sume.names import DUE_SHARDS, Env, Metric
-from sume.queue import JobQueue
-from sume.secrets import parse_secrets
-from sume.settings import ConfigurationError
+from sume.contract.envelope import TERMINAL_EVENTS
+from sume.core.errors import ConfigurationError
+from sume.core.ids import InvalidJobId, check_job_id
+from sume.core.names import DUE_SHARDS, Env, Metric
+from sume.core.secrets import parse_secrets
+from sume.store.queue import JobQueue
 from sume_cli import CHECK_FAILED, FAILED, OK, USAGE, OpsError, dlq, jobs, rotation
 from sume_cli.context import LOCAL_ENDPOINT_HINT, Ops, not_an_aws_api
 from sume_cli.listing import DEFAULT_STATE, SCANNED, STATES, list_jobs
@@ -142,7 +142,7 @@ def cmd_expect(ops: Ops, args: argparse.Namespace) -> int:
     metadata = jobs.parse_metadata(args.metadata)
     first = ops.first_poll()
     created, job = jobs.expect(
-        ops.jobs, args.job_id, args.status_url, metadata, first.seconds, first.allowed_hosts
+        ops.registry(first), ops.jobs, args.job_id, args.status_url, metadata
     )
     if as_json_output(args):
         dump(

@@ -1,6 +1,6 @@
 """Rotating the signing secret on our side, guided by the receiver's own metric.
 
-The secret's value is a JSON list, newest first (``sume.secrets`` accepts a
+The secret's value is a JSON list, newest first (``sume.core.secrets`` accepts a
 plain string or a list). The receiver tries every listed secret and counts
 which position matched in ``SignatureSecret<N>``, so an old secret can be
 retired once its position stops matching. Secrets are never printed, only a
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sume.names import METRICS_NAMESPACE, SERVICE_NAME, Metric
-from sume.secrets import parse_secrets
+from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME, Metric
+from sume.core.secrets import parse_secrets
 from sume_cli import USAGE, OpsError
 
 

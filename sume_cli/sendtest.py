@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from sume import signature
-from sume.envelope import TEST_EVENT
+from sume.contract import signature
+from sume.contract.envelope import TEST_EVENT
 from sume_cli import USAGE, OpsError
 
 # Sume gives up on an attempt after 10 s; a slower answer is a failure too.

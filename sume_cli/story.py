@@ -10,7 +10,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from sume.jobs import Job, JobAttr, State
+from sume.store.jobs import Job, JobAttr, State
 from sume_cli.times import iso
 
 # Item attributes holding epoch seconds, shown as ISO 8601 UTC everywhere; any

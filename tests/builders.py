@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from devstack.lambda_context import LambdaContext
-from sume import signature
-from sume.names import REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH
+from sume.contract import signature
+from sume.core.names import REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH
 
 SECRET = "whsec_test_secret"
 
@@ -45,6 +45,19 @@ def signed_headers(
 ) -> dict[str, str]:
     ts = int(time.time()) if timestamp is None else timestamp
     return {"content-type": "application/json", **signature.headers(raw, secrets, ts)}
+
+
+def verify(
+    raw_body: bytes,
+    headers: dict[str, str],
+    secrets: Sequence[bytes],
+    now: float,
+    tolerance_seconds: int = signature.TOLERANCE_SECONDS,
+) -> int:
+    """The position of the secret that signed ``raw_body``, in the receiver's two steps:
+    the headers alone first (a stale delivery reads no secret), then the MAC."""
+    read = signature.SignedHeaders.read(headers, now, tolerance_seconds)
+    return read.secret_position(raw_body, secrets)
 
 
 def raw_of(body: dict[str, Any] | str | bytes) -> bytes:

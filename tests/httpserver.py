@@ -9,16 +9,15 @@ Register a path with what it answers, then point URLs at ``server.url(path)``::
         server.route("/big", body=lambda: repeat_chunks(50 * MiB), length=50 * MiB)
         server.route("/trickle", body=lambda: endless(b"x"), interval=0.5)
 
-It binds 127.0.0.1 on an ephemeral port, serves from a daemon thread and stops
-when the ``with`` block ends (a sleeping ``delay`` or ``interval`` is cut
-short). ``hits`` counts requests per path, ``answered`` the requests whose
-handling has ended (the client hung up or the answer was sent), ``requests``
-keeps each request's path and headers.
+It runs on ``devstack.loopback.LoopbackHTTPServer``: 127.0.0.1 on an ephemeral
+port, served from a daemon thread, stopped when the ``with`` block ends (a
+sleeping ``delay`` or ``interval`` is cut short). ``hits`` counts requests per
+path, ``answered`` the requests whose handling has ended (the client hung up or
+the answer was sent), ``requests`` keeps each request's path and headers.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import itertools
 import ssl
@@ -27,9 +26,11 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+
+from devstack.loopback import LoopbackHTTPServer, Served
 
 MiB = 1024 * 1024
 
@@ -72,29 +73,22 @@ def endless(chunk: bytes) -> Iterable[bytes]:
     return itertools.repeat(chunk)
 
 
-class LoopbackServer:
+class LoopbackServer(Served):
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
-        self.scheme = "https" if tls else "http"
         self.routes: dict[str, Route] = {}
         self.hits: Counter[str] = Counter()
         self.answered: Counter[str] = Counter()
         self.requests: list[SeenRequest] = []
-        self._stopping = threading.Event()
-        self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self._httpd.daemon_threads = True
-        if tls is not None:
-            self._httpd.socket = tls.wrap_socket(self._httpd.socket, server_side=True)
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
+        self.lock = threading.Lock()
+        self.http = LoopbackHTTPServer(_Handler, self, tls=tls)
+        self.scheme = self.http.scheme
 
     @property
     def port(self) -> int:
-        return int(self._httpd.server_address[1])
+        return self.http.port
 
     def url(self, path: str, host: str = "127.0.0.1") -> str:
-        return f"{self.scheme}://{host}:{self.port}{path}"
+        return self.http.url(path, host)
 
     def route(
         self,
@@ -115,7 +109,7 @@ class LoopbackServer:
         """Whether handling a request for ``path`` ended within ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            with self._lock:
+            with self.lock:
                 if self.answered[path]:
                     return True
             time.sleep(0.02)
@@ -124,71 +118,59 @@ class LoopbackServer:
     def redirect(self, path: str, location: str, status: int = 302) -> str:
         return self.route(path, status=status, headers={"location": location})
 
-    def __enter__(self) -> LoopbackServer:
-        self._thread.start()
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self._stopping.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=5)
+class _Handler(BaseHTTPRequestHandler):
+    # HTTP/1.0: every answer closes its connection, so a body of
+    # unknown length needs no chunked encoding.
+    protocol_version = "HTTP/1.0"
+    server: LoopbackHTTPServer
 
-    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
-        server = self
+    def do_GET(self) -> None:
+        owner: LoopbackServer = self.server.owner
+        path = self.path
+        with owner.lock:
+            owner.hits[path] += 1
+            owner.requests.append(
+                SeenRequest(path, {k.lower(): v for k, v in self.headers.items()})
+            )
+        route = owner.routes.get(path) or Route(status=404, body=b"not found")
+        try:
+            if route.delay and self.server.stopping.wait(route.delay):
+                return
+            # The client may give up first (a timeout test, a size cap): the
+            # server drops its connection quietly.
+            self._answer(route)
+        finally:
+            with owner.lock:
+                owner.answered[path] += 1
 
-        class Handler(BaseHTTPRequestHandler):
-            # HTTP/1.0: every answer closes its connection, so a body of
-            # unknown length needs no chunked encoding.
-            protocol_version = "HTTP/1.0"
+    def _answer(self, route: Route) -> None:
+        if route.raw:
+            self._chunks(route)
+            return
+        self.send_response(route.status)
+        for name, value in route.headers.items():
+            self.send_header(name, value)
+        if isinstance(route.body, bytes):
+            self.send_header("content-length", str(len(route.body)))
+            self.end_headers()
+            self.wfile.write(route.body)
+            return
+        if route.length is not None:
+            self.send_header("content-length", str(route.length))
+        self.end_headers()
+        self._chunks(route)
 
-            def do_GET(self) -> None:
-                path = self.path
-                with server._lock:
-                    server.hits[path] += 1
-                    server.requests.append(
-                        SeenRequest(path, {k.lower(): v for k, v in self.headers.items()})
-                    )
-                route = server.routes.get(path) or Route(status=404, body=b"not found")
-                try:
-                    if route.delay and server._stopping.wait(route.delay):
-                        return
-                    # The client may give up first (a timeout test, a size cap).
-                    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-                        self._answer(route)
-                finally:
-                    with server._lock:
-                        server.answered[path] += 1
+    def _chunks(self, route: Route) -> None:
+        assert callable(route.body)
+        for chunk in route.body():
+            # True at once when the server is stopping.
+            if self.server.stopping.wait(route.interval):
+                return
+            self.wfile.write(chunk)
 
-            def _answer(self, route: Route) -> None:
-                if route.raw:
-                    self._chunks(route)
-                    return
-                self.send_response(route.status)
-                for name, value in route.headers.items():
-                    self.send_header(name, value)
-                if isinstance(route.body, bytes):
-                    self.send_header("content-length", str(len(route.body)))
-                    self.end_headers()
-                    self.wfile.write(route.body)
-                    return
-                if route.length is not None:
-                    self.send_header("content-length", str(route.length))
-                self.end_headers()
-                self._chunks(route)
-
-            def _chunks(self, route: Route) -> None:
-                assert callable(route.body)
-                for chunk in route.body():
-                    # True at once when the server is stopping.
-                    if server._stopping.wait(route.interval):
-                        return
-                    self.wfile.write(chunk)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        return Handler
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
 
 def tls_context(directory: Path, hostnames: Iterable[str]) -> tuple[ssl.SSLContext, str]:

@@ -41,8 +41,8 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from devstack.apigw import LoopbackHTTPServer
-from sume import signature
+from devstack.loopback import LoopbackHTTPServer
+from sume.contract import signature
 
 MAX_ATTEMPTS = 10
 TIMEOUT_SECONDS = 10.0
@@ -145,12 +145,8 @@ def post(url: str, raw: bytes, headers: dict[str, str], timeout: float) -> tuple
         connection.close()
 
 
-class _SumeServer(LoopbackHTTPServer):
-    sume: Sume
-
-
 class _SumeHandler(BaseHTTPRequestHandler):
-    server: _SumeServer
+    server: LoopbackHTTPServer
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -164,7 +160,7 @@ class _SumeHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:
-        sume = self.server.sume
+        sume: Sume = self.server.owner
         path = self.path.partition("?")[0]
         sume.hits[path] += 1
         kind, _, rest = path.strip("/").partition("/")
@@ -220,9 +216,7 @@ class Sume:
         self.on_attempt = on_attempt
         self.jobs: dict[str, SumeJob] = {}
         self.hits: Counter[str] = Counter()
-        self._server = _SumeServer((host, port), _SumeHandler)
-        self._server.sume = self
-        self._thread: threading.Thread | None = None
+        self._server = LoopbackHTTPServer(_SumeHandler, self, host=host, port=port)
         # Bound and never listening: connecting to it is refused at once,
         # which is how a delivery that cannot reach the receiver fails.
         self._black_hole = socket.socket()
@@ -230,8 +224,7 @@ class Sume:
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self._server.url()
 
     def __enter__(self) -> Sume:
         return self.start()
@@ -240,18 +233,11 @@ class Sume:
         self.stop()
 
     def start(self) -> Sume:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
-        )
-        self._thread.start()
+        self._server.start()
         return self
 
     def stop(self) -> None:
-        if self._thread:
-            self._server.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._server.server_close()
+        self._server.stop()
         self._black_hole.close()
 
     # Jobs

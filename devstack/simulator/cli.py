@@ -17,7 +17,7 @@ from typing import Any
 
 from devstack import scenario, simulator
 from devstack.simulator import ERRORS, MAX_ATTEMPTS, SPACING_SECONDS, TIMEOUT_SECONDS, Attempt, Sume
-from sume.names import Env
+from sume.core.names import Env
 
 INTERRUPTED = 130
 
@@ -74,16 +74,15 @@ def _send(args: argparse.Namespace) -> int:
 def _scenario(args: argparse.Namespace) -> int:
     expect = None
     if args.table:
-        from sume import aws
-        from sume.jobs import JobsTable
-        from sume.names import DUE_SHARDS
-        from sume.registry import Registry
+        from sume.core.names import DUE_SHARDS
+        from sume.polling.compose import build_registry
+        from sume.polling.settings import RegistrySettings
 
-        jobs = JobsTable(aws.client("dynamodb"), args.table, DUE_SHARDS)
+        # First poll soon, as the local stack's short timings would have it.
+        registry = build_registry(RegistrySettings(args.table, DUE_SHARDS, args.first_poll))
 
         def expect(job_id: str, status_url: str) -> None:
-            # First poll soon, as the local stack's short timings would have it.
-            Registry(jobs, first_poll_after=args.first_poll).expect(job_id, status_url)
+            registry.expect(job_id, status_url)
 
     with _sume(args, api_token=args.api_token) as sume:
         run = scenario.drive(

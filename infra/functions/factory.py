@@ -4,7 +4,7 @@ All three run the same asset (``functions/``) with the same runtime, layer,
 tracing and logging, and differ only in handler, timeout, memory,
 environment and grants, so none of those shared settings can drift between
 them, nor can the jobs table and queue that every handler's
-``sume.settings.TableSettings`` names. What differs lives in each function's
+``sume.core.settings.TableSettings`` names. What differs lives in each function's
 own module (``receiver.py``, ``worker.py``, ``poller.py`` beside this one).
 """
 
@@ -26,7 +26,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from infra.nag import acknowledge
-from sume.names import DUE_SHARDS, METRICS_NAMESPACE, SERVICE_NAME, Env
+from sume.core.names import DUE_SHARDS, METRICS_NAMESPACE, SERVICE_NAME, Env
 
 CODE_ROOT: Final = Path(__file__).resolve().parents[2] / "functions"
 # Whatever a local run leaves beside the code never ships.
@@ -43,7 +43,7 @@ POWERTOOLS_LAYER_PARAMETER: Final = (
     f"/aws/service/powertools/python/arm64/python3.13/{POWERTOOLS_VERSION}"
 )
 
-# sume.payloads.PayloadStore keys every large event under this prefix.
+# sume.store.payloads.PayloadStore keys every large event under this prefix.
 PAYLOADS_PREFIX: Final = "events/*"
 
 

@@ -11,7 +11,7 @@ from aws_cdk import aws_sqs as sqs
 
 from infra import spec
 from infra.functions.factory import FunctionFactory, FunctionSpec, StackFunction
-from sume.names import DUE_INDEX, Env
+from sume.core.names import DUE_INDEX, Env
 
 
 class PollerFunction(StackFunction):

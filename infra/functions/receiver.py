@@ -7,7 +7,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 
 from infra import spec
 from infra.functions.factory import FunctionFactory, FunctionSpec, StackFunction
-from sume.names import Env
+from sume.core.names import Env
 
 
 class ReceiverFunction(StackFunction):
@@ -40,7 +40,7 @@ class ReceiverFunction(StackFunction):
         )
         # One conditional UpdateItem per delivery (GetItem when a store
         # refuses it without handing back the stored item, see
-        # sume.jobs.JobsTable), SendMessage for new work, large bodies to the
+        # sume.store.jobs.JobsTable), SendMessage for new work, large bodies to the
         # payloads bucket, the signing secret.
         self.grant_items("dynamodb:GetItem", "dynamodb:UpdateItem")
         self.queue.grant_send_messages(self.function)

@@ -9,7 +9,7 @@ from aws_cdk import aws_s3 as s3
 
 from infra import spec
 from infra.functions.factory import FunctionFactory, FunctionSpec, StackFunction
-from sume.names import Env
+from sume.core.names import Env
 
 
 class WorkerFunction(StackFunction):

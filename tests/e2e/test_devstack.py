@@ -13,8 +13,8 @@ import pytest
 from devstack.simulator import Sume
 from devstack.stack import DevStack, ensure_free
 from infra import spec
-from sume.envelope import JobEvent, parse
-from sume.jobs import Source, State
+from sume.contract.envelope import JobEvent, parse
+from sume.store.jobs import Source, State
 from tests.builders import job_body, raw_of
 
 

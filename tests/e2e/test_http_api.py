@@ -16,7 +16,7 @@ import pytest
 from devstack.apigw import HttpApiServer
 from devstack.simulator import Sume
 from devstack.stack import DevStack
-from sume.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
+from sume.contract.signature import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
 from tests.builders import job_body, raw_of, signed_headers
 
 

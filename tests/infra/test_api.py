@@ -7,7 +7,7 @@ import json
 from aws_cdk.assertions import Match, Template
 
 from infra import spec
-from sume.names import WEBHOOK_ROUTE_KEY
+from sume.core.names import WEBHOOK_PATH
 from tests.infra.conftest import Stage, ref_name
 from tests.infra.synth_stages import PROD_OVERRIDES
 
@@ -19,7 +19,7 @@ def test_one_post_route_to_the_receiver_with_payload_2(dev: Stage) -> None:
     t.has_resource_properties(
         "AWS::ApiGatewayV2::Api", {"ProtocolType": "HTTP", "Name": Match.any_value()}
     )
-    t.has_resource_properties("AWS::ApiGatewayV2::Route", {"RouteKey": WEBHOOK_ROUTE_KEY})
+    t.has_resource_properties("AWS::ApiGatewayV2::Route", {"RouteKey": f"POST {WEBHOOK_PATH}"})
     (integration,) = dev.of_type("AWS::ApiGatewayV2::Integration").values()
     props = integration["Properties"]
     assert props["IntegrationType"] == "AWS_PROXY"

@@ -138,7 +138,7 @@ def test_lambda_asset_is_the_functions_code_and_nothing_else(cloud: Cloud, dev: 
         if "__pycache__" not in p.parts
     }
     assert shipped == expected
-    assert {"receiver.py", "sume/__init__.py", "sume/names.py"} <= shipped
+    assert {"receiver.py", "sume/__init__.py", "sume/core/names.py"} <= shipped
     tops = {name.split("/")[0] for name in shipped}
     assert not tops & {
         "tests",

@@ -13,7 +13,7 @@ from infra.functions.factory import (
     POWERTOOLS_LAYER_PARAMETER,
     POWERTOOLS_VERSION,
 )
-from sume.names import METRICS_NAMESPACE, SERVICE_NAME
+from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME
 from tests.infra.conftest import ROOT, Stage, ref_name
 
 # name -> (handler, timeout, memory): what the bench and the docs quote.
@@ -64,7 +64,7 @@ def test_powertools_layer_is_the_version_pinned_in_pyproject() -> None:
 
 
 def test_payload_keys_granted_are_the_ones_the_payload_store_writes() -> None:
-    from sume.payloads import PayloadStore
+    from sume.store.payloads import PayloadStore
 
     class Recorder:
         key = ""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infra import spec
-from sume.names import EVENT_SOURCE
+from sume.core.names import EVENT_SOURCE
 from tests.infra.conftest import Stage, ref_name
 
 

@@ -7,7 +7,7 @@ import re
 
 from aws_cdk.assertions import Template
 
-from sume.names import METRICS_NAMESPACE, SERVICE_NAME
+from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME
 from tests.infra.conftest import ROOT, Stage, ref_name
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infra import spec
-from sume.names import REGISTRATION_DETAIL_TYPE
+from sume.core.names import REGISTRATION_DETAIL_TYPE
 from tests.infra.conftest import Stage, ref_name
 
 

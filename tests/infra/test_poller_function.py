@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from infra import spec
 from infra.config import DEFAULTS
-from sume.names import DUE_INDEX
-from sume.settings import PollerSettings, RegistrationSettings
+from sume.core.names import DUE_INDEX
+from sume.polling.settings import PollerSettings, RegistrySettings
 from tests.infra.conftest import (
     CONSUME,
     ITEMS,
@@ -24,9 +24,9 @@ def test_the_poller_environment_satisfies_its_settings(prod: Stage) -> None:
     assert poller.payloads_bucket_name == "resolved-BucketsPayloads"
     assert poller.url_policy.allowed_hosts == ("api.sume.example",)
 
-    registration = RegistrationSettings.from_env(prod.environment("Poller"))
-    assert registration.dead_letter_queue_url == "resolved-RegistrationsDeadLetters"
-    assert registration.registry.status_allowed_hosts == ("api.sume.example",)
+    registration = RegistrySettings.from_env(prod.environment("Poller"))
+    assert registration.dead_letters() == "resolved-RegistrationsDeadLetters"
+    assert registration.status_allowed_hosts == ("api.sume.example",)
 
 
 def test_the_poller_may_do_only_what_its_code_does(dev: Stage) -> None:

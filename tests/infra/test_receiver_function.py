@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sume.settings import ReceiverSettings
+from sume.receiving.settings import ReceiverSettings
 from tests.infra.conftest import ITEMS, SECRET, SEND, Stage, logs_and_traces
 
 

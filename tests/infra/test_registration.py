@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from infra import spec
-from sume.names import METRICS_NAMESPACE, REGISTRATION_DETAIL_TYPE, SERVICE_NAME
+from sume.core.names import METRICS_NAMESPACE, REGISTRATION_DETAIL_TYPE, SERVICE_NAME
 from tests.infra.conftest import Stage, ref_name
 
 

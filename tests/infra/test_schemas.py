@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from infra import spec
-from sume.names import EVENT_SOURCE
+from sume.core.names import EVENT_SOURCE
 from tests.infra.conftest import Stage, ref_name
 
 

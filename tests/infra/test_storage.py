@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_cdk.assertions import Template
 
 from infra import spec
-from sume.names import DUE_AT, DUE_INDEX, DUE_SHARD, JOB_ID, TTL_ATTRIBUTE
+from sume.core.names import DUE_AT, DUE_INDEX, DUE_SHARD, JOB_ID, TTL_ATTRIBUTE
 from tests.infra.conftest import Stage, base_name, ref_name
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sume.settings import WorkerSettings
+from sume.working.settings import WorkerSettings
 from tests.infra.conftest import CONSUME, ITEMS, Stage, logs_and_traces, ref_name
 
 

@@ -12,7 +12,7 @@ from moto import mock_aws
 
 from devstack.resources import create_resources, environment
 from infra.spec import ResourceNames
-from sume import services
+from sume.core import runtime
 from tests.builders import SECRET
 from tests.httpserver import LoopbackServer
 
@@ -25,9 +25,9 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[ResourceNames]:
         for key, value in environment(names).items():
             monkeypatch.setenv(key, value)
         monkeypatch.setenv("SUME_COM_WEBHOOK_SIGNING_SECRET", SECRET)
-        services.reset()
+        runtime.reset()
         yield names
-    services.reset()
+    runtime.reset()
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ class Logs:
 
 @pytest.fixture
 def logs() -> Iterator[Logs]:
-    from sume.observability import logger
+    from sume.core.observability import logger
 
     handler = logger.registered_handler
     assert isinstance(handler, logging.StreamHandler)

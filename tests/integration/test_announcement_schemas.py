@@ -14,9 +14,9 @@ from jsonschema import Draft4Validator
 
 from infra.schema_files import file_name
 from infra.spec import SCHEMAS_DIR
-from sume import services
-from sume.names import DETAIL_TYPES
-from sume.settings import WorkerSettings
+from sume.core.names import DETAIL_TYPES
+from sume.working.compose import build_worker
+from sume.working.settings import WorkerSettings
 from tests.builders import job_body
 from tests.integration.test_worker import World, deliver, run
 from tests.integration.test_worker_bounds import (  # noqa: F401 - a fixture
@@ -108,7 +108,7 @@ def test_giving_up_is_announced_as_its_schema_says(aws, monkeypatch):
     assert world.table.release(job_id, str(claimed.claim_id), now, failure, due_at=now)
 
     later = now + 1000
-    result = services.build_worker(WorkerSettings.from_env(), clock=lambda: later).process(job_id)
+    result = build_worker(WorkerSettings.from_env(), clock=lambda: later).process(job_id)
 
     assert result.reason == "too_many_attempts"
     (event,) = world.announcements()

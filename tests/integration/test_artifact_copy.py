@@ -16,9 +16,9 @@ from moto.core.models import botocore_stubber as moto_stubber
 
 from bench import servers
 from bench.origin import Content, Fault, Origin
-from sume.artifacts import ArtifactStore, NotEnoughTime
-from sume.fetch import PermanentFetchError, SafeHttp, TransientFetchError
-from sume.settings import UrlPolicy
+from sume.net.fetch import PermanentFetchError, SafeHttp, TransientFetchError
+from sume.net.policy import UrlPolicy
+from sume.working.artifacts import ArtifactStore, NotEnoughTime
 from tests.httpserver import MiB
 from tests.s3sink import S3Sink, part_digests
 

@@ -18,8 +18,8 @@ from bench.references import floor_handler, powertools_handler
 from bench.secretstub import SECRET, answer_secrets
 from devstack.lambda_context import LambdaContext
 from devstack.resources import create_resources
-from sume.secrets import SigningSecrets
-from sume.signature import SCHEME, SIGNATURE_HEADER
+from sume.contract.signature import SCHEME, SIGNATURE_HEADER
+from sume.core.secrets import SigningSecrets
 from tests.builders import LambdaContext as Context
 from tests.builders import delivery_event, job_body
 
@@ -108,7 +108,7 @@ def test_breakdown_runs_every_layer_and_the_telemetry_is_made_of_them():
 @pytest.fixture
 def info_logs():
     """The bench runs at INFO, as deployed; the tests' default is WARNING."""
-    from sume.observability import logger
+    from sume.core.observability import logger
 
     level = logger.log_level
     logger.setLevel(logging.INFO)

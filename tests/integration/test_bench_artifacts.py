@@ -10,7 +10,7 @@ import pytest
 
 from bench import artifacts, copier
 from bench.origin import BLOCK, CHUNK, Origin
-from sume import services
+from sume.core import runtime
 
 SIZE = 3 * BLOCK + 777
 
@@ -126,9 +126,9 @@ def copier_env(monkeypatch, moto_server):
     s3 = boto3.client("s3", endpoint_url=moto_server)
     if artifacts.BUCKET not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
         s3.create_bucket(Bucket=artifacts.BUCKET)
-    services.reset()
+    runtime.reset()
     yield env, s3
-    services.reset()
+    runtime.reset()
 
 
 def job(name, origin, moto_server, key, traced=False):

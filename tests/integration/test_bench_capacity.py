@@ -7,7 +7,7 @@ from moto import mock_aws
 
 from bench import capacity
 from devstack.resources import create_resources
-from sume.names import DUE_INDEX
+from sume.core.names import DUE_INDEX
 
 
 def test_seeded_jobs_cover_every_shard_and_only_the_due_ones_are_due():

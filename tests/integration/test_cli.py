@@ -7,13 +7,12 @@ import io
 import json
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import ClassVar
 
@@ -21,20 +20,21 @@ import boto3
 import pytest
 
 from devstack.apigw import HttpApiServer
+from devstack.loopback import LoopbackHTTPServer
 from devstack.resources import create_resources
 from infra import spec
 from infra.spec import ResourceNames
-from sume.envelope import JobEvent, parse
-from sume.fetch import FetchError
-from sume.jobs import JobsTable, Source, State
-from sume.processing import MAX_MESSAGE_BYTES, failure_details
-from sume.queue import DeadLetterQueue
-from sume.registration import Registrations
-from sume.registry import Registry
-from sume.signature import SignatureError, verify
+from sume.contract.envelope import JobEvent, parse
+from sume.contract.signature import SignatureError
+from sume.net.fetch import FetchError
+from sume.polling.registration import Registrations
+from sume.polling.registry import Registry
+from sume.store.jobs import JobsTable, Source, State
+from sume.store.queue import DeadLetterQueue
+from sume.working.processing import MAX_MESSAGE_BYTES, failure_details
 from sume_cli.context import new_session
 from sume_cli.main import main
-from tests.builders import SECRET, job_body, raw_of, registration_entry
+from tests.builders import SECRET, job_body, raw_of, registration_entry, verify
 
 ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -868,12 +868,8 @@ class _Verifying(BaseHTTPRequestHandler):
 @pytest.fixture
 def verifying_url() -> Iterator[str]:
     _Verifying.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Verifying)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/webhooks/sume"
-    server.shutdown()
-    server.server_close()
+    with LoopbackHTTPServer(_Verifying) as server:
+        yield server.url("/webhooks/sume")
 
 
 def test_send_test_signs_with_the_given_secret(cli, verifying_url):

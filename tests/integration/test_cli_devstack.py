@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from devstack.stack import DevStack, DevStackSettings
-from sume import services
-from sume.names import Env
+from sume.core import runtime
+from sume.core.names import Env
 from sume_cli.main import main
 from tests.builders import registration_entry
 
@@ -107,7 +107,7 @@ def test_a_refused_registration_is_put_right_by_fixing_the_cause_and_redriving(m
         # The fix, as a redeploy makes it: new poller containers read the longer
         # list. The stack puts its environment back when it stops.
         os.environ[Env.STATUS_ALLOWED_HOSTS] = "api.sume.example,status.sume.example"
-        services.reset()
+        runtime.reset()
         code, out = cli(stack, capsys, "dlq", "redrive", "--registrations")
         assert code == 0
         assert "moved 1 message(s) back to the registrations queue" in out

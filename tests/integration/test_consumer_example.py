@@ -12,7 +12,7 @@ import pytest
 from examples.consumer import handler as consumer_handler
 from examples.consumer.handler import Consumer
 from examples.consumer.subscribe import subscribe
-from sume.names import DETAIL_TYPES
+from sume.core.names import DETAIL_TYPES
 from tests.builders import job_body
 from tests.integration.test_worker import deliver, run
 

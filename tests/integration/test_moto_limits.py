@@ -16,7 +16,8 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from devstack.moto_limits import item_size, put_events_size, too_deep
+from devstack.moto_limits import put_events_size, too_deep
+from sume.store.sizing import item_size
 
 Client = Callable[[str], Any]
 

@@ -15,13 +15,14 @@ import poller
 import receiver
 import worker
 from bench.counting import CallCounter
-from sume import aws as clients
-from sume import services
-from sume.envelope import parse
-from sume.jobs import JobsTable, Source, State
-from sume.names import due_shard
-from sume.registry import Registry
-from sume.settings import PollerSettings
+from sume.contract.envelope import parse
+from sume.core import aws as clients
+from sume.core import runtime
+from sume.core.names import due_shard
+from sume.polling.compose import build_poller
+from sume.polling.registry import Registry
+from sume.polling.settings import PollerSettings
+from sume.store.jobs import JobsTable, Source, State
 from tests.builders import (
     LambdaContext,
     delivery_event,
@@ -77,7 +78,7 @@ def table(aws) -> JobsTable:
 
 
 def make_poller(clock: Clock):
-    return services.build_poller(PollerSettings.from_env(), clock=clock)
+    return build_poller(PollerSettings.from_env(), clock=clock)
 
 
 def register(aws, clock: Clock, job_id: str, url: str, metadata=None) -> bool:
@@ -467,7 +468,7 @@ def test_run_out_of_time_leaves_the_rest_for_the_next_run(aws, sume):
     clock.now = T0 + 900
     run = make_poller(clock)
 
-    first = run.run(Budget(8, PollerSettings.from_env().time_budget_margin_seconds))
+    first = run.run(Budget(8, PollerSettings.from_env().policy.time_margin_seconds))
     assert not first.complete
     assert 0 < first.polled < len(job_ids)
     assert first.rescheduled == first.polled
@@ -545,7 +546,7 @@ def test_the_due_index_is_sparse_and_never_scanned(aws, sume):
 
     clock.now = T0 + 10**4
     with CallCounter().installed() as calls:
-        services.reset()  # the poller's clients are made in the block, so counted
+        runtime.reset()  # the poller's clients are made in the block, so counted
         summary = make_poller(clock).run(lambda: FOREVER)
     assert (summary.polled, summary.swept) == (1, 1)
     assert calls.calls.count("dynamodb.Query") == SHARDS

@@ -10,12 +10,13 @@ import pytest
 
 import receiver
 from bench.counting import CallCounter
-from sume import services
-from sume.envelope import MAX_STATUS_CHARS, JobEvent, parse
-from sume.intake import Outcome
-from sume.jobs import Source
-from sume.settings import ReceiverSettings
-from sume.signature import SCHEME, SIGNATURE_HEADER, TIMESTAMP_HEADER
+from sume.contract.envelope import MAX_STATUS_BYTES, JobEvent, parse
+from sume.contract.signature import SCHEME, SIGNATURE_HEADER, TIMESTAMP_HEADER
+from sume.core import runtime
+from sume.receiving.settings import ReceiverSettings
+from sume.store.compose import build_intake
+from sume.store.intake import Outcome
+from sume.store.jobs import Source
 from tests.builders import (
     SECRET,
     LambdaContext,
@@ -53,7 +54,7 @@ def queued(names):
 @pytest.fixture
 def aws_calls(aws):
     with CallCounter().installed() as counter:
-        services.reset()
+        runtime.reset()
         yield counter
 
 
@@ -170,7 +171,7 @@ def test_large_event_goes_to_s3_and_item_points_to_it(aws):
 
 def test_oversized_body_is_413(aws, monkeypatch):
     monkeypatch.setenv("MAX_BODY_BYTES", "1000")
-    services.reset()
+    runtime.reset()
     status, body = call(delivery_event(job_body(blob="x" * 1000)))
     assert (status, body) == (413, {"error": "body_too_large"})
     huge = b"x" * 5000
@@ -237,7 +238,7 @@ def test_a_huge_status_is_stored_bounded_and_the_body_kept_whole(aws):
     body = job_body("job_loud", event="job.failed", status="E" * 600_000)
     assert call(delivery_event(body)) == (200, {"result": "new", "job_id": "job_loud"})
     stored = item(aws, "job_loud")
-    assert stored["status"]["S"] == "E" * MAX_STATUS_CHARS
+    assert stored["status"]["S"] == "E" * MAX_STATUS_BYTES
     bucket, _, key = stored["body_ref"]["S"].removeprefix("s3://").partition("/")
     kept = boto3.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
     assert json.loads(kept)["status"] == body["status"]
@@ -270,7 +271,7 @@ def test_crash_gap_sqs_down_then_retry_after_grace(aws):
     )
     # Sume's retries, at chosen times: the handler's clock is the wall clock,
     # so the rest goes through the same intake with an explicit "now".
-    intake = services.build_intake(ReceiverSettings.from_env())
+    intake = build_intake(ReceiverSettings.from_env())
     event = parse(raw_of(body))
     assert isinstance(event, JobEvent)
     soon = intake.accept(event, Source.WEBHOOK, first + 5)  # twin of a fresh delivery
@@ -289,7 +290,7 @@ def test_secret_from_secrets_manager_with_rotation_list(aws, monkeypatch):
     )["ARN"]
     monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET")
     monkeypatch.setenv("SIGNING_SECRET_ARN", arn)
-    services.reset()
+    runtime.reset()
     raw = raw_of(job_body("job_sm"))
     assert call(apigw_event(raw, signed_headers(raw, secrets=["whsec_next"])))[0] == 200
     raw = raw_of(job_body("job_sm2"))
@@ -302,7 +303,7 @@ def use_secrets_manager_value(monkeypatch, value: str) -> None:
     ]
     monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET")
     monkeypatch.setenv("SIGNING_SECRET_ARN", arn)
-    services.reset()
+    runtime.reset()
 
 
 @pytest.mark.parametrize(
@@ -338,7 +339,7 @@ def test_unreadable_secret_is_503(aws, monkeypatch):
     monkeypatch.setenv(
         "SIGNING_SECRET_ARN", "arn:aws:secretsmanager:us-east-1:123456789012:secret:missing-AbCdEf"
     )
-    services.reset()
+    runtime.reset()
     assert call(delivery_event(job_body())) == (503, {"error": "storage_unavailable"})
 
 
@@ -359,7 +360,7 @@ def test_aws_calls_per_delivery(aws, aws_calls):
 
 def test_duplicate_of_owed_job_costs_three_calls(aws, aws_calls, monkeypatch):
     monkeypatch.setenv("REDELIVER_GRACE_SECONDS", "0")
-    services.reset()
+    runtime.reset()
     body = job_body("job_owed")
     call(delivery_event(body))
     aws_calls.take()

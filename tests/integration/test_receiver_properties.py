@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 import receiver
 import worker
 from bench.counting import CallCounter
-from sume import services
-from sume.envelope import TERMINAL_EVENTS
-from sume.ids import is_job_id
-from sume.jobs import JobsTable
-from sume.signature import SCHEME, SIGNATURE_HEADER, TIMESTAMP_HEADER
+from sume.contract.envelope import TERMINAL_EVENTS
+from sume.contract.signature import SCHEME, SIGNATURE_HEADER, TIMESTAMP_HEADER
+from sume.core import runtime
+from sume.core.ids import is_job_id
+from sume.store.jobs import JobsTable
 from tests.builders import (
     LambdaContext,
     apigw_event,
@@ -80,7 +80,7 @@ def test_forged_requests_get_4xx_and_cost_nothing(
         base64_encoded=base64_encoded,
     )
     with CallCounter().installed() as calls:
-        services.reset()
+        runtime.reset()
         response = receiver.handler(event, LambdaContext())
     assert 400 <= response["statusCode"] < 500
     assert calls.calls == []
@@ -201,7 +201,7 @@ PROPERTY_SETTINGS = settings(
 def test_signed_arbitrary_json_is_never_5xx_and_a_4xx_costs_nothing(aws, body, ascii_only):
     delivery = signed(with_fresh_ids(body), ascii_only)
     with CallCounter().installed() as calls:
-        services.reset()
+        runtime.reset()
         response = receiver.handler(delivery, LambdaContext())
     assert response["statusCode"] in {200, 400, 413}
     if response["statusCode"] != 200:
@@ -240,7 +240,7 @@ def test_every_job_a_signed_event_creates_ends_once(
     body = with_fresh_ids(body)
     delivery = signed(body, ascii_only)
     with CallCounter().installed() as calls:
-        services.reset()
+        runtime.reset()
         response = receiver.handler(delivery, LambdaContext())
         status = response["statusCode"]
         answer = json.loads(response["body"])

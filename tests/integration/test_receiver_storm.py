@@ -8,8 +8,9 @@ import boto3
 import pytest
 
 from devstack.resources import create_resources, environment
-from sume import services
-from sume.http import request_from_event
+from sume.core import runtime
+from sume.receiving.compose import receiver_service
+from sume.receiving.http import request_from_event
 from tests.builders import SECRET, delivery_event, job_body
 
 JOBS = 12
@@ -23,9 +24,9 @@ def remote_aws(moto_server, monkeypatch):
     for key, value in environment(names).items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("SUME_COM_WEBHOOK_SIGNING_SECRET", SECRET)
-    services.reset()
+    runtime.reset()
     yield names
-    services.reset()
+    runtime.reset()
 
 
 def test_duplicate_storm_stores_and_enqueues_each_job_once(remote_aws):
@@ -36,7 +37,7 @@ def test_duplicate_storm_stores_and_enqueues_each_job_once(remote_aws):
     # per-container state (one request at a time in Lambda), so the handler's
     # decorators stay out of the threads.
     events = [delivery_event(b) for b in deliveries]
-    entry = services.receiver_service()
+    entry = receiver_service()
     with ThreadPoolExecutor(max_workers=16) as pool:
         receipts = list(pool.map(lambda e: entry.receive(request_from_event(e)), events))
 

@@ -13,12 +13,12 @@ from botocore.exceptions import ClientError
 
 import poller
 from devstack.eventsources import sqs_records
-from sume import services
-from sume.jobs import Job, JobsTable, State
-from sume.names import DUE_SHARDS, REGISTRATION_DETAIL_TYPE
-from sume.queue import DeadLetterQueue
-from sume.registration import MAX_LOGGED_BYTES, Registrations
-from sume.registry import REFUSED_BY_DYNAMODB, Registry
+from sume.core.names import DUE_SHARDS, REGISTRATION_DETAIL_TYPE
+from sume.polling import compose
+from sume.polling.registration import MAX_LOGGED_BYTES, Registrations
+from sume.polling.registry import REFUSED_BY_DYNAMODB, Registry
+from sume.store.jobs import Job, JobsTable, State
+from sume.store.queue import DeadLetterQueue
 from tests.builders import LambdaContext, registration_entry, scheduled_event
 
 URL = "https://api.sume.example/v1/jobs/"
@@ -305,7 +305,7 @@ def test_a_registration_dynamodb_refuses_as_invalid_is_parked_not_retried(
     jobs = JobsTable(Refusing(), aws.table, DUE_SHARDS)
     dead_letters = DeadLetterQueue(boto3.client("sqs"), aws.registrations_dlq_url)
     refusing = Registrations(Registry(jobs, 900), dead_letters)
-    monkeypatch.setattr(services, "registrations_service", lambda: refusing)
+    monkeypatch.setattr(compose, "registrations_service", lambda: refusing)
     bus.put({"job_id": "job_v1", "status_url": URL + "v1", "metadata": METADATA})
 
     assert bus.deliver() == {"batchItemFailures": []}
@@ -326,7 +326,7 @@ def test_a_registration_dynamodb_could_not_take_is_retried_by_sqs(aws, bus, monk
     jobs = JobsTable(Unavailable(), aws.table, DUE_SHARDS)
     dead_letters = DeadLetterQueue(boto3.client("sqs"), aws.registrations_dlq_url)
     broken = Registrations(Registry(jobs, 900), dead_letters)
-    monkeypatch.setattr(services, "registrations_service", lambda: broken)
+    monkeypatch.setattr(compose, "registrations_service", lambda: broken)
     bus.put({"job_id": "job_t1", "status_url": URL + "t1"})
     (message,) = bus.received()
     bus.sqs.change_message_visibility(

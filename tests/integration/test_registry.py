@@ -1,4 +1,4 @@
-"""Registering submitted jobs for status polling (``sume.registry``)."""
+"""Registering submitted jobs for status polling (``sume.polling.registry``)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from decimal import Decimal
 import pytest
 
 import receiver
-from sume import aws as clients
-from sume import registry
-from sume.jobs import Job, JobsTable, State
-from sume.names import DUE_SHARDS, due_shard
-from sume.registry import INVALID_REGISTRATION, InvalidRegistration, Registry
-from sume.settings import ConfigurationError
+from sume.core import aws as clients
+from sume.core.errors import ConfigurationError
+from sume.core.names import DUE_SHARDS, due_shard
+from sume.polling import registry
+from sume.polling.registry import INVALID_REGISTRATION, InvalidRegistration, Registry
+from sume.store.jobs import Job, JobsTable, State
 from tests.builders import LambdaContext, delivery_event, job_body
 
 T0 = 1_900_000_000

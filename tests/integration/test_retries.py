@@ -26,10 +26,11 @@ from devstack.eventsources import SqsEventSource
 from devstack.resources import create_resources, environment
 from infra import spec
 from infra.spec import ResourceNames
-from sume import services
-from sume.jobs import Job, JobsTable
-from sume.names import DETAIL_TYPES, EVENT_SOURCE
-from sume.settings import PollerSettings
+from sume.core import runtime
+from sume.core.names import DETAIL_TYPES, EVENT_SOURCE
+from sume.polling.compose import build_poller
+from sume.polling.settings import PollerSettings
+from sume.store.jobs import Job, JobsTable
 from sume_cli.context import new_session
 from sume_cli.main import main
 from tests.awscalls import hooking_new_clients
@@ -88,7 +89,7 @@ class Stack:
 
     def sweep(self, at: float) -> int:
         """One poller run at time ``at``; the owed jobs it queued again."""
-        poller = services.build_poller(PollerSettings.from_env(), clock=lambda: at)
+        poller = build_poller(PollerSettings.from_env(), clock=lambda: at)
         return poller.run(lambda: 60.0).swept
 
     def job(self, job_id: str) -> Job:
@@ -144,9 +145,9 @@ def stack(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     monkeypatch.setenv("SUME_COM_WEBHOOK_SIGNING_SECRET", SECRET)
     monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
     monkeypatch.setenv("ALLOW_PRIVATE_HOSTS", "true")
-    services.reset()
+    runtime.reset()
     yield Stack(moto_server, names)
-    services.reset()
+    runtime.reset()
     reset(moto_server)
 
 
@@ -304,7 +305,7 @@ def test_eventbridge_failing_on_every_receive_parks_the_job_with_one_dlq_message
     body = job_body(artifacts=[url])
     job_id = stack.deliver(body)
     eventbridge = outage("events.PutEvents", throttled_put_events)
-    services.reset()  # a new container, whose clients meet the outage
+    runtime.reset()  # a new container, whose clients meet the outage
 
     assert stack.work() == spec.MAX_RECEIVES
     assert eventbridge.calls == spec.MAX_RECEIVES + 1  # the last receive's give-up too
@@ -348,7 +349,7 @@ def test_eventbridge_failing_on_every_receive_parks_the_job_with_one_dlq_message
 def test_a_parked_job_never_redriven_is_swept_once_its_dlq_message_has_expired(stack, outage):
     job_id = stack.deliver(job_body(event="job.failed"))
     outage("events.PutEvents", throttled_put_events)
-    services.reset()
+    runtime.reset()
     assert stack.work() == spec.MAX_RECEIVES
     now = time.time()
     assert stack.sweep(now + spec.DLQ_RETENTION_SECONDS - 60) == 0
@@ -362,7 +363,7 @@ def test_dynamodb_failing_on_every_receive_leaves_one_dlq_message_and_the_job_to
 ):
     job_id = stack.deliver(job_body(event="job.failed"))
     dynamodb = outage("dynamodb.UpdateItem", dynamodb_unavailable)
-    services.reset()
+    runtime.reset()
 
     # No claim and no park can be written: the message goes to the DLQ unparked.
     assert stack.work() == spec.MAX_RECEIVES

@@ -14,10 +14,11 @@ import pytest
 
 import receiver
 from bench.counting import CallCounter
-from sume import services
-from sume.jobs import JobsTable
-from sume.processing import Action, JobBusy
-from sume.settings import WorkerSettings
+from sume.core import runtime
+from sume.store.jobs import JobsTable
+from sume.working.compose import build_worker
+from sume.working.processing import Action, JobBusy
+from sume.working.settings import WorkerSettings
 from tests.awscalls import without_all_old
 from tests.builders import LambdaContext, delivery_event, job_body
 from tests.integration import test_receiver as on_dynamodb
@@ -26,7 +27,7 @@ from tests.integration import test_receiver as on_dynamodb
 @pytest.fixture
 def store(aws):
     with without_all_old():
-        services.reset()
+        runtime.reset()
         yield aws
 
 
@@ -52,7 +53,7 @@ def test_a_duplicate_costs_one_read_more(store):
     body = job_body("job_calls")
     deliver(body)
     with CallCounter().installed() as counter:
-        services.reset()
+        runtime.reset()
         deliver(body)
     assert counter.calls == ["dynamodb.UpdateItem", "dynamodb.GetItem", "dynamodb.UpdateItem"]
 
@@ -61,17 +62,17 @@ def test_claim_of_a_busy_job_says_busy(store):
     job_id = deliver(job_body("job_busy", event="job.failed"))
     JobsTable(boto3.client("dynamodb"), store.table, 16).claim(job_id, int(time.time()), 900)
     with pytest.raises(JobBusy):
-        services.build_worker(WorkerSettings.from_env()).process(job_id)
+        build_worker(WorkerSettings.from_env()).process(job_id)
 
 
 def test_claim_of_a_finished_job_says_finished(store):
     job_id = deliver(job_body("job_done", event="job.failed"))
-    processor = services.build_worker(WorkerSettings.from_env())
+    processor = build_worker(WorkerSettings.from_env())
     assert processor.process(job_id).action == Action.PROCESSED
     again = processor.process(job_id)
     assert (again.action, again.reason, again.outcome) == (Action.SKIPPED, "finished", "failed")
 
 
 def test_claim_of_an_unknown_job_says_absent(store):
-    result = services.build_worker(WorkerSettings.from_env()).process("job_unknown")
+    result = build_worker(WorkerSettings.from_env()).process("job_unknown")
     assert (result.action, result.reason) == (Action.SKIPPED, "absent")

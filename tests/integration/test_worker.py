@@ -20,12 +20,15 @@ import receiver
 import worker
 from devstack import moto_atomic
 from infra import spec
-from sume import services
-from sume.fetch import TransientFetchError
-from sume.jobs import JobsTable
-from sume.names import DETAIL_TYPES, EVENT_SOURCE
-from sume.processing import Action, JobBusy, OutOfTime
-from sume.settings import PollerSettings, WorkerSettings
+from sume.core import runtime
+from sume.core.names import DETAIL_TYPES, EVENT_SOURCE
+from sume.net.fetch import TransientFetchError
+from sume.polling.compose import build_poller
+from sume.polling.settings import PollerSettings
+from sume.store.jobs import JobsTable
+from sume.working.compose import build_worker
+from sume.working.processing import Action, JobBusy, OutOfTime
+from sume.working.settings import WorkerSettings
 from tests.awscalls import hooking_new_clients
 from tests.builders import LambdaContext, delivery_event, job_body, sqs_event
 
@@ -170,7 +173,7 @@ def test_failed_and_canceled_jobs_are_written_down_with_their_error(world):
         stored = world.item(body["job_id"])
         assert stored.state == "processed"
         assert stored.outcome == outcome
-        assert json.loads(stored.error) == body["error"]  # JSON text, see sume.bounded
+        assert json.loads(stored.error) == body["error"]  # JSON text, see sume.core.bounded
         assert stored.artifacts == []
         event = announced[body["job_id"]]
         assert event["detail-type"] == DETAIL_TYPES[outcome]
@@ -284,7 +287,7 @@ def test_without_local_mode_loopback_artifacts_are_refused(world, server, monkey
     assert world.item(https_only).processing_error["code"] == "refused_scheme"
 
     monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
-    services.reset()  # a new container, with the new setting
+    runtime.reset()  # a new container, with the new setting
     public_only = deliver(job_body(artifacts=[url]))
     assert run(public_only)[1] == []
     assert world.item(public_only).processing_error["code"] == "refused_address"
@@ -309,7 +312,7 @@ def test_the_same_job_delivered_concurrently_is_processed_once(world, server, lo
     # Slow enough that the second worker arrives while the first holds the lease.
     urls = [server.route(f"/c/{i}.mp4", body=b"y" * 1000, delay=0.2) for i in range(2)]
     job_id = deliver(job_body(artifacts=urls))
-    workers = [services.build_worker(WorkerSettings.from_env()) for _ in range(2)]
+    workers = [build_worker(WorkerSettings.from_env()) for _ in range(2)]
     start = threading.Barrier(2)
     outcomes = []
 
@@ -379,7 +382,7 @@ def test_a_retry_after_a_crash_does_not_download_stored_artifacts_again(world, s
         return CrashingS3(real, crash_on=3) if service == "s3" else real
 
     with pytest.raises(Crash):
-        services.build_worker(settings, clients).process(job_id)
+        build_worker(settings, clients).process(job_id)
     stored = world.item(job_id)
     assert stored.state == "processing"
     assert [a["source_url"] for a in stored.artifacts] == urls[:2]
@@ -389,7 +392,7 @@ def test_a_retry_after_a_crash_does_not_download_stored_artifacts_again(world, s
     assert failed == ids
 
     later = time.time() + settings.lease_seconds + 60
-    result = services.build_worker(settings, clock=lambda: later).process(job_id)
+    result = build_worker(settings, clock=lambda: later).process(job_id)
 
     assert result.action is Action.PROCESSED
     assert (result.artifacts_copied, len(result.artifacts)) == (2, 4)
@@ -410,7 +413,7 @@ def test_gives_up_after_max_attempts_with_an_announced_processing_error(
     now = time.time()
 
     def attempt(seconds_later):
-        processor = services.build_worker(settings, clock=lambda: now + seconds_later)
+        processor = build_worker(settings, clock=lambda: now + seconds_later)
         return processor.process(job_id)
 
     with pytest.raises(TransientFetchError):
@@ -518,7 +521,7 @@ def test_the_stored_event_is_trusted_for_what_the_intake_checked(world):
 
 def sweep(at):
     """One poller run at time ``at``; the owed jobs it queued again."""
-    return services.build_poller(PollerSettings.from_env(), clock=lambda: at).run(lambda: 60).swept
+    return build_poller(PollerSettings.from_env(), clock=lambda: at).run(lambda: 60).swept
 
 
 def test_the_sweeper_leaves_a_failed_job_to_the_queue_s_retry(world, server, local_urls):
@@ -583,7 +586,7 @@ def test_an_unexpected_failure_on_the_last_receive_parks_the_job(world, logs):
             "before-call.events.PutEvents", failing_put_events
         )
     ):
-        services.reset()
+        runtime.reset()
         ids, failed = run(job_id)
         assert failed == ids
         assert world.item(job_id).parked_at is None  # SQS retries it
@@ -620,7 +623,7 @@ def test_a_finish_that_fails_after_the_announcement_never_turns_into_a_give_up(w
             "before-parameter-build.dynamodb.UpdateItem", refuse_finish
         )
     ):
-        services.reset()
+        runtime.reset()
         ids, failed = run(job_id)
         assert failed == ids
         retried = world.item(job_id)
@@ -691,7 +694,7 @@ def test_no_copy_starts_without_the_time_to_finish_it(world, server, local_urls)
     left = iter([100.0, 100.0, settings.time_reserve_seconds])
 
     with pytest.raises(OutOfTime):
-        services.build_worker(settings).process(job_id, lambda: next(left))
+        build_worker(settings).process(job_id, lambda: next(left))
 
     stored = world.item(job_id)
     assert stored.state == "processing"
@@ -702,7 +705,7 @@ def test_no_copy_starts_without_the_time_to_finish_it(world, server, local_urls)
     assert server.hits["/o/1.mp4"] == 0
 
     later = time.time() + 2
-    result = services.build_worker(settings, clock=lambda: later).process(job_id, lambda: 100.0)
+    result = build_worker(settings, clock=lambda: later).process(job_id, lambda: 100.0)
     assert result.action is Action.PROCESSED
     assert (result.artifacts_copied, len(result.artifacts)) == (1, 2)
     assert server.hits["/o/0.mp4"] == 1

@@ -15,10 +15,12 @@ import pytest
 from botocore.exceptions import ClientError
 from moto.dynamodb.models.dynamo_type import LimitedSizeDict
 
-from sume import services
-from sume.fetch import TransientFetchError
-from sume.names import DETAIL_TYPES
-from sume.settings import WorkerSettings
+from sume.core import runtime
+from sume.core.names import DETAIL_TYPES
+from sume.net.fetch import TransientFetchError
+from sume.working import compose as worker_compose
+from sume.working.compose import build_worker
+from sume.working.settings import WorkerSettings
 from tests.builders import job_body
 from tests.integration.test_worker import World, deliver, run
 
@@ -43,7 +45,7 @@ def put_events(aws, monkeypatch):
         return client
 
     monkeypatch.setattr(botocore.session.Session, "create_client", create_client)
-    services.reset()  # the worker's clients are made anew, with the hook
+    runtime.reset()  # the worker's clients are made anew, with the hook
     return calls
 
 
@@ -159,7 +161,7 @@ def test_giving_up_writes_only_codes_and_counts(world, put_events, monkeypatch, 
         )
     later = now + 5000
 
-    result = services.build_worker(WorkerSettings.from_env(), clock=lambda: later).process(job_id)
+    result = build_worker(WorkerSettings.from_env(), clock=lambda: later).process(job_id)
 
     assert result.reason == "too_many_attempts"
     stored = world.item(job_id)
@@ -288,13 +290,13 @@ def processor_with(refuse):
     def clients(service, patient=False):
         return dynamodb if service == "dynamodb" else boto3.client(service)
 
-    return services.build_worker(WorkerSettings.from_env(), clients), dynamodb
+    return build_worker(WorkerSettings.from_env(), clients), dynamodb
 
 
 def test_a_refused_finish_falls_back_to_a_minimal_one(world, put_events, monkeypatch):
     job_id = deliver(job_body(event="job.failed"))
     processor, dynamodb = processor_with(lambda update: "processed_at" in update)
-    monkeypatch.setattr(services, "worker_service", lambda: processor)
+    monkeypatch.setattr(worker_compose, "worker_service", lambda: processor)
 
     assert run(job_id)[1] == []
     assert run(job_id)[1] == []
@@ -314,7 +316,7 @@ def test_a_refused_progress_write_is_a_processing_error(
 ):
     job_id = deliver(job_body(artifacts=[server.route("/p.mp4", body=b"p")]))
     processor, _ = processor_with(lambda update: update == "SET artifacts = :artifacts")
-    monkeypatch.setattr(services, "worker_service", lambda: processor)
+    monkeypatch.setattr(worker_compose, "worker_service", lambda: processor)
 
     assert run(job_id)[1] == []
     assert run(job_id)[1] == []

@@ -9,10 +9,11 @@ from moto.core.models import botocore_stubber as moto_stubber
 
 import receiver
 import worker
-from sume import aws as sume_aws
-from sume import services
-from sume.jobs import JobsTable
-from sume.settings import WorkerSettings
+from sume.core import aws as sume_aws
+from sume.store.jobs import JobsTable
+from sume.working import compose as worker_compose
+from sume.working.compose import build_worker
+from sume.working.settings import WorkerSettings
 from tests.builders import LambdaContext, delivery_event, job_body, sqs_event
 from tests.httpserver import MiB, repeat_chunks
 from tests.s3sink import S3Sink, part_digests
@@ -56,8 +57,8 @@ def test_a_large_artifact_is_streamed_with_bounded_memory(aws, server, local_url
 
     # Built before measuring, as a warm container would have it.
     settings = WorkerSettings.from_env()
-    processor = services.build_worker(settings, clients)
-    monkeypatch.setattr(services, "worker_service", lambda: processor)
+    processor = build_worker(settings, clients)
+    monkeypatch.setattr(worker_compose, "worker_service", lambda: processor)
 
     tracemalloc.start()
     try:

@@ -13,11 +13,11 @@ import pytest
 
 import receiver
 import worker
-from sume import services
-from sume.artifacts import NotEnoughTime
-from sume.jobs import JobsTable
-from sume.processing import Action
-from sume.settings import WorkerSettings
+from sume.store.jobs import JobsTable
+from sume.working.artifacts import NotEnoughTime
+from sume.working.compose import build_worker
+from sume.working.processing import Action
+from sume.working.settings import WorkerSettings
 from tests.builders import LambdaContext, delivery_event, job_body, sqs_event
 
 MP4 = {"content-type": "video/mp4"}
@@ -75,7 +75,7 @@ def test_a_copy_without_the_time_it_needs_is_left_for_a_fresh_invocation(
     left = iter([100.0, 100.0, reserve + 20])
 
     with pytest.raises(NotEnoughTime):
-        services.build_worker(settings).process(job_id, lambda: next(left))
+        build_worker(settings).process(job_id, lambda: next(left))
     stored = item(aws, job_id)
     assert stored.last_error is not None
     assert (stored.state, stored.last_error["code"]) == ("processing", "not_enough_time")
@@ -85,7 +85,7 @@ def test_a_copy_without_the_time_it_needs_is_left_for_a_fresh_invocation(
     assert objects(aws, job_id) == [f"jobs/{job_id}/000-0.mp4"]
 
     later = time.time() + 2
-    retry = services.build_worker(settings, clock=lambda: later).process(job_id, lambda: 100.0)
+    retry = build_worker(settings, clock=lambda: later).process(job_id, lambda: 100.0)
     assert retry.action is Action.PROCESSED
     assert (retry.artifacts_copied, len(retry.artifacts)) == (1, 2)
     assert (server.hits["/r/0.mp4"], server.hits["/r/1.mp4"]) == (1, 2)

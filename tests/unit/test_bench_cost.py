@@ -7,15 +7,6 @@ from bench.counting import short
 from bench.report import paired_difference, paired_ratio
 
 
-def test_item_bytes_follow_dynamodb_sizing():
-    item = {
-        "job_id": {"S": "job_1"},  # 6 + 5
-        "deliveries": {"N": "12"},  # 10 + (2 // 2 + 1)
-        "ok": {"BOOL": True},  # 2 + 1
-    }
-    assert cost.item_bytes(item) == 11 + 12 + 3
-
-
 def test_write_units_round_up_per_started_kilobyte_and_never_below_one():
     assert cost.wru(0) == 1
     assert cost.wru(1024) == 1

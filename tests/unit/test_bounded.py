@@ -4,14 +4,14 @@ import json
 
 import pytest
 
-from sume.bounded import (
+from sume.core.bounded import (
     MAX_ANNOUNCED_ERROR_DEPTH,
     MAX_STORED_ERROR_CHARS,
     announced_error,
     bounded_text,
     stored_error,
 )
-from sume.urls import scrub_urls
+from sume.net.urls import scrub_urls
 
 
 def nested(levels, leaf=None):

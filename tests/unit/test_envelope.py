@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from sume.envelope import (
+from sume.contract.envelope import (
     MAX_DEPTH,
-    MAX_STATUS_CHARS,
+    MAX_STATUS_BYTES,
     JobEvent,
     MalformedEvent,
     Ping,
@@ -96,20 +96,20 @@ def test_the_stored_status_is_bounded_and_the_body_kept_whole():
     raw = json.dumps({"event": "job.failed", "job_id": "j", "status": "E" * 500_000 + "\ud800"})
     parsed = parse(raw.encode())
     assert isinstance(parsed, JobEvent)
-    assert parsed.status == "E" * MAX_STATUS_CHARS
+    assert parsed.status == "E" * MAX_STATUS_BYTES
     assert parsed.raw == raw
     surrogate = parse(b'{"event":"job.failed","job_id":"j","status":"ERR\\udc00"}')
     assert isinstance(surrogate, JobEvent)
     assert surrogate.status == "ERR\ufffd"
     unknown = parse(json.dumps({"event": "x" * 100_000}).encode())
-    assert unknown == UnknownEvent("x" * MAX_STATUS_CHARS)
+    assert unknown == UnknownEvent("x" * MAX_STATUS_BYTES)
 
 
 def test_a_stored_event_is_read_back_as_the_items_job_without_the_intake_rules():
     raw = json.dumps({"event": "job.canceled", "job_id": "not the rule's", "status": "E" * 100})
     event = stored_event(raw, "job_1")
     assert (event.job_id, event.event, event.outcome) == ("job_1", "job.canceled", "canceled")
-    assert event.status == "E" * MAX_STATUS_CHARS
+    assert event.status == "E" * MAX_STATUS_BYTES
     assert event.raw == raw
     assert event.data == json.loads(raw)
 

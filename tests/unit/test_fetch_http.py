@@ -1,4 +1,4 @@
-"""sume.fetch.SafeHttp against a loopback server: status classes, redirects, caps, TLS,
+"""sume.net.fetch.SafeHttp against a loopback server: status classes, redirects, caps, TLS,
 deadlines, compressed answers and what errors may say about a URL."""
 
 import gzip
@@ -10,14 +10,14 @@ import tracemalloc
 
 import pytest
 
-from sume.fetch import (
+from sume.net.fetch import (
     FetchError,
     PermanentFetchError,
     RefusedUrl,
     SafeHttp,
     TransientFetchError,
 )
-from sume.settings import UrlPolicy
+from sume.net.policy import UrlPolicy
 from tests.httpserver import LoopbackServer, MiB, endless, repeat_chunks, tls_context
 
 LOCAL = UrlPolicy(allow_http=True, allow_private_hosts=True, allowed_hosts=())

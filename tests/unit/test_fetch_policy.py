@@ -1,11 +1,11 @@
-"""The URL policy of sume.fetch: which URLs and addresses may be fetched (SSRF)."""
+"""The URL policy of sume.net.fetch: which URLs and addresses may be fetched (SSRF)."""
 
 import ipaddress
 import socket
 
 import pytest
 
-from sume.fetch import (
+from sume.net.fetch import (
     PermanentFetchError,
     RefusedUrl,
     TransientFetchError,
@@ -14,7 +14,7 @@ from sume.fetch import (
     host_allowed,
     resolve_checked,
 )
-from sume.settings import UrlPolicy
+from sume.net.policy import UrlPolicy
 
 STRICT = UrlPolicy(allow_http=False, allow_private_hosts=False, allowed_hosts=())
 LOCAL = UrlPolicy(allow_http=True, allow_private_hosts=True, allowed_hosts=())

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sume.artifacts import object_key
-from sume.ids import MAX_JOB_ID_BYTES, InvalidJobId, check_job_id, is_job_id, key_segment
-from sume.payloads import PayloadStore
+from sume.core.ids import MAX_JOB_ID_BYTES, InvalidJobId, check_job_id, is_job_id, key_segment
+from sume.store.payloads import PayloadStore
+from sume.working.artifacts import object_key
 
 S3_MAX_KEY_BYTES = 1024
 

@@ -2,13 +2,15 @@
 serialisation agrees with boto3's, and a ``Job`` is its item, typed, with
 nothing lost on the way."""
 
+import re
 from dataclasses import fields
+from pathlib import Path
 
 from boto3.dynamodb.types import TypeSerializer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sume.jobs import Job, JobAttr, JobsTable, Source, State
+from sume.store.jobs import Job, JobAttr, JobsTable, Source, State
 
 serializer = TypeSerializer()
 scalars = st.one_of(st.text(max_size=20), st.integers(-(10**15), 10**15), st.booleans(), st.none())
@@ -83,5 +85,10 @@ def test_non_integral_numbers_stay_numbers():
     assert job.other == {"x": 1.5, "y": -3}
 
 
-def test_every_attribute_name_is_a_field_of_the_job():
-    assert {f.name for f in fields(Job)} == {*JobAttr, "other"}
+def test_the_operators_list_of_attributes_is_the_job_s_fields():
+    # docs/job-item.md's table: its first column names each attribute it explains.
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "job-item.md").read_text()
+    rows = [line.split("|")[1] for line in doc.splitlines() if line.startswith("| `")]
+    documented = {name for cell in rows for name in re.findall(r"`([a-z_]+)`", cell)}
+    assert documented == {f.name for f in fields(Job)} - {"other"}
+    assert documented == set(JobAttr)

@@ -5,9 +5,10 @@ import threading
 import time
 from typing import Any
 
-from sume.jobs import Job, State
-from sume.polling import Poller, PollPolicy
-from sume.status import StatusResult, Verdict
+from sume.polling.poller import Poller
+from sume.polling.settings import PollPolicy
+from sume.polling.status import StatusResult, Verdict
+from sume.store.jobs import Job, State
 
 NOW = 1_700_000_000
 

@@ -5,8 +5,15 @@ import json
 
 import pytest
 
-from sume.announce import MAX_ENTRY_BYTES, Announcement, Announcer, to_json
-from sume.artifacts import (
+from sume.core.names import DETAIL_TYPES
+from sume.net.fetch import TransientFetchError
+from sume.net.urls import redact_url
+from sume.store.jobs import Job
+from sume.store.sizing import MAX_ITEM_BYTES
+from sume.store.sizing import plain_item_size as item_size
+from sume.store.sizing import plain_size as attribute_size
+from sume.working.announce import MAX_ENTRY_BYTES, Announcement, Announcer, to_json
+from sume.working.artifacts import (
     InvalidArtifacts,
     StoredArtifact,
     artifact_urls,
@@ -14,11 +21,12 @@ from sume.artifacts import (
     object_key,
     source_digest,
 )
-from sume.fetch import TransientFetchError
-from sume.jobs import MAX_ITEM_BYTES, Job, attribute_size, item_size
-from sume.names import DETAIL_TYPES
-from sume.processing import FINISH_RESERVE_BYTES, _Progress, failure_details, room_for_records
-from sume.urls import redact_url
+from sume.working.processing import (
+    FINISH_RESERVE_BYTES,
+    _Progress,
+    failure_details,
+    room_for_records,
+)
 
 
 def test_artifact_entries_are_urls_or_objects_with_a_url():
@@ -70,7 +78,7 @@ def test_the_announcement_detail_is_the_documented_shape():
         artifacts=[artifact],
     )
     assert announcement.detail_type == DETAIL_TYPES["completed"] == "Sume Job Completed"
-    detail = announcement.detail()
+    detail = announcement.contents()[0]
     assert detail == {
         "version": 1,
         "job_id": "j",
@@ -99,7 +107,7 @@ def test_a_processing_error_has_its_own_detail_type():
         processing_error={"code": "http_404", "message": "m", "url": "u"},
     )
     assert announcement.detail_type == "Sume Job Processing Error"
-    assert announcement.detail()["processing_error"]["code"] == "http_404"
+    assert announcement.contents()[0]["processing_error"]["code"] == "http_404"
 
 
 def record(i, path="x" * 200):
@@ -173,7 +181,7 @@ def test_the_announcement_names_each_listed_artifact_by_its_s3_arn():
         "arn:aws-cn:s3:::b/jobs/j/000-x.mp4",
         "arn:aws-cn:s3:::b/jobs/j/001-x.mp4",
     ]
-    assert json.loads(entry["Detail"]) == announcement.detail()
+    assert json.loads(entry["Detail"]) == announcement.contents()[0]
 
 
 PRESIGNED = "https://cdn.example/out/a.mp4?X-Amz-Credential=AKIA&X-Amz-Signature=5ecre7"

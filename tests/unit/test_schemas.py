@@ -8,7 +8,7 @@ from jsonschema import Draft4Validator
 from infra import schema_files as schemas
 from infra.schema_files import file_name
 from infra.spec import SCHEMAS_DIR
-from sume.names import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE
+from sume.core.names import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE
 
 
 def load(detail_type):

@@ -1,7 +1,7 @@
 import pytest
 
-from sume.secrets import SigningSecrets, parse_api_token, parse_secrets
-from sume.settings import ConfigurationError
+from sume.core.errors import ConfigurationError
+from sume.core.secrets import SigningSecrets, parse_api_token, parse_secrets
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,8 @@
 import pytest
 
-from sume.settings import ConfigurationError, ReceiverSettings, WorkerSettings
+from sume.core.errors import ConfigurationError
+from sume.receiving.settings import ReceiverSettings
+from sume.working.settings import WorkerSettings
 
 BASE = {"JOBS_TABLE_NAME": "t", "JOBS_QUEUE_URL": "q", "SUME_COM_WEBHOOK_SIGNING_SECRET": "s"}
 

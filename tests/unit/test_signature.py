@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sume.signature import (
+from sume.contract.signature import (
     SCHEME,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
@@ -13,8 +13,8 @@ from sume.signature import (
     SignedHeaders,
     headers,
     sign,
-    verify,
 )
+from tests.builders import verify
 
 VECTORS = json.loads(
     (Path(__file__).parent.parent / "data/sume-signature-vectors.json").read_text()

@@ -2,17 +2,11 @@ import json
 
 import pytest
 
-from sume.envelope import MAX_STATUS_CHARS
-from sume.settings import ConfigurationError
-from sume.status import (
-    StatusClient,
-    StatusUnavailable,
-    Verdict,
-    bearer_headers,
-    host_listed,
-    interpret,
-    token_source,
-)
+from sume.contract.envelope import MAX_STATUS_BYTES
+from sume.core.errors import ConfigurationError
+from sume.net.fetch import RefusedUrl
+from sume.net.policy import host_listed
+from sume.polling.status import StatusClient, Verdict, bearer_headers, interpret, token_source
 from tests.builders import job_body
 
 
@@ -220,7 +214,7 @@ def test_a_job_registered_under_an_invalid_id_is_never_recorded(data):
 def test_what_a_poll_stores_is_bounded_and_valid_utf8(data):
     result = interpret("job_1", *answer(data))
     assert result.event is not None
-    assert len(result.event.status) <= MAX_STATUS_CHARS
+    assert len(result.event.status) <= MAX_STATUS_BYTES
     result.event.raw.encode("utf-8")
     assert json.loads(result.event.raw)["job_id"] == "job_1"
 
@@ -262,7 +256,7 @@ def test_client_without_token_sends_no_authorization():
 
 def test_client_turns_fetch_failures_into_unreachable():
     def get(url, headers, deadline):
-        raise StatusUnavailable("refused_host", permanent=True)
+        raise RefusedUrl("refused_host", "not on the policy", url)
 
     result = StatusClient(get, lambda: None, ()).check("job_1", "https://x/y")
     assert (result.verdict, result.reason, result.permanent) == (

@@ -1,6 +1,6 @@
 from typing import Any
 
-from sume.polling import PollPolicy
+from sume.polling.settings import PollPolicy
 
 
 def policy(**overrides):

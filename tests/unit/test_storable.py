@@ -1,5 +1,5 @@
-"""What DynamoDB can store of a JSON value from outside (``sume.bounded.storable``), and
-the registration rules built on it (``sume.registry``), without a table."""
+"""What DynamoDB can store of a JSON value from outside (``sume.core.bounded.storable``), and
+the registration rules built on it (``sume.polling.registry``), without a table."""
 
 from decimal import Decimal
 from typing import Any
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sume.bounded import (
+from sume.core.bounded import (
     DYNAMODB_MAX_DEPTH,
     NotStorable,
     encode,
@@ -16,7 +16,7 @@ from sume.bounded import (
     nests_deeper,
     storable,
 )
-from sume.registry import INVALID_REGISTRATION, InvalidRegistration, Registry
+from sume.polling.registry import INVALID_REGISTRATION, InvalidRegistration, Registry
 
 DIGITS_38 = 12345678901234567890123456789012345678
 DIGITS_39 = 123456789012345678901234567890123456789

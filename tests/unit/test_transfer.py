@@ -1,4 +1,4 @@
-"""sume.transfer's pieces: parts cut exactly, one PutObject for one part, the conditions
+"""sume.working.transfer's pieces: parts cut exactly, one PutObject for one part, the conditions
 for a ranged copy, and part bodies botocore can read again on a retry."""
 
 import hashlib
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sume.transfer import S3Parts, copy_parts, range_plan, stream_parts
+from sume.working.transfer import S3Parts, copy_parts, range_plan, stream_parts
 
 PART = 10
 

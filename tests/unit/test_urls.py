@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from sume.urls import MAX_REDACTED_CHARS, redact_url
+from sume.net.urls import MAX_REDACTED_CHARS, redact_url
 
 
 @pytest.mark.parametrize(

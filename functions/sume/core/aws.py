@@ -1,0 +1,60 @@
+"""boto3 clients, created once per container on first use, never at import."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Protocol
+
+import boto3
+from botocore.config import Config
+
+from sume.core.runtime import per_container
+
+# Threads share a client (the poller's polls, the worker's part uploads): a
+# pool smaller than them would open, and discard with a warning, a connection
+# per call over its size.
+MAX_POOL_CONNECTIONS = 50
+
+# Short timeouts and few retries: the receiver must answer well inside
+# Sume's 10 s, and a 5xx is cheaper than a timeout (Sume retries either way).
+FAST = Config(
+    connect_timeout=2,
+    read_timeout=3,
+    retries={"max_attempts": 3, "mode": "standard"},
+    # The hot path builds its requests from constants and verified input, and
+    # DynamoDB validates them anyway; botocore's client-side pass over every
+    # parameter was the largest CPU cost of a delivery after the HMAC (bench).
+    parameter_validation=False,
+    max_pool_connections=MAX_POOL_CONNECTIONS,
+)
+PATIENT = Config(
+    connect_timeout=5,
+    read_timeout=30,
+    retries={"max_attempts": 5, "mode": "standard"},
+    max_pool_connections=MAX_POOL_CONNECTIONS,
+)
+
+
+_lock = threading.Lock()
+
+
+@per_container
+def _session() -> boto3.session.Session:
+    # One session per container: its second client reuses the endpoint and
+    # model data the first one loaded, which a fresh session would load again.
+    return boto3.session.Session()
+
+
+@per_container
+def client(service: str, patient: bool = False) -> Any:
+    """One client per service per container; honours AWS_ENDPOINT_URL (moto, local)."""
+    # A botocore session is not safe for concurrent client creation (the
+    # poller and the local stack use threads); clients themselves are.
+    with _lock:
+        return _session().client(service, config=PATIENT if patient else FAST)
+
+
+class Clients(Protocol):
+    """A boto3 client per service; ``patient`` ones wait and retry longer."""
+
+    def __call__(self, service: str, patient: bool = False) -> Any: ...

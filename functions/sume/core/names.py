@@ -1,0 +1,162 @@
+"""Names shared by the code, the CDK stack and the local stack.
+
+The table layout, the due-work index, the announcement API and the functions'
+environment variables are facts that the three functions, ``infra/`` and the
+tools must agree on, so they live
+in one place and every side imports them instead of repeating strings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final
+
+WEBHOOK_PATH: Final = "/webhooks/sume"
+
+# Jobs table: one item per job, partition key only.
+JOB_ID: Final = "job_id"
+TTL_ATTRIBUTE: Final = "expires_at"
+
+# Sparse GSI of items that need attention at some time: awaiting jobs (next
+# status poll) and jobs whose follow-up work is owed (sweep deadline). Items
+# without these two attributes are not in the index at all.
+DUE_INDEX: Final = "due-work"
+DUE_SHARD: Final = "due_shard"
+DUE_AT: Final = "due_at"
+DUE_SHARDS: Final = 16
+
+# EventBridge announcements (a public API, documented in docs/announcements.md).
+EVENT_SOURCE: Final = "sume.webhooks"
+DETAIL_TYPES: Final = {
+    "completed": "Sume Job Completed",
+    "failed": "Sume Job Failed",
+    "canceled": "Sume Job Canceled",
+    "processing_error": "Sume Job Processing Error",
+}
+# What an application puts on the same bus to register a job it submitted
+# (sume.polling.registration); its source is the application's own.
+REGISTRATION_DETAIL_TYPE: Final = "Sume Job Submitted"
+
+METRICS_NAMESPACE: Final = "SumeWebhooks"
+SERVICE_NAME: Final = "sume-webhooks"
+
+
+class Env:
+    """The functions' environment variables: ``sume.core.settings`` reads them,
+    ``infra/`` and the local stack set them."""
+
+    # The stack's resources.
+    JOBS_TABLE_NAME: Final = "JOBS_TABLE_NAME"
+    JOBS_QUEUE_URL: Final = "JOBS_QUEUE_URL"
+    PAYLOADS_BUCKET_NAME: Final = "PAYLOADS_BUCKET_NAME"
+    ARTIFACTS_BUCKET_NAME: Final = "ARTIFACTS_BUCKET_NAME"
+    EVENT_BUS_NAME: Final = "EVENT_BUS_NAME"
+    SIGNING_SECRET_ARN: Final = "SIGNING_SECRET_ARN"
+    SUME_API_TOKEN_ARN: Final = "SUME_API_TOKEN_ARN"
+    REGISTRATION_DLQ_URL: Final = "REGISTRATION_DLQ_URL"
+    DUE_SHARDS: Final = "DUE_SHARDS"
+
+    # Secrets in plain text, for running without Secrets Manager.
+    SUME_COM_WEBHOOK_SIGNING_SECRET: Final = "SUME_COM_WEBHOOK_SIGNING_SECRET"
+    SUME_API_TOKEN: Final = "SUME_API_TOKEN"
+
+    # Which URLs the worker and the poller may fetch.
+    ALLOW_HTTP_URLS: Final = "ALLOW_HTTP_URLS"
+    ALLOW_PRIVATE_HOSTS: Final = "ALLOW_PRIVATE_HOSTS"
+    ARTIFACT_ALLOWED_HOSTS: Final = "ARTIFACT_ALLOWED_HOSTS"
+    STATUS_ALLOWED_HOSTS: Final = "STATUS_ALLOWED_HOSTS"
+
+    # Limits and timings.
+    SECRET_CACHE_SECONDS: Final = "SECRET_CACHE_SECONDS"
+    SIGNATURE_TOLERANCE_SECONDS: Final = "SIGNATURE_TOLERANCE_SECONDS"
+    MAX_BODY_BYTES: Final = "MAX_BODY_BYTES"
+    REDELIVER_GRACE_SECONDS: Final = "REDELIVER_GRACE_SECONDS"
+    SWEEP_AFTER_SECONDS: Final = "SWEEP_AFTER_SECONDS"
+    MAX_ARTIFACT_BYTES: Final = "MAX_ARTIFACT_BYTES"
+    ARTIFACT_PART_BYTES: Final = "ARTIFACT_PART_BYTES"
+    ARTIFACT_CONNECTIONS: Final = "ARTIFACT_CONNECTIONS"
+    ARTIFACT_UPLOADS: Final = "ARTIFACT_UPLOADS"
+    ARTIFACT_PLANNED_BYTES_PER_SECOND: Final = "ARTIFACT_PLANNED_BYTES_PER_SECOND"
+    RETENTION_DAYS: Final = "RETENTION_DAYS"
+    LEASE_SECONDS: Final = "LEASE_SECONDS"
+    MAX_ATTEMPTS: Final = "MAX_ATTEMPTS"
+    MAX_RECEIVES: Final = "MAX_RECEIVES"
+    QUEUE_RETRY_SECONDS: Final = "QUEUE_RETRY_SECONDS"
+    DLQ_RETENTION_SECONDS: Final = "DLQ_RETENTION_SECONDS"
+    HTTP_CONNECT_TIMEOUT_SECONDS: Final = "HTTP_CONNECT_TIMEOUT_SECONDS"
+    HTTP_READ_TIMEOUT_SECONDS: Final = "HTTP_READ_TIMEOUT_SECONDS"
+    HTTP_TOTAL_TIMEOUT_SECONDS: Final = "HTTP_TOTAL_TIMEOUT_SECONDS"
+    TIME_BUDGET_MARGIN_SECONDS: Final = "TIME_BUDGET_MARGIN_SECONDS"
+    POLL_INITIAL_SECONDS: Final = "POLL_INITIAL_SECONDS"
+    POLL_MAX_INTERVAL_SECONDS: Final = "POLL_MAX_INTERVAL_SECONDS"
+    MAX_POLL_AGE_SECONDS: Final = "MAX_POLL_AGE_SECONDS"
+    MAX_PARALLEL_POLLS: Final = "MAX_PARALLEL_POLLS"
+
+
+class Metric:
+    """The functions' CloudWatch metrics (``METRICS_NAMESPACE``, dimension
+    ``service``): emitted by the handlers, alarmed and graphed by
+    ``infra/monitoring.py``, read by the operator's CLI."""
+
+    # receiver
+    DELIVERIES: Final = "Deliveries"
+    NEW_JOBS: Final = "NewJobs"
+    DUPLICATES: Final = "Duplicates"
+    CONFLICTS: Final = "Conflicts"
+    TEST_PINGS: Final = "TestPings"
+    UNKNOWN_EVENTS: Final = "UnknownEvents"
+    REENQUEUED: Final = "Reenqueued"
+    REJECTIONS: Final = "Rejections"
+    SIGNATURE_REJECTIONS: Final = "SignatureRejections"
+    STORAGE_ERRORS: Final = "StorageErrors"
+    CONFIGURATION_ERRORS: Final = "ConfigurationErrors"
+    # worker
+    JOBS_SKIPPED: Final = "JobsSkipped"
+    JOBS_PROCESSED: Final = "JobsProcessed"
+    JOBS_COMPLETED: Final = "JobsCompleted"
+    JOBS_FAILED: Final = "JobsFailed"
+    JOBS_CANCELED: Final = "JobsCanceled"
+    PROCESSING_ERRORS: Final = "ProcessingErrors"
+    ARTIFACT_BYTES: Final = "ArtifactBytes"
+    INVALID_MESSAGES: Final = "InvalidMessages"
+    WORKER_RETRIES: Final = "WorkerRetries"
+    WORKER_FAILURES: Final = "WorkerFailures"
+    # poller
+    POLLER_ERRORS: Final = "PollerErrors"
+    JOBS_POLLED: Final = "JobsPolled"
+    JOBS_RECOVERED_BY_POLL: Final = "JobsRecoveredByPoll"
+    JOBS_LOST: Final = "JobsLost"
+    SWEPT_JOBS: Final = "SweptJobs"
+    POLLER_STEP_ERRORS: Final = "PollerStepErrors"
+    STATUS_URL_REFUSED: Final = "StatusUrlRefused"
+    STATUS_ANSWERS_FOR_OTHER_JOBS: Final = "StatusAnswersForOtherJobs"
+    POLLER_CONFIGURATION_ERRORS: Final = "PollerConfigurationErrors"
+    POLLER_BACKLOG: Final = "PollerBacklog"
+    # poller, registrations by event
+    JOBS_REGISTERED: Final = "JobsRegistered"
+    REGISTRATIONS_OF_KNOWN_JOBS: Final = "RegistrationsOfKnownJobs"
+    REGISTRATIONS_REJECTED: Final = "RegistrationsRejected"
+    REGISTRATION_RETRIES: Final = "RegistrationRetries"
+
+    @staticmethod
+    def signature_secret(position: int) -> str:
+        """Deliveries verified by the secret at ``position`` of the list (0: newest).
+
+        Ops retire an old secret once its position stops matching.
+        """
+        return f"SignatureSecret{position}"
+
+    @staticmethod
+    def rejected(reason: str) -> str:
+        """Deliveries refused for ``reason`` (the error code the receiver answered)."""
+        return f"Rejected_{reason}"
+
+
+def due_shard(job_id: str, shards: int = DUE_SHARDS) -> int:
+    """Stable shard for a job, so one job always lands in the same partition.
+
+    A hash rather than ``hash()``: Python salts ``hash`` per process, and the
+    receiver, worker and poller run in different processes.
+    """
+    digest = hashlib.blake2b(job_id.encode("utf-8"), digest_size=4).digest()
+    return int.from_bytes(digest, "big") % shards

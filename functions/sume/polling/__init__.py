@@ -1,0 +1,1 @@
+"""The poller's slice: status polls, sweeps and registrations. For poller.py and the CLI."""

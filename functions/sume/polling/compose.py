@@ -1,0 +1,81 @@
+"""The poller's services (scheduled runs, registrations by event), built once per container."""
+
+from __future__ import annotations
+
+import time
+
+from sume.core import aws
+from sume.core.aws import Clients
+from sume.core.runtime import Clock, per_container
+from sume.core.secrets import secret_fetcher
+from sume.net.fetch import SafeHttp
+from sume.polling.poller import Poller
+from sume.polling.registration import Registrations
+from sume.polling.registry import Registry
+from sume.polling.settings import PollerSettings, RegistrySettings
+from sume.polling.status import StatusClient, TokenSource, status_getter, token_source
+from sume.store.compose import build_intake, build_jobs
+from sume.store.queue import DeadLetterQueue, JobQueue
+
+
+def build_poller(
+    settings: PollerSettings, clients: Clients = aws.client, clock: Clock = time.time
+) -> Poller:
+    table = settings.table
+    status = StatusClient(
+        status_getter(SafeHttp.for_settings(settings)),
+        _api_token(settings, clients),
+        settings.url_policy.allowed_hosts,
+    )
+    return Poller(
+        build_jobs(table, clients("dynamodb")),
+        build_intake(settings, clients),
+        JobQueue(clients("sqs"), table.jobs_queue_url),
+        status.check,
+        settings.policy,
+        shards=table.due_shards,
+        max_parallel_polls=settings.max_parallel_polls,
+        clock=clock,
+    )
+
+
+def build_registrations(
+    settings: RegistrySettings, clients: Clients = aws.client, clock: Clock = time.time
+) -> Registrations:
+    """Registration by event (in the poller): ``registry.expect``'s checks, refusals parked."""
+    return Registrations(
+        build_registry(settings, clients, clock),
+        DeadLetterQueue(clients("sqs"), settings.dead_letters()),
+    )
+
+
+def build_registry(
+    settings: RegistrySettings, clients: Clients = aws.client, clock: Clock = time.time
+) -> Registry:
+    """Registering jobs for polling: by event, by ``registry.expect``, by the CLI, locally."""
+    return Registry(
+        build_jobs(settings, clients("dynamodb")),
+        settings.poll_initial_seconds,
+        clock,
+        allowed_hosts=settings.status_allowed_hosts,
+    )
+
+
+def _api_token(settings: PollerSettings, clients: Clients) -> TokenSource:
+    """From Secrets Manager when an ARN is set, else the environment's value, if any."""
+    arn, value = settings.api_token_arn, settings.api_token_value
+    if arn:
+        return token_source(
+            secret_fetcher(arn, settings.secret_cache_seconds, clients("secretsmanager"))
+        )
+    return token_source(None if value is None else lambda: value)
+
+
+@per_container
+def poller_service() -> Poller:
+    return build_poller(PollerSettings.from_env())
+
+
+@per_container
+def registrations_service() -> Registrations:
+    return build_registrations(RegistrySettings.from_env())

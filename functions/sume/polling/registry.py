@@ -1,0 +1,169 @@
+"""Registering a job an application submitted to Sume, so the poller watches it.
+
+Call ``expect`` right after Sume accepted the job. The job item is created as
+``awaiting`` with its ``status_url`` and the first status poll due after
+``POLL_INITIAL_SECONDS``. If the job's webhook arrives first (or later), the
+receiver's conditional write completes this same item, keeping ``metadata``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from sume.core.bounded import NotStorable, encode, storable
+from sume.core.errors import PermanentError
+from sume.core.ids import InvalidJobId, check_job_id
+from sume.net.policy import host_listed
+from sume.polling.settings import RegistrySettings
+from sume.store.jobs import InvalidWrite, JobsTable
+
+# DynamoDB caps an item at 400 KB and an inline event body may take 256 KiB.
+MAX_METADATA_BYTES = 64 * 1024
+MAX_URL_CHARS = 2048
+
+INVALID_REGISTRATION = "invalid_registration"
+REFUSED_BY_DYNAMODB = "refused_by_dynamodb"
+
+
+class InvalidRegistration(PermanentError, ValueError):
+    """A registration that can never be stored; calling again cannot help.
+
+    ``reason`` is a code: ``INVALID_REGISTRATION`` when the job id, the URL or
+    the metadata breaks a rule (the message says which), ``REFUSED_BY_DYNAMODB``
+    when DynamoDB refused the write as invalid all the same.
+    """
+
+    def __init__(self, message: str, reason: str = INVALID_REGISTRATION) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def _checked_url(status_url: str, allowed_hosts: Sequence[str]) -> str:
+    if not isinstance(status_url, str) or len(status_url) > MAX_URL_CHARS:
+        raise InvalidRegistration(
+            f"status_url must be a string of at most {MAX_URL_CHARS} characters"
+        )
+    status_url = status_url.strip()
+    try:
+        storable(status_url, "status_url")
+    except NotStorable as exc:
+        raise InvalidRegistration(str(exc)) from None
+    try:
+        parts = urlsplit(status_url)
+    except ValueError as exc:
+        raise InvalidRegistration(f"status_url is not a URL: {exc}") from None
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise InvalidRegistration("status_url must be an absolute http(s) URL")
+    # The poller would refuse it on every poll until the job is lost: say so now.
+    if allowed_hosts and not host_listed(status_url, allowed_hosts):
+        raise InvalidRegistration(
+            f"status_url host {parts.hostname!r} is not on STATUS_ALLOWED_HOSTS "
+            f"({', '.join(allowed_hosts)})"
+        )
+    return status_url
+
+
+def _checked_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if metadata is None:
+        return None
+    if not isinstance(metadata, Mapping):
+        raise InvalidRegistration("metadata must be a JSON object")
+    try:
+        stored: dict[str, Any] = storable(metadata, "metadata")
+    except NotStorable as exc:
+        raise InvalidRegistration(str(exc)) from None
+    if encode(stored, MAX_METADATA_BYTES).cut:
+        raise InvalidRegistration(f"metadata must be at most {MAX_METADATA_BYTES} bytes as JSON")
+    return stored
+
+
+class Registry:
+    def __init__(
+        self,
+        jobs: JobsTable,
+        first_poll_after: int,
+        clock: Callable[[], float] = time.time,
+        allowed_hosts: Sequence[str] = (),
+    ) -> None:
+        self._jobs = jobs
+        self._first_poll_after = first_poll_after
+        self._clock = clock
+        self._allowed_hosts = tuple(allowed_hosts)
+
+    def expect(
+        self, job_id: str, status_url: str, metadata: Mapping[str, Any] | None = None
+    ) -> bool:
+        """See ``sume.polling.registry.expect``."""
+        try:
+            job_id = check_job_id(job_id)
+        except InvalidJobId as exc:
+            raise InvalidRegistration(str(exc)) from None
+        status_url = _checked_url(status_url, self._allowed_hosts)
+        checked = _checked_metadata(metadata)
+        now = int(self._clock())
+        try:
+            return self._jobs.register(
+                job_id, status_url, checked, now=now, first_poll_at=now + self._first_poll_after
+            )
+        except InvalidWrite as exc:
+            # A limit the checks above do not know of: sent again, it fails again.
+            raise InvalidRegistration(
+                f"DynamoDB refused the registration: {exc}", REFUSED_BY_DYNAMODB
+            ) from None
+
+
+def expect(
+    job_id: str,
+    status_url: str,
+    metadata: Mapping[str, Any] | None = None,
+    *,
+    table_name: str | None = None,
+    dynamodb: Any = None,
+) -> bool:
+    """Watch a submitted Sume job through its ``status_url`` until its event arrives.
+
+    Args:
+        job_id: Sume's job id (the only idempotency key).
+        status_url: the job's absolute ``https://`` status URL, as Sume returned it.
+            When ``STATUS_ALLOWED_HOSTS`` is set, its host must be on it (the
+            poller checks again at each poll, with the rest of its URL rules:
+            no private addresses, https only).
+        metadata: optional JSON object kept on the job item as ``metadata``
+            (e.g. which user or order the job belongs to); at most 64 KiB as
+            JSON, and only what DynamoDB stores exactly (``sume.core.bounded.storable``):
+            string keys, not empty; at most 32 levels, the object itself the
+            first; numbers of at most 38 significant digits between 1E-130 and
+            9.99...E+125 in magnitude, or zero. Ints and Decimals are kept to the
+            last digit; a float is kept as its shortest repr (``0.1`` as 0.1).
+        table_name: the jobs table; defaults to ``JOBS_TABLE_NAME``.
+        dynamodb: a boto3 DynamoDB client; defaults to one per process, which
+            honours ``AWS_ENDPOINT_URL`` (local stack).
+
+    Returns:
+        True when the job is now registered (state ``awaiting``, first poll after
+        ``POLL_INITIAL_SECONDS``, default 900); False when the job was already known
+        (received, processed, or registered before): then nothing changed.
+
+    Raises:
+        InvalidRegistration: a ``ValueError`` for a registration that can never
+            be stored, so calling again cannot help: a job id ``sume.core.ids.check_job_id``
+            refuses (its message), a URL that is not absolute http(s) or whose
+            host is not on ``STATUS_ALLOWED_HOSTS``, metadata that breaks a rule
+            above (``reason`` ``invalid_registration``, nothing written); or a
+            write DynamoDB refused as invalid (``reason`` ``refused_by_dynamodb``).
+        botocore.exceptions.ClientError / BotoCoreError: DynamoDB failed (unavailable,
+            throttled); calling again is safe.
+        sume.core.errors.ConfigurationError: the environment is wrong (no
+            ``JOBS_TABLE_NAME`` and no ``table_name``, a setting that is not a
+            number); nothing was sent.
+    """
+    # Here, not at the top: the composition imports this module.
+    from sume.core import aws
+    from sume.polling.compose import build_registry
+
+    settings = RegistrySettings.from_env(table_name=table_name)
+    clients = aws.client if dynamodb is None else lambda _service, patient=False: dynamodb
+    return build_registry(settings, clients).expect(job_id, status_url, metadata)

@@ -1,0 +1,160 @@
+"""The poller's settings: scheduled runs, registrations by event, and ``registry.expect``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sume.core.names import Env
+from sume.core.settings import (
+    DEFAULT_POLL_INITIAL_SECONDS,
+    DEFAULT_REDELIVER_GRACE_SECONDS,
+    DEFAULT_SECRET_CACHE_SECONDS,
+    DEFAULT_SWEEP_AFTER_SECONDS,
+    TableSettings,
+    due_shards,
+    integer,
+    missing,
+    names,
+    optional,
+    required,
+    seconds,
+)
+from sume.net.policy import UrlPolicy
+
+# Items per index query: small enough that a run out of time leaves little
+# read-but-unhandled work, large enough to keep every poll thread busy.
+PAGE_SIZE = 50
+# What follows a status fetch (recording the answer or the next poll time)
+# must fit in the run's time too: a poll starts only with this much to spare
+# beyond its fetch's timeout.
+POLL_FINISH_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class PollPolicy:
+    """When to poll a job, when to give it up, when to sweep owed work, and a run's margins."""
+
+    initial_seconds: int
+    max_interval_seconds: int
+    max_age_seconds: int
+    sweep_after_seconds: int
+    poll_timeout_seconds: float
+    """Longest one status fetch may take, redirects included."""
+    page_size: int = PAGE_SIZE
+    time_margin_seconds: float = 0.0
+    """Kept back from the invocation's remaining time: a run ends this long before it."""
+
+    @property
+    def poll_reserve_seconds(self) -> float:
+        """Worst-case duration of one status poll; none is started with less time left."""
+        return self.poll_timeout_seconds + POLL_FINISH_SECONDS
+
+    def _doubling(self, base: int, attempt: int) -> int:
+        # The exponent is capped so a long-lived item cannot build a huge int.
+        return min(base * 2 ** min(attempt, 32), self.max_interval_seconds)
+
+    def poll_delay(self, attempt: int) -> int:
+        """Seconds before poll number ``attempt`` (0 = the first, after registering)."""
+        return self._doubling(self.initial_seconds, attempt)
+
+    def sweep_delay(self, sweeps: int) -> int:
+        """Seconds before an owed job is swept again after ``sweeps`` sweeps."""
+        return self._doubling(self.sweep_after_seconds, sweeps)
+
+
+@dataclass(frozen=True)
+class PollerSettings:
+    table: TableSettings
+    url_policy: UrlPolicy
+    api_token_arn: str | None
+    api_token_value: str | None
+    policy: PollPolicy
+    max_parallel_polls: int
+    connect_timeout_seconds: float
+    read_timeout_seconds: float
+    payloads_bucket_name: str | None
+    secret_cache_seconds: int
+    redeliver_grace_seconds: int
+
+    @property
+    def sweep_after_seconds(self) -> int:
+        return self.policy.sweep_after_seconds
+
+    @property
+    def total_timeout_seconds(self) -> float:
+        """One status poll's fetch, redirects included."""
+        return self.policy.poll_timeout_seconds
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> PollerSettings:
+        return cls(
+            table=TableSettings.table_from(env),
+            url_policy=UrlPolicy.from_env(env, Env.STATUS_ALLOWED_HOSTS),
+            api_token_arn=optional(env, Env.SUME_API_TOKEN_ARN),
+            api_token_value=optional(env, Env.SUME_API_TOKEN),
+            # A status answer over 256 KiB is offloaded like a webhook body.
+            payloads_bucket_name=optional(env, Env.PAYLOADS_BUCKET_NAME),
+            secret_cache_seconds=integer(
+                env, Env.SECRET_CACHE_SECONDS, DEFAULT_SECRET_CACHE_SECONDS
+            ),
+            redeliver_grace_seconds=integer(
+                env, Env.REDELIVER_GRACE_SECONDS, DEFAULT_REDELIVER_GRACE_SECONDS
+            ),
+            policy=PollPolicy(
+                initial_seconds=poll_initial_seconds(env),
+                max_interval_seconds=integer(
+                    env, Env.POLL_MAX_INTERVAL_SECONDS, 6 * 3600, minimum=1
+                ),
+                max_age_seconds=integer(env, Env.MAX_POLL_AGE_SECONDS, 7 * 24 * 3600, minimum=1),
+                sweep_after_seconds=integer(
+                    env, Env.SWEEP_AFTER_SECONDS, DEFAULT_SWEEP_AFTER_SECONDS, minimum=1
+                ),
+                # One status poll, redirects included: a slow host gets no more.
+                poll_timeout_seconds=seconds(env, Env.HTTP_TOTAL_TIMEOUT_SECONDS, 15),
+                time_margin_seconds=integer(env, Env.TIME_BUDGET_MARGIN_SECONDS, 10),
+            ),
+            # Polls mostly wait on Sume: 32 at 500 ms answers is 64 polls/s, about
+            # what a 512 MB poller's CPU share carries (docs/poller.md).
+            max_parallel_polls=integer(env, Env.MAX_PARALLEL_POLLS, 32, minimum=1),
+            connect_timeout_seconds=integer(env, Env.HTTP_CONNECT_TIMEOUT_SECONDS, 5, minimum=1),
+            read_timeout_seconds=integer(env, Env.HTTP_READ_TIMEOUT_SECONDS, 10, minimum=1),
+        )
+
+
+def poll_initial_seconds(env: Mapping[str, str]) -> int:
+    """The first poll's delay after registering: the poller's and every registrar's."""
+    return integer(env, Env.POLL_INITIAL_SECONDS, DEFAULT_POLL_INITIAL_SECONDS, minimum=1)
+
+
+@dataclass(frozen=True)
+class RegistrySettings:
+    """What registering a job for status polling needs: by ``sume.polling.registry.expect``,
+    by the CLI, and by event in the poller (which parks refusals in its DLQ)."""
+
+    jobs_table_name: str
+    due_shards: int
+    poll_initial_seconds: int
+    status_allowed_hosts: tuple[str, ...] = ()
+    """The poller's ``STATUS_ALLOWED_HOSTS``: a status_url elsewhere is refused."""
+    dead_letter_queue_url: str | None = None
+    """The registrations DLQ, where the poller parks refused events at once."""
+
+    @classmethod
+    def from_env(
+        cls, env: Mapping[str, str] = os.environ, table_name: str | None = None
+    ) -> RegistrySettings:
+        return cls(
+            jobs_table_name=table_name or required(env, Env.JOBS_TABLE_NAME),
+            due_shards=due_shards(env),
+            poll_initial_seconds=poll_initial_seconds(env),
+            status_allowed_hosts=names(env, Env.STATUS_ALLOWED_HOSTS),
+            dead_letter_queue_url=optional(env, Env.REGISTRATION_DLQ_URL),
+        )
+
+    def dead_letters(self) -> str:
+        """The registrations DLQ's URL; registering by event cannot run without it."""
+        if self.dead_letter_queue_url is None:
+            raise missing(Env.REGISTRATION_DLQ_URL)
+        return self.dead_letter_queue_url

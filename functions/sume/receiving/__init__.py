@@ -1,0 +1,1 @@
+"""The receiver's slice: one Sume delivery checked, recorded and queued. For receiver.py."""

@@ -1,0 +1,63 @@
+"""The job store wired from settings: the jobs table and the intake both handlers share."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sume.core import aws
+from sume.core.aws import Clients
+from sume.core.names import DUE_SHARDS
+from sume.core.settings import TableSettings
+from sume.store.intake import JobIntake
+from sume.store.jobs import JobsTable
+from sume.store.payloads import PayloadStore
+from sume.store.queue import JobQueue
+
+
+class IntakeSettings(Protocol):
+    """What recording a terminal event needs (the receiver's and the poller's settings)."""
+
+    @property
+    def table(self) -> TableSettings: ...
+    @property
+    def payloads_bucket_name(self) -> str | None: ...
+    @property
+    def redeliver_grace_seconds(self) -> int: ...
+    @property
+    def sweep_after_seconds(self) -> int: ...
+
+
+class JobsTableSettings(Protocol):
+    """Which jobs table, and how many shards its due-work index has."""
+
+    @property
+    def jobs_table_name(self) -> str: ...
+    @property
+    def due_shards(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A jobs table by name alone, for the tools that find it in a deployment's outputs."""
+
+    jobs_table_name: str
+    due_shards: int = DUE_SHARDS
+
+
+def build_jobs(table: JobsTableSettings, dynamodb: Any) -> JobsTable:
+    """The jobs table, for every handler, the CLI and the local stack alike."""
+    return JobsTable(dynamodb, table.jobs_table_name, table.due_shards)
+
+
+def build_intake(settings: IntakeSettings, clients: Clients = aws.client) -> JobIntake:
+    """Recording a terminal event, as the receiver and the poller both do."""
+    table, bucket = settings.table, settings.payloads_bucket_name
+    return JobIntake(
+        build_jobs(table, clients("dynamodb")),
+        JobQueue(clients("sqs"), table.jobs_queue_url),
+        PayloadStore(functools.partial(clients, "s3"), bucket) if bucket else None,
+        settings.redeliver_grace_seconds,
+        settings.sweep_after_seconds,
+    )
