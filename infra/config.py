@@ -95,7 +95,7 @@ MAX_EVENT_SOURCE_CONCURRENCY = 1000
 RECEIVER_WRITES_PER_REQUEST = 2
 WORKER_WRITES_PER_JOB = 4
 UNITS_PER_WORKER_WRITE = 2
-# A new on-demand table (and index) serves this much at once without warm
+# A new on-demand table serves this much at once without warm
 # throughput; DynamoDB's per-table quota caps what can be asked for.
 NEW_TABLE_WRITE_UNITS = 4_000
 NEW_TABLE_READ_UNITS = 12_000
