@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from aws_cdk import App, Validations
-from cdk_nag import AwsSolutionsChecks
+from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 
 from infra.config import DEFAULT_STAGE, StageConfig
 from infra.stack import SumeWebhooksStack
@@ -27,10 +27,11 @@ def cdk_json_context() -> dict[str, Any]:
 
 
 def create_app(context: Mapping[str, Any] | None = None, outdir: str | None = None) -> App:
-    """An app with the project's feature flags and the AWS Solutions checks attached."""
+    """An app with the project's feature flags and cdk-nag's AWS Solutions and Serverless
+    rule packs attached."""
     # Context given by the CLI (-c) takes precedence over these, as in cdk.json.
     app = App(context={**cdk_json_context(), **(context or {})}, outdir=outdir)
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app), ServerlessChecks(app))
     return app
 
 

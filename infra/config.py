@@ -34,7 +34,8 @@ _RETENTION_DAYS = {
     365: logs.RetentionDays.ONE_YEAR,
 }
 
-# Capacity estimate behind the API's throttle (docs/operations.md, "Junk traffic").
+# Capacity estimate behind the API's throttle (docs/operations.md, "Junk traffic";
+# every other capacity setting derives from it too: "Capacity plan").
 # Sume finishes at most `sume_peak_jobs_per_second` jobs a second for us. The
 # worst legitimate load follows an outage longer than Sume's retry window:
 # every job finished in that window is then being retried, one attempt per
@@ -51,10 +52,11 @@ SUME_MAX_ATTEMPTS = 10
 CONCURRENT_COPIES = 2
 THROTTLE_HEADROOM = 1.25
 DEFAULT_PEAK_JOBS_PER_SECOND = 2
-# API Gateway's default account quotas (requests/s, burst); raising them is a
-# quota request to AWS, not something a stack can do.
-MAX_THROTTLE_RATE = 10_000
-MAX_THROTTLE_BURST = 5_000
+# API Gateway's default account quotas (requests/s, burst), shared by every API
+# of the account in the region; raising them is a quota request to AWS, then
+# api_rate_quota / api_burst_quota tell the synth.
+DEFAULT_API_RATE_QUOTA = 10_000
+DEFAULT_API_BURST_QUOTA = 5_000
 
 
 # Concurrency the receiver keeps for itself (docs/operations.md, "Concurrency").
@@ -67,6 +69,38 @@ RECEIVER_PLANNED_SECONDS = 1
 DEFAULT_LAMBDA_CONCURRENCY_QUOTA = 1000
 LAMBDA_MIN_UNRESERVED = 100
 
+# The event sources' caps: instances = jobs (or registrations) a second x the
+# seconds each takes. A job's follow-up work is planned at 5 s: 100 MB of
+# artifacts at the worker's planned copy rate of 20 MB/s
+# (ARTIFACT_PLANNED_BYTES_PER_SECOND, the slowest copy planned for). A
+# registration is one conditional write (5 ms in the bench's model) and its
+# logs: planned at 0.1 s. SQS event sources accept caps of 2..1000.
+WORKER_PLANNED_SECONDS_PER_JOB = 5
+REGISTRATION_PLANNED_SECONDS = 0.1
+MIN_EVENT_SOURCE_CONCURRENCY = 2
+MAX_EVENT_SOURCE_CONCURRENCY = 1000
+
+# Write units the jobs table (and its due-work index) must take at once, from
+# `make bench`'s call counts (docs/bench.md, "AWS calls per delivery"). Every
+# request the throttle admits writes at most twice (a duplicate: the failed
+# conditional write, then the counter update; a new job once), on an item
+# under 1 KB (the bench's: 615 B), one unit each. Each job then costs the
+# worker WORKER_WRITES_PER_JOB writes (claim, one per artifact, finish: the
+# bench's job.completed with 2 artifacts), at up to 2 units once its artifact
+# records take the item past 1 KB (about 1.5 KB for that job), at Sume's
+# rate after an outage, SUME_MAX_ATTEMPTS jobs a second per peak job. The
+# index sees no more: a failed conditional write does not reach it, the
+# others at most once (a new due time twice: a delete and a put), which the
+# throttle's floor of Sume's worst case guarantees (see planned_write_units).
+RECEIVER_WRITES_PER_REQUEST = 2
+WORKER_WRITES_PER_JOB = 4
+UNITS_PER_WORKER_WRITE = 2
+# A new on-demand table serves this much at once without warm
+# throughput; DynamoDB's per-table quota caps what can be asked for.
+NEW_TABLE_WRITE_UNITS = 4_000
+NEW_TABLE_READ_UNITS = 12_000
+DEFAULT_DYNAMODB_TABLE_QUOTA = 40_000
+
 
 def receiver_concurrency(throttle_rate: int, throttle_burst: int) -> int:
     """Receivers running at once when Sume (or junk) uses all the API throttle admits."""
@@ -78,10 +112,31 @@ def sume_worst_case_rate(peak_jobs_per_second: int) -> int:
     return peak_jobs_per_second * SUME_MAX_ATTEMPTS * CONCURRENT_COPIES
 
 
-def default_throttle(peak_jobs_per_second: int) -> tuple[int, int]:
+def default_throttle(
+    peak_jobs_per_second: int,
+    rate_quota: int = DEFAULT_API_RATE_QUOTA,
+    burst_quota: int = DEFAULT_API_BURST_QUOTA,
+) -> tuple[int, int]:
     """(rate, burst) sized from the capacity estimate: Sume's worst case plus headroom."""
     rate = math.ceil(sume_worst_case_rate(peak_jobs_per_second) * THROTTLE_HEADROOM)
-    return rate, min(2 * rate, MAX_THROTTLE_BURST)
+    rate = min(rate, rate_quota)
+    return rate, min(2 * rate, burst_quota)
+
+
+def event_source_cap(per_second: float, seconds_each: float) -> int:
+    """Instances an SQS event source needs for ``per_second`` items of ``seconds_each``."""
+    return max(math.ceil(per_second * seconds_each), MIN_EVENT_SOURCE_CONCURRENCY)
+
+
+def planned_write_units(peak_jobs_per_second: int, throttle_rate: int) -> int:
+    """Write units a second the table and its index must take at Sume's worst case.
+
+    The index's share, ``throttle_rate + 5 writes x 2 units x the jobs``, stays
+    below the table's as long as ``throttle_rate`` covers Sume's worst case.
+    """
+    jobs = peak_jobs_per_second * SUME_MAX_ATTEMPTS
+    receiver = throttle_rate * RECEIVER_WRITES_PER_REQUEST
+    return receiver + jobs * WORKER_WRITES_PER_JOB * UNITS_PER_WORKER_WRITE
 
 
 # An allow-list entry: a host name as the functions compare it (lowercase
@@ -96,6 +151,8 @@ DEFAULTS: Mapping[str, Any] = {
     # None: derived from sume_peak_jobs_per_second by default_throttle.
     "throttle_rate": None,
     "throttle_burst": None,
+    "api_rate_quota": DEFAULT_API_RATE_QUOTA,
+    "api_burst_quota": DEFAULT_API_BURST_QUOTA,
     "api_client_error_threshold": 100,
     "poll_rate_minutes": DEFAULT_POLL_RATE_MINUTES,
     "alarm_email": "",
@@ -103,11 +160,17 @@ DEFAULTS: Mapping[str, Any] = {
     "log_level": "INFO",
     "worker_batch_size": 10,
     "worker_batching_window_seconds": 5,
-    "worker_max_concurrency": 10,
-    "registrations_max_concurrency": 2,
+    # None: derived from sume_peak_jobs_per_second by event_source_cap.
+    "worker_max_concurrency": None,
+    "registrations_max_concurrency": None,
     # None: derived from the throttle by receiver_concurrency; 0: none reserved.
     "receiver_reserved_concurrency": None,
     "lambda_concurrency_quota": DEFAULT_LAMBDA_CONCURRENCY_QUOTA,
+    # None: what Sume's worst case needs (planned_write_units; no reads), when
+    # a new table could not serve it at once; 0: none.
+    "table_warm_writes_per_second": None,
+    "table_warm_reads_per_second": None,
+    "dynamodb_table_quota": DEFAULT_DYNAMODB_TABLE_QUOTA,
     "signature_rejection_threshold": 20,
     "retention_days": 35,
     "payloads_expire_days": 90,
@@ -148,6 +211,9 @@ class StageConfig:
     registrations_max_concurrency: int
     receiver_reserved_concurrency: int | None
     """None: the receiver reserves no concurrency."""
+    table_warm_writes_per_second: int | None
+    table_warm_reads_per_second: int | None
+    """Warm throughput of the jobs table and its index; None: DynamoDB's own."""
 
     @property
     def is_dev(self) -> bool:
@@ -204,7 +270,8 @@ class StageConfig:
             raise ConfigError(
                 "context worker_batch_size over 10 needs worker_batching_window_seconds >= 1"
             )
-        throttle_rate, throttle_burst = _throttle(values, number)
+        peak = number("sume_peak_jobs_per_second", 1, 1_000_000)
+        throttle_rate, throttle_burst = _throttle(values, number, peak)
         status_hosts = _host_list(values, "status_allowed_hosts")
         if not status_hosts and not is_dev_stage(stage):
             raise ConfigError(
@@ -212,9 +279,12 @@ class StageConfig:
                 "sends Sume's API token only to these hosts (e.g. "
                 "-c status_allowed_hosts=api.sume.example; *.example.com for subdomains)"
             )
-        # SQS event sources accept a maximum concurrency of 2..1000.
-        worker_cap = number("worker_max_concurrency", 2, 1000)
-        registrations_cap = number("registrations_max_concurrency", 2, 1000)
+        worker_cap = _event_source_cap(
+            values, number, "worker_max_concurrency", peak, WORKER_PLANNED_SECONDS_PER_JOB
+        )
+        registrations_cap = _event_source_cap(
+            values, number, "registrations_max_concurrency", peak, REGISTRATION_PLANNED_SECONDS
+        )
         reserved = _receiver_reservation(
             values, number, throttle_rate, throttle_burst, worker_cap + registrations_cap
         )
@@ -241,22 +311,30 @@ class StageConfig:
             status_allowed_hosts=status_hosts,
             registrations_max_concurrency=registrations_cap,
             receiver_reserved_concurrency=reserved,
+            **_warm_throughput(values, number, planned_write_units(peak, throttle_rate)),
         )
 
 
 Number = Callable[[str, int, int], int]
 
 
-def _throttle(values: Mapping[str, Any], number: Number) -> tuple[int, int]:
+def _throttle(values: Mapping[str, Any], number: Number, peak: int) -> tuple[int, int]:
     """The stage's (rate, burst): derived from the capacity estimate unless set, never below it."""
-    # Past 200 jobs/s Sume's worst case no longer fits under the burst quota.
-    peak = number("sume_peak_jobs_per_second", 1, 200)
-    rate, burst = default_throttle(peak)
-    if values["throttle_rate"] is not None:
-        rate = number("throttle_rate", 1, MAX_THROTTLE_RATE)
-    if values["throttle_burst"] is not None:
-        burst = number("throttle_burst", 1, MAX_THROTTLE_BURST)
+    rate_quota = number("api_rate_quota", 1, 10_000_000)
+    burst_quota = number("api_burst_quota", 1, 10_000_000)
     needed = sume_worst_case_rate(peak)
+    if needed > min(rate_quota, burst_quota):
+        raise ConfigError(
+            f"context sume_peak_jobs_per_second={peak} needs {needed} requests/s at once "
+            f"({SUME_MAX_ATTEMPTS} attempts x {CONCURRENT_COPIES} concurrent copies), above "
+            f"API Gateway's account quota (api_rate_quota {rate_quota}, api_burst_quota "
+            f"{burst_quota}): request an increase in Service Quotas, then set them"
+        )
+    rate, burst = default_throttle(peak, rate_quota, burst_quota)
+    if values["throttle_rate"] is not None:
+        rate = number("throttle_rate", 1, rate_quota)
+    if values["throttle_burst"] is not None:
+        burst = number("throttle_burst", 1, burst_quota)
     for key, value in (("throttle_rate", rate), ("throttle_burst", burst)):
         if value < needed:
             raise ConfigError(
@@ -265,6 +343,62 @@ def _throttle(values: Mapping[str, Any], number: Number) -> tuple[int, int]:
                 f"{CONCURRENT_COPIES} concurrent copies): our 429s would use up Sume's retries"
             )
     return rate, burst
+
+
+def _event_source_cap(
+    values: Mapping[str, Any], number: Number, key: str, peak: int, seconds_each: float
+) -> int:
+    """An event source's maximum concurrency: what the estimate needs, unless set."""
+    if values[key] is not None:
+        return number(key, MIN_EVENT_SOURCE_CONCURRENCY, MAX_EVENT_SOURCE_CONCURRENCY)
+    needed = event_source_cap(peak, seconds_each)
+    if needed > MAX_EVENT_SOURCE_CONCURRENCY:
+        raise ConfigError(
+            f"context {key}: sume_peak_jobs_per_second={peak} at {seconds_each} s planned each "
+            f"needs {needed} instances, above an SQS event source's "
+            f"{MAX_EVENT_SOURCE_CONCURRENCY}: set {key} "
+            f"({MIN_EVENT_SOURCE_CONCURRENCY}..{MAX_EVENT_SOURCE_CONCURRENCY}) if each takes less"
+        )
+    return needed
+
+
+def _warm_throughput(values: Mapping[str, Any], number: Number, writes: int) -> dict[str, Any]:
+    """Warm writes and reads of the jobs table and its index; None leaves DynamoDB's own.
+
+    Each defaults to what Sume's worst case needs (``writes`` units/s; no
+    reads: a delivery reads nothing, the poller reads the index), set only
+    when a new table could not serve it at once: warm throughput is billed
+    when raised and cannot be lowered.
+    """
+    quota = number("dynamodb_table_quota", 1, 10_000_000)
+
+    def warm(key: str, baseline: int, planned: int) -> int | None:
+        if values[key] is None:
+            value, source = planned, f"{planned}, planned for Sume's worst case"
+            if value <= baseline:
+                return None
+        else:
+            value = number(key, 0, 10_000_000)
+            source = str(value)
+            if 0 < value < baseline:
+                raise ConfigError(
+                    f"context {key} ({value}) is below the {baseline} units/s a new on-demand "
+                    "table serves at once; warm throughput only raises it (0 sets none)"
+                )
+        if value > quota:
+            raise ConfigError(
+                f"context {key} ({source}) is above dynamodb_table_quota ({quota} units/s "
+                "per table): request an increase in Service Quotas, then set "
+                "dynamodb_table_quota"
+            )
+        return value or None
+
+    return {
+        "table_warm_writes_per_second": warm(
+            "table_warm_writes_per_second", NEW_TABLE_WRITE_UNITS, writes
+        ),
+        "table_warm_reads_per_second": warm("table_warm_reads_per_second", NEW_TABLE_READ_UNITS, 0),
+    }
 
 
 def _receiver_reservation(

@@ -8,6 +8,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import spec
+from infra.nag import acknowledge
 
 
 class JobsQueue(Construct):
@@ -38,6 +39,12 @@ def queue_with_dlq(
         enforce_ssl=True,
         retention_period=Duration.seconds(spec.DLQ_RETENTION_SECONDS),
         removal_policy=removal,
+    )
+    acknowledge(
+        dlq,
+        "Serverless-SQSRedrivePolicy",
+        "This is the dead-letter queue: its messages wait here to be inspected and redriven "
+        "(sume-webhooks dlq peek / redrive) under an alarm, with nowhere further to go.",
     )
     queue = sqs.Queue(
         scope,

@@ -16,6 +16,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.nag import acknowledge
 from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME, Metric
 
 PERIOD = Duration.minutes(5)
@@ -81,6 +82,13 @@ class Monitoring(Construct):
         )
         if alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
+            acknowledge(
+                self.topic,
+                "Serverless-SNSRedrivePolicy",
+                "A mail SNS cannot deliver has no better use later: the alarm's state stays "
+                "on the dashboard and notifies again as it changes, and a DLQ of alarm mails "
+                "could only raise its own alarm through this same topic.",
+            )
 
         w = watched
         errors = {

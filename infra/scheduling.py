@@ -8,6 +8,8 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
+from infra.nag import acknowledge
+
 
 class PollerSchedule(Construct):
     def __init__(
@@ -31,4 +33,10 @@ class PollerSchedule(Construct):
                     poller, retry_attempts=0, max_event_age=Duration.minutes(rate_minutes)
                 )
             ],
+        )
+        acknowledge(
+            self.rule,
+            "Serverless-EventBusDLQ",
+            "A tick that cannot be delivered is dropped on purpose (no retries): it carries "
+            "nothing, and the next tick's run finds everything the missed one would have.",
         )

@@ -45,7 +45,13 @@ class SumeWebhooksStack(Stack):
         Tags.of(self).add("stage", config.stage)
         removal = RemovalPolicy.DESTROY if config.is_dev else RemovalPolicy.RETAIN
 
-        table = JobsTableResource(self, "Jobs", is_dev=config.is_dev).table
+        table = JobsTableResource(
+            self,
+            "Jobs",
+            is_dev=config.is_dev,
+            warm_writes_per_second=config.table_warm_writes_per_second,
+            warm_reads_per_second=config.table_warm_reads_per_second,
+        ).table
         queues = JobsQueue(self, "JobsQueue", is_dev=config.is_dev)
         buckets = Buckets(
             self,

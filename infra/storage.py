@@ -35,11 +35,31 @@ class JobsTableResource(Construct):
 
     Built from ``spec.table_definition`` (what the local stack creates on
     moto), so the deployed keys and index cannot drift from the tested ones.
+    Warm throughput (None: DynamoDB's own) is the capacity plan's
+    (docs/operations.md, "Capacity plan").
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, is_dev: bool) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        is_dev: bool,
+        warm_writes_per_second: int | None,
+        warm_reads_per_second: int | None,
+    ) -> None:
         super().__init__(scope, construct_id)
         definition = spec.table_definition("jobs")
+        # The index gets the table's: a write the index cannot take throttles
+        # the table's write too (infra/config.py, planned_write_units).
+        warm = (
+            dynamodb.WarmThroughput(
+                write_units_per_second=warm_writes_per_second,
+                read_units_per_second=warm_reads_per_second,
+            )
+            if warm_writes_per_second or warm_reads_per_second
+            else None
+        )
         self.table = dynamodb.Table(
             self,
             "Table",
@@ -51,12 +71,14 @@ class JobsTableResource(Construct):
             time_to_live_attribute=spec.TTL,
             deletion_protection=not is_dev,
             removal_policy=RemovalPolicy.DESTROY if is_dev else RemovalPolicy.RETAIN,
+            warm_throughput=warm,
         )
         for index in definition["GlobalSecondaryIndexes"]:
             self.table.add_global_secondary_index(
                 index_name=index["IndexName"],
                 **_key_attributes(definition, index["KeySchema"]),
                 projection_type=dynamodb.ProjectionType[index["Projection"]["ProjectionType"]],
+                warm_throughput=warm,
             )
 
 

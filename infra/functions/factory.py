@@ -126,12 +126,13 @@ class FunctionFactory(Construct):
             environment={**self._shared_environment(), **_without_empty(spec.environment)},
             reserved_concurrent_executions=spec.reserved_concurrency,
         )
-        acknowledge(
-            function,
-            "AwsSolutions-L1",
-            "Pinned to python3.13 on purpose: the code, its tests and the Powertools "
-            "layer version are verified on 3.13; a runtime bump is a tested change.",
-        )
+        for rule in ("AwsSolutions-L1", "Serverless-LambdaLatestVersion"):
+            acknowledge(
+                function,
+                rule,
+                "Pinned to python3.13 on purpose: the code, its tests and the Powertools "
+                "layer version are verified on 3.13; a runtime bump is a tested change.",
+            )
         acknowledge(
             role,
             "AwsSolutions-IAM5[Resource::*]",

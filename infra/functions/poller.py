@@ -11,6 +11,7 @@ from aws_cdk import aws_sqs as sqs
 
 from infra import spec
 from infra.functions.factory import FunctionFactory, FunctionSpec, StackFunction
+from infra.nag import acknowledge
 from sume.core.names import DUE_INDEX, Env
 
 
@@ -41,6 +42,14 @@ class PollerFunction(StackFunction):
         )
         # A failed run is not retried: the next scheduled run redoes it.
         self.function.configure_async_invoke(retry_attempts=0)
+        for rule in ("Serverless-LambdaDLQ", "Serverless-LambdaAsyncFailureDestination"):
+            acknowledge(
+                self.function,
+                rule,
+                "Its asynchronous events are the schedule's ticks, which carry nothing: the "
+                "next run queries the same due-work index and redoes a failed one, and "
+                "PollerErrors alarms on it; a kept tick could not be replayed to any use.",
+            )
         # Queries the due-work index, records polled events (GetItem as the
         # receiver's) and reschedules items, re-enqueues owed work, offloads
         # large status answers, authenticates its status_url reads with the
@@ -73,3 +82,10 @@ class PollerFunction(StackFunction):
         )
         dlq.grant_send_messages(self.function)
         self.function.add_environment(Env.REGISTRATION_DLQ_URL, dlq.queue_url)
+        acknowledge(
+            self.function,
+            "Serverless-LambdaEventSourceMappingDestination",
+            "An SQS event source takes no on-failure destination (Lambda has them for "
+            "streams and Kafka): a registration that keeps failing goes to the registrations "
+            "queue's own DLQ after its receives, where refused ones are parked at once.",
+        )

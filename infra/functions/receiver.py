@@ -7,6 +7,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 
 from infra import spec
 from infra.functions.factory import FunctionFactory, FunctionSpec, StackFunction
+from infra.nag import acknowledge
 from sume.core.names import Env
 
 
@@ -46,3 +47,9 @@ class ReceiverFunction(StackFunction):
         self.queue.grant_send_messages(self.function)
         self.grant_payloads(payloads, "s3:PutObject")
         signing_secret.grant_read(self.function)
+        acknowledge(
+            self.function,
+            "Serverless-LambdaDLQ",
+            "Invoked synchronously by API Gateway only: a failed delivery is answered 5xx to "
+            "Sume, which retries it; there is no asynchronous event to keep.",
+        )

@@ -9,6 +9,7 @@ from aws_cdk import aws_s3 as s3
 
 from infra import spec
 from infra.functions.factory import FunctionFactory, FunctionSpec, StackFunction
+from infra.nag import acknowledge
 from sume.core.names import Env
 
 
@@ -58,6 +59,14 @@ class WorkerFunction(StackFunction):
                 report_batch_item_failures=True,
             )
         )
+        for rule in ("Serverless-LambdaDLQ", "Serverless-LambdaEventSourceMappingDestination"):
+            acknowledge(
+                self.function,
+                rule,
+                "Invoked by its SQS event source only, which takes no on-failure destination "
+                "(Lambda has them for streams and Kafka): a message that keeps failing goes to "
+                "the jobs queue's own DLQ after its receives (redrive policy, DlqNotEmpty alarm).",
+            )
         self.grant_payloads(payloads, "s3:GetObject")
         self.grant_object_keys(
             artifacts,

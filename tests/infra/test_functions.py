@@ -76,3 +76,17 @@ def test_payload_keys_granted_are_the_ones_the_payload_store_writes() -> None:
     PayloadStore(lambda: recorder, "bucket").put("job/1", "{}")
     assert recorder.key.startswith("events/")
     assert fnmatch(recorder.key, PAYLOADS_PREFIX)
+
+
+def test_every_event_source_is_capped(dev: Stage, prod: Stage) -> None:
+    # No queue, whoever fills it, can take more of the account's concurrency
+    # than its cap (docs/operations.md, "Capacity plan").
+    for stage in (dev, prod):
+        mappings = stage.of_type("AWS::Lambda::EventSourceMapping").values()
+        assert {ref_name(m["Properties"]["EventSourceArn"]) for m in mappings} == {
+            "JobsQueue",
+            "RegistrationsQueue",
+        }
+        for mapping in mappings:
+            cap = mapping["Properties"]["ScalingConfig"]["MaximumConcurrency"]
+            assert 2 <= cap <= 1000

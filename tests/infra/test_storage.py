@@ -40,6 +40,22 @@ def test_jobs_table_on_demand_pitr_ttl_and_the_sparse_index(dev: Stage) -> None:
     assert table["Properties"]["GlobalSecondaryIndexes"] == moto["GlobalSecondaryIndexes"]
 
 
+def test_warm_throughput_is_set_by_context_on_the_table_and_its_index(
+    dev: Stage, prod: Stage
+) -> None:
+    _, dev_table = dev.one("JobsTable", "AWS::DynamoDB::Table")
+    # The default estimate (2 jobs/s) plans far less than a new table serves: none set.
+    assert "WarmThroughput" not in dev_table["Properties"]
+    (dev_index,) = dev_table["Properties"]["GlobalSecondaryIndexes"]
+    assert "WarmThroughput" not in dev_index
+    _, prod_table = prod.one("JobsTable", "AWS::DynamoDB::Table")
+    warm = {"WriteUnitsPerSecond": 5000, "ReadUnitsPerSecond": 15000}
+    assert prod_table["Properties"]["WarmThroughput"] == warm
+    # The index takes the table's writes: warmed alike, or it would throttle them.
+    (prod_index,) = prod_table["Properties"]["GlobalSecondaryIndexes"]
+    assert prod_index["WarmThroughput"] == warm
+
+
 def test_data_is_retained_and_protected_outside_dev(dev: Stage, prod: Stage) -> None:
     _, prod_table = prod.one("JobsTable", "AWS::DynamoDB::Table")
     assert prod_table["DeletionPolicy"] == prod_table["UpdateReplacePolicy"] == "Retain"
