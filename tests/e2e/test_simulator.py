@@ -56,7 +56,10 @@ class _Handler(BaseHTTPRequestHandler):
 @pytest.fixture
 def receiver(request: pytest.FixtureRequest) -> Iterator[Receiver]:
     server = Receiver(list(request.param))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits out a poll: the default 0.5 s would be most of the test.
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     yield server
     server.shutdown()

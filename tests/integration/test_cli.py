@@ -630,7 +630,10 @@ class _Verifying(BaseHTTPRequestHandler):
 def verifying_url() -> Iterator[str]:
     _Verifying.seen = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Verifying)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits out a poll: the default 0.5 s would be most of the test.
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/webhooks/sume"
     server.shutdown()
