@@ -39,8 +39,8 @@ $(CURDIR)/.tools/bin/uv:
 
 # Bytecode is compiled here, once: where PYTHONDONTWRITEBYTECODE is set (as on
 # CI) every Python process would otherwise compile botocore, moto and aws_cdk
-# again (about 1.5 s of CPU each; the tests start dozens). The Makefile is a
-# prerequisite so that a change here reaches an existing .venv.
+# again (about 1.5 s of CPU each, in every process the tests start). The
+# Makefile is a prerequisite so that a change here reaches an existing .venv.
 $(VENV)/.synced: pyproject.toml uv.lock $(MAKEFILE) | $(UV)
 	$(UV) sync --frozen --all-extras --quiet --compile-bytecode
 	@touch $@
