@@ -37,8 +37,12 @@ $(CURDIR)/.tools/bin/uv:
 	python3 -m venv .tools
 	.tools/bin/pip install --quiet "uv==$(UV_VERSION)"
 
-$(VENV)/.synced: pyproject.toml uv.lock | $(UV)
-	$(UV) sync --frozen --all-extras --quiet
+# Bytecode is compiled here, once: where PYTHONDONTWRITEBYTECODE is set (as on
+# CI) every Python process would otherwise compile botocore, moto and aws_cdk
+# again (about 1.5 s of CPU each, in every process the tests start). The
+# Makefile is a prerequisite so that a change here reaches an existing .venv.
+$(VENV)/.synced: pyproject.toml uv.lock $(MAKEFILE) | $(UV)
+	$(UV) sync --frozen --all-extras --quiet --compile-bytecode
 	@touch $@
 
 ## install: the .venv from uv.lock (uv is bootstrapped with pip when absent)

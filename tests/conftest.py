@@ -26,28 +26,16 @@ os.environ.update(
 )
 
 
-import logging  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
+import functools  # noqa: E402
 
-import pytest  # noqa: E402
+import botocore.loaders  # noqa: E402
+import botocore.session  # noqa: E402
 
-from devstack import moto_atomic, moto_limits  # noqa: E402
-
-# DynamoDB applies each write atomically; moto does not under concurrency.
-moto_atomic.install()
-# AWS refuses over-size items, events and keys and odd message characters; moto does not.
-moto_limits.install()
-# moto's server logs every request through werkzeug.
-logging.getLogger("werkzeug").setLevel(logging.WARNING)
-
-
-@pytest.fixture(scope="session")
-def moto_server() -> Iterator[str]:
-    """moto's server on a loopback port, for paths that cross the network."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    _, port = server.get_host_and_port()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+# Every new botocore session parses each service's JSON model again (about
+# 0.05 s a service), and tests make sessions all the time: each mock_aws gives
+# boto3.client() a fresh default session, and runtime.reset() (a fresh
+# container) drops the handlers' one. The models are read-only data, so one
+# loader serves every session in the test process: each session still builds
+# its own clients, as a container does. Not in production code: Lambda keeps
+# one session per container (sume.core.aws), which this stands in for.
+botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)

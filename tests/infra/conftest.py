@@ -3,7 +3,8 @@
 The cloud assembly is synthesized by a subprocess whose environment carries
 no AWS credentials, profile or config, which is itself the proof that synth
 works offline and account-free. cfn-lint loads beside it and lints the
-templates in the background while the template assertions run.
+templates in the background while the template assertions run; the tests
+that need its findings (``cfn_lint_findings``) are run last of the session.
 """
 
 from __future__ import annotations
@@ -217,6 +218,19 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
     if lint.poll() is None:
         lint.kill()
         lint.communicate()
+
+
+@pytest.fixture(scope="session")
+def cfn_lint_findings(cloud: Cloud) -> list[dict[str, Any]]:
+    """cfn-lint's findings on both templates; waits for the background lint."""
+    return cloud.lint_findings()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # cfn-lint starts on the templates once the synth is done and takes
+    # seconds: the tests that wait for it run last, the others meanwhile.
+    waiting = [i for i in items if "cfn_lint_findings" in getattr(i, "fixturenames", ())]
+    items[:] = [i for i in items if i not in waiting] + waiting
 
 
 @pytest.fixture(scope="session")

@@ -4,14 +4,23 @@
 per session, with no AWS credentials in its environment, and read the
 templates and assets it writes. The prod stage sets every context knob it
 can, so the tests see both the defaults and the overrides.
+
+It then synthesizes, into ``OUTDIR/careless``, an app of ours with a bucket
+and a queue that break AwsSolutions and Serverless rules, and writes the error that synth raised. A
+process's first synth costs about 6 s (CDK loads its template validation),
+so that check is made here, after the stages, rather than in the tests' process.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Final
 
 from infra.app import add_stage, create_app
+
+CARELESS: Final = "careless"
+CARELESS_ERROR: Final = "synth-error.txt"
 
 PROD_OVERRIDES: Final = {
     "alarm_email": "ops@example.com",
@@ -45,6 +54,24 @@ def main(outdir: str) -> None:
     add_stage(app, "dev")
     add_stage(app, "prod", PROD_OVERRIDES)
     app.synth()
+    careless(Path(outdir) / CARELESS)
+
+
+def careless(outdir: Path) -> None:
+    """A bucket without TLS enforcement or logs, a queue without a DLQ: our app's
+    synth must refuse them (AwsSolutions and Serverless alike)."""
+    from aws_cdk import Stack
+    from aws_cdk import aws_s3 as s3
+    from aws_cdk import aws_sqs as sqs
+
+    app = create_app(outdir=str(outdir))
+    stack = Stack(app, "Careless")
+    s3.Bucket(stack, "Bucket")
+    sqs.Queue(stack, "Queue")
+    try:
+        app.synth()
+    except RuntimeError as error:
+        (outdir / CARELESS_ERROR).write_text(str(error), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from infra.config import (
 )
 from infra.functions.factory import CODE_ROOT
 from tests.infra.conftest import ROOT, Cloud, Stage
+from tests.infra.synth_stages import CARELESS, CARELESS_ERROR
 
 # Every accepted cdk-nag finding, by construct path below the stack, of both
 # rule packs. A new finding must be fixed or added here with its reason in infra/.
@@ -98,28 +99,18 @@ def test_every_acknowledged_finding_is_expected_explained_and_used(
     assert recorded == expected
 
 
-def test_both_cdk_nag_packs_are_attached_to_the_app(tmp_path: Path) -> None:
+def test_both_cdk_nag_packs_are_attached_to_the_app(cloud: Cloud) -> None:
     """A bucket without TLS or logs, a queue without a DLQ must fail our app's synth."""
-    from aws_cdk import Stack
-    from aws_cdk import aws_s3 as s3
-    from aws_cdk import aws_sqs as sqs
-
-    from infra.app import create_app
-
-    app = create_app(outdir=str(tmp_path))
-    careless = Stack(app, "Careless")
-    s3.Bucket(careless, "Bucket")
-    sqs.Queue(careless, "Queue")
-    with pytest.raises(RuntimeError, match="ValidationFailed"):
-        app.synth()
-    report = json.loads((tmp_path / "validation-report.json").read_text())
+    outdir = cloud.outdir / CARELESS
+    assert "ValidationFailed" in (outdir / CARELESS_ERROR).read_text(encoding="utf-8")
+    report = json.loads((outdir / "validation-report.json").read_text())
     rules = {v["ruleName"] for r in report["pluginReports"] for v in r["violations"]}
     assert {"AwsSolutions-S1", "AwsSolutions-S10", "Serverless-SQSRedrivePolicy"} <= rules
 
 
-def test_cfn_lint_passes_on_both_templates(cloud: Cloud) -> None:
+def test_cfn_lint_passes_on_both_templates(cloud: Cloud, cfn_lint_findings: list[Any]) -> None:
     """W3005 is the one accepted finding: see docs/operations.md (cfn-lint W3005)."""
-    findings = cloud.lint_findings()
+    findings = cfn_lint_findings
     assert [f for f in findings if f["rule"] != "W3005"] == []
     for finding in findings:
         stage = next(

@@ -1,3 +1,16 @@
+"""The handlers and the domain against moto: in-process (``aws``) or its server (``moto_server``).
+
+Each test that takes ``aws`` gets a moto of its own: a fresh ``mock_aws`` with the
+stack's resources made anew, so every table, queue, bucket and secret starts empty
+and a test that counts a whole queue (jobs, DLQs, an announcements capture), scans
+the table or deletes a resource sees only its own doing, whatever ran before it.
+That costs a few milliseconds (about 40 ms of moto calls with the clients kept
+below); what made a moto test cost 0.5-0.9 s was botocore parsing its service
+models for every new session, which ``tests/conftest.py`` now does once. Sharing
+the resources per module would save those 40 ms and cost every test its clean
+slate, so they are not shared.
+"""
+
 from __future__ import annotations
 
 import io
@@ -10,18 +23,60 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from devstack import moto_atomic, moto_limits
 from devstack.resources import create_resources, environment
 from infra.spec import ResourceNames
 from sume.core import runtime
 from tests.builders import SECRET
 from tests.httpserver import LoopbackServer
 
+# DynamoDB applies each write atomically; moto does not under concurrency.
+moto_atomic.install()
+# AWS refuses over-size items, events and keys and odd message characters; moto does not.
+moto_limits.install()
+# moto's server logs every request through werkzeug.
+logging.getLogger("werkzeug").setLevel(logging.WARNING)
+
+
+class _SetupSession:
+    """The clients that create each test's resources, made once per process.
+
+    moto's stubber is one of botocore's built-in handlers, so a client answers
+    from whichever ``mock_aws`` is active when it is called; the handlers and the
+    tests still make their own clients, as they would in a fresh container.
+    """
+
+    def __init__(self) -> None:
+        self._session = boto3.session.Session()
+        self._clients: dict[str, Any] = {}
+
+    def client(self, service: str) -> Any:
+        if service not in self._clients:
+            self._clients[service] = self._session.client(service)
+        return self._clients[service]
+
+
+_SETUP = _SetupSession()
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    """moto's server on a loopback port, for paths that cross the network."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    _, port = server.get_host_and_port()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
 
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[ResourceNames]:
-    """In-process moto with the stack's resources and the Lambda environment set."""
+    """In-process moto of the test's own, with the stack's resources and the Lambda
+    environment set."""
     with mock_aws():
-        names = create_resources(boto3.session.Session())
+        names = create_resources(_SETUP)
         for key, value in environment(names).items():
             monkeypatch.setenv(key, value)
         monkeypatch.setenv("SUME_COM_WEBHOOK_SIGNING_SECRET", SECRET)

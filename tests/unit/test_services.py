@@ -90,3 +90,20 @@ def test_reset_forgets_the_services_their_settings_and_the_clients(monkeypatch):
         receiver_service().receive(request_from_event(big))
     assert refused.value.status == 413
     runtime.reset()
+
+
+def test_a_client_pools_a_connection_for_every_thread_that_shares_it():
+    # The poller's polls share its clients, a copy's part uploads the worker's
+    # S3 client: a pool smaller than them opens, and discards with a warning,
+    # a connection per call over its size.
+    threads = max(
+        PollerSettings.from_env(ENV).max_parallel_polls,
+        WorkerSettings.from_env(ENV).artifact_uploads,
+    )
+    runtime.reset()
+    pools = {
+        aws.client("dynamodb", patient).meta.config.max_pool_connections
+        for patient in (False, True)
+    }
+    runtime.reset()
+    assert min(pools) >= threads
