@@ -1,1 +1,1 @@
-"""Safe networking: SSRF-safe HTTP for URLs from outside, and URLs made safe to write down."""
+"""Safe networking for URLs from outside: SSRF-safe HTTP, the URL policy. For worker and poller."""

@@ -1,1 +1,1 @@
-"""The job store: one item per job and its transitions, the S3 bodies, the queue pointers."""
+"""The job store: the job item and its transitions, S3 bodies, queue pointers. For every slice."""
