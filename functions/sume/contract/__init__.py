@@ -1,1 +1,1 @@
-"""Sume's wire contract: the ``sume-v1`` signature and the event envelope. Imports only core."""
+"""Sume's wire contract: the ``sume-v1`` signature, the event envelope. For store and every slice."""
