@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from infra.app import add_stage, create_app
+from infra.config import ConfigError
 
 
 def cli_context(argv: list[str]) -> dict[str, str]:
@@ -23,7 +24,12 @@ def cli_context(argv: list[str]) -> dict[str, str]:
 
 def main() -> None:
     app = create_app(cli_context(sys.argv[1:]))
-    add_stage(app)
+    try:
+        add_stage(app)
+    except ConfigError as error:
+        # A setting that cannot be deployed is the operator's to fix: one line
+        # naming the key, not a traceback through the CDK.
+        raise SystemExit(f"error: {error}") from None
     app.synth()
 
 

@@ -55,6 +55,13 @@ def test_synth_says_where_the_template_goes() -> None:
     assert f"cdk.out/{spec.stack_name('qa')}.template.json" in result.stdout
 
 
+def test_a_setting_that_cannot_be_deployed_stops_the_synth_with_one_line(tmp_path: Path) -> None:
+    result = make("synth", "STAGE=prod", env=credential_free_env(tmp_path))
+    assert result.returncode != 0
+    (line,) = [line for line in result.stderr.splitlines() if not line.startswith("make")]
+    assert line.startswith("error: context status_allowed_hosts must be set for stage 'prod'")
+
+
 def test_without_credentials_cdk_targets_stop_at_once_and_say_what_to_do(tmp_path: Path) -> None:
     for target in ("check-aws", "bootstrap", "diff", "deploy", "destroy"):
         result = make(target, env=credential_free_env(tmp_path))
