@@ -487,9 +487,9 @@ def section_artifacts(report: artifacts.ArtifactsReport, targets: Targets) -> No
 
 def section_poller(report: capacity.CapacityReport, targets: Targets) -> None:
     print(
-        "## 7. Poller capacity (one real run per row: `services.build_poller`, default settings; "
-        "moto in-process; status URLs on loopback answering `running`, so every poll "
-        "reschedules)\n"
+        "## 7. Poller capacity (one real run per row: `polling.compose.build_poller`, "
+        "default settings; moto in-process; status URLs on loopback answering `running`, "
+        "so every poll reschedules)\n"
     )
     print(
         table(
