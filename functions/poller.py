@@ -80,6 +80,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 def run(context: Any) -> dict[str, Any]:
+    gauge_awaiting()
     try:
         summary = compose.poller_service().run(time_left(context))
     except RETRYABLE:
@@ -89,6 +90,24 @@ def run(context: Any) -> dict[str, Any]:
         logger.exception("poller run failed")
         raise
     return observe(summary)
+
+
+def gauge_awaiting() -> None:
+    # Counted before the polls, so a job this run recovers counts as having waited.
+    try:
+        awaiting = compose.awaiting_gauge().count()
+    except RETRYABLE:
+        # The polls may still work. A run without the gauge is no news to the
+        # silence alarm (missing data), and PollerStepErrors shows the gap.
+        metrics.add_metric(name=Metric.POLLER_STEP_ERRORS, unit="Count", value=1)
+        logger.exception("awaiting jobs could not be counted")
+        return
+    # Alarmed (DeliverySilence): jobs wait while no verified delivery comes.
+    metrics.add_metric(name=Metric.JOBS_AWAITING, unit="Count", value=awaiting.jobs)
+    if not awaiting.exact:
+        logger.info(
+            "awaiting jobs counted in part: the gauge is a lower bound", awaiting=awaiting.jobs
+        )
 
 
 def observe(summary: RunSummary) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from sume.receiving.webhook import Receipt, Rejected
 
 
 def accepted(receipt: Receipt) -> HttpResponse:
+    metrics.add_metric(name=Metric.VERIFIED_DELIVERIES, unit="Count", value=1)
     metrics.add_metric(name=Metric.signature_secret(receipt.secret_position), unit="Count", value=1)
     metrics.add_metric(
         name={

@@ -139,6 +139,27 @@ def planned_write_units(peak_jobs_per_second: int, throttle_rate: int) -> int:
     return receiver + jobs * WORKER_WRITES_PER_JOB * UNITS_PER_WORKER_WRITE
 
 
+# Silence alarms (docs/operations.md, "Alarms and dashboard"). Each window
+# must hold at least two poller runs whatever the clock's alignment, so it
+# always sees the poller's metrics; CloudWatch evaluates at most a day.
+SILENCE_RUNS_PER_WINDOW = 2
+MAX_ALARM_WINDOW_MINUTES = 1440
+
+
+@dataclass(frozen=True)
+class SilenceAlarms:
+    """When the stack pages because Sume's webhooks stopped coming."""
+
+    recovered_share_percent: int
+    """``PollRecoveryShare``: endings found by polling, in percent of all, that page."""
+    recovered_window_minutes: int
+    recovered_min_endings: int
+    """Fewer endings than this in a window never page: one poll recovery of one job is no
+    outage."""
+    delivery_silence_minutes: int
+    """``DeliverySilence``: this long without a verified delivery while jobs await pages."""
+
+
 # An allow-list entry: a host name as the functions compare it (lowercase
 # ASCII, IDNA for international names), or *.domain for its subdomains.
 _HOST_ENTRY = re.compile(
@@ -172,6 +193,10 @@ DEFAULTS: Mapping[str, Any] = {
     "table_warm_reads_per_second": None,
     "dynamodb_table_quota": DEFAULT_DYNAMODB_TABLE_QUOTA,
     "signature_rejection_threshold": 20,
+    "poll_recovery_share_percent": 50,
+    "poll_recovery_window_minutes": 60,
+    "poll_recovery_min_endings": 5,
+    "delivery_silence_minutes": 60,
     "retention_days": 35,
     "payloads_expire_days": 90,
     "artifacts_infrequent_access_days": 30,
@@ -203,6 +228,7 @@ class StageConfig:
     worker_batching_window_seconds: int
     worker_max_concurrency: int
     signature_rejection_threshold: int
+    silence: SilenceAlarms
     retention_days: int
     payloads_expire_days: int
     artifacts_infrequent_access_days: int
@@ -304,6 +330,7 @@ class StageConfig:
             worker_batching_window_seconds=batching_window,
             worker_max_concurrency=worker_cap,
             signature_rejection_threshold=number("signature_rejection_threshold", 1, 1_000_000),
+            silence=_silence(number, poll_rate),
             retention_days=retention_days,
             payloads_expire_days=payloads_days,
             artifacts_infrequent_access_days=number("artifacts_infrequent_access_days", 30, 3650),
@@ -316,6 +343,26 @@ class StageConfig:
 
 
 Number = Callable[[str, int, int], int]
+
+
+def _silence(number: Number, poll_rate_minutes: int) -> SilenceAlarms:
+    shortest = SILENCE_RUNS_PER_WINDOW * poll_rate_minutes
+
+    def window(key: str) -> int:
+        if shortest > MAX_ALARM_WINDOW_MINUTES:
+            raise ConfigError(
+                f"context {key}: poll_rate_minutes={poll_rate_minutes} leaves no window with "
+                f"{SILENCE_RUNS_PER_WINDOW} poller runs within CloudWatch's "
+                f"{MAX_ALARM_WINDOW_MINUTES} minutes: lower poll_rate_minutes"
+            )
+        return number(key, shortest, MAX_ALARM_WINDOW_MINUTES)
+
+    return SilenceAlarms(
+        recovered_share_percent=number("poll_recovery_share_percent", 1, 100),
+        recovered_window_minutes=window("poll_recovery_window_minutes"),
+        recovered_min_endings=number("poll_recovery_min_endings", 1, 1_000_000),
+        delivery_silence_minutes=window("delivery_silence_minutes"),
+    )
 
 
 def _throttle(values: Mapping[str, Any], number: Number, peak: int) -> tuple[int, int]:

@@ -16,6 +16,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from infra.config import SilenceAlarms
 from infra.nag import acknowledge
 from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME, Metric
 
@@ -25,14 +26,63 @@ PERIOD = Duration.minutes(5)
 BACKLOG_AGE_SECONDS = 3600
 
 
-def app_metric(name: str) -> cw.Metric:
+def app_metric(name: str, period: Duration = PERIOD, statistic: str = cw.Stats.SUM) -> cw.Metric:
     """A Powertools metric of the three functions (namespace + ``service`` dimension)."""
     return cw.Metric(
         namespace=METRICS_NAMESPACE,
         metric_name=name,
         dimensions_map={"service": SERVICE_NAME},
-        statistic=cw.Stats.SUM,
-        period=PERIOD,
+        statistic=statistic,
+        period=period,
+    )
+
+
+def poll_recovery_share(silence: SilenceAlarms) -> cw.MathExpression:
+    """Percent of the window's endings whose terminal event a status poll found.
+
+    An ending is a first terminal event recorded: by webhook (the receiver's
+    ``NewJobs``) or by poll (``JobsRecoveredByPoll``, emitted by every poller
+    run, 0 included). FILL makes a window without webhooks count 0 of them; a
+    window with no metric at all has no data point (the stack is idle or not
+    running), which the alarm takes as not breaching. Below the minimum of
+    endings the share is 0: one recovered job of one is no outage.
+    """
+    window = Duration.minutes(silence.recovered_window_minutes)
+    counts = {
+        "webhook": app_metric(Metric.NEW_JOBS, window),
+        "polled": app_metric(Metric.JOBS_RECOVERED_BY_POLL, window),
+    }
+    endings = cw.MathExpression(
+        expression="FILL(webhook, 0) + FILL(polled, 0)", using_metrics=counts, period=window
+    )
+    return cw.MathExpression(
+        expression=(
+            f"IF(endings >= {silence.recovered_min_endings}, 100 * FILL(polled, 0) / endings, 0)"
+        ),
+        using_metrics={**counts, "endings": endings},
+        label="endings recovered by poll (%)",
+        period=window,
+    )
+
+
+def delivery_silence(silence: SilenceAlarms) -> cw.MathExpression:
+    """1 for a window in which jobs awaited and no delivery was verified, else 0.
+
+    ``JobsAwaiting`` is the poller's gauge (every scheduled run; the window
+    holds at least two): its maximum says whether any registered job waited.
+    ``VerifiedDeliveries`` is missing, not 0, when nothing came, so FILL turns
+    silence into 0 and the window breaches. Without the gauge (no poller run:
+    ``PollerErrors`` pages for that) there is no data point, and no page.
+    """
+    window = Duration.minutes(silence.delivery_silence_minutes)
+    return cw.MathExpression(
+        expression="IF(awaiting >= 1 AND FILL(verified, 0) == 0, 1, 0)",
+        using_metrics={
+            "awaiting": app_metric(Metric.JOBS_AWAITING, window, cw.Stats.MAXIMUM),
+            "verified": app_metric(Metric.VERIFIED_DELIVERIES, window),
+        },
+        label="silent while jobs await",
+        period=window,
     )
 
 
@@ -58,6 +108,7 @@ class Monitoring(Construct):
         alarm_email: str | None,
         signature_rejection_threshold: int,
         api_client_error_threshold: int,
+        silence: SilenceAlarms,
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -158,6 +209,28 @@ class Monitoring(Construct):
                 1,
                 "A registered job never reached a terminal state before its maximum "
                 "polling age and was marked lost.",
+            ),
+            self._alarm(
+                "PollRecoveryShare",
+                poll_recovery_share(silence),
+                silence.recovered_share_percent,
+                f"At least {silence.recovered_share_percent}% of the jobs that ended in "
+                f"{silence.recovered_window_minutes} minutes (and at least "
+                f"{silence.recovered_min_endings}) were found by status polls: their webhook "
+                "never came. Sume's delivery to this URL is disabled or failing (check the "
+                "webhook settings on Sume's side, and ApiServerErrors / "
+                "SignatureRejectionSpike here). Jobs still end, late by their poll delay.",
+            ),
+            self._alarm(
+                "DeliverySilence",
+                delivery_silence(silence),
+                1,
+                f"No delivery from Sume verified for {silence.delivery_silence_minutes} "
+                "minutes while registered jobs await their terminal event: Sume's "
+                "webhooks stopped (disabled on Sume's side, a changed URL or secret, or "
+                "the API unreachable). The poller recovers the jobs meanwhile. The API's "
+                "access logs show whether requests still arrive (and what they were "
+                "answered); then check Sume's webhook settings.",
             ),
             self._alarm(
                 "StatusUrlRefused",
@@ -270,6 +343,7 @@ class Monitoring(Construct):
                     app_metric(name)
                     for name in (
                         Metric.DELIVERIES,
+                        Metric.VERIFIED_DELIVERIES,
                         Metric.NEW_JOBS,
                         Metric.DUPLICATES,
                         Metric.CONFLICTS,
@@ -311,12 +385,18 @@ class Monitoring(Construct):
                 *(
                     app_metric(name)
                     for name in (
+                        Metric.JOBS_RECOVERED_BY_POLL,
                         Metric.PROCESSING_ERRORS,
                         Metric.JOBS_LOST,
                         Metric.STATUS_URL_REFUSED,
                         Metric.STATUS_ANSWERS_FOR_OTHER_JOBS,
                     )
                 ),
+                right=[
+                    app_metric(Metric.JOBS_AWAITING, statistic=cw.Stats.MAXIMUM).with_(
+                        label="awaiting (gauge)"
+                    )
+                ],
             ),
             graph(
                 "Function errors and throttles",

@@ -127,6 +127,7 @@ class SumeWebhooksStack(Stack):
             alarm_email=config.alarm_email,
             signature_rejection_threshold=config.signature_rejection_threshold,
             api_client_error_threshold=config.api_client_error_threshold,
+            silence=config.silence,
             removal_policy=removal,
         )
         registrations = JobRegistrations(

@@ -14,6 +14,7 @@ from infra.config import (
     REGISTRATION_PLANNED_SECONDS,
     WORKER_PLANNED_SECONDS_PER_JOB,
     ConfigError,
+    SilenceAlarms,
     StageConfig,
     default_throttle,
     planned_write_units,
@@ -214,6 +215,12 @@ def test_stage_config_defaults_and_dev_stages() -> None:
     assert config.api_client_error_threshold == 100
     assert config.alarm_email is None
     assert config.status_allowed_hosts == ""
+    assert config.silence == SilenceAlarms(
+        recovered_share_percent=50,
+        recovered_window_minutes=60,
+        recovered_min_endings=5,
+        delivery_silence_minutes=60,
+    )
     assert config.is_dev
     assert _config("dev-alice").is_dev
     assert not _config("prod", **SUME_API).is_dev
@@ -405,6 +412,18 @@ def test_synth_of_a_prod_stage_without_status_allowed_hosts_fails_naming_the_key
             r"dynamodb_table_quota \(20000",
         ),
         ("dev", {"api_client_error_threshold": "0"}, "api_client_error_threshold"),
+        ("dev", {"poll_recovery_share_percent": "0"}, "poll_recovery_share_percent must be"),
+        ("dev", {"poll_recovery_share_percent": "101"}, "poll_recovery_share_percent must be"),
+        ("dev", {"poll_recovery_min_endings": "0"}, "poll_recovery_min_endings must be"),
+        # A window must hold two poller runs (2 x poll_rate_minutes) and fit CloudWatch's day.
+        ("dev", {"poll_recovery_window_minutes": "9"}, r"within 10\.\.1440, got 9"),
+        (
+            "dev",
+            {"poll_rate_minutes": "30", "delivery_silence_minutes": "59"},
+            r"delivery_silence_minutes must be within 60\.\.1440, got 59",
+        ),
+        ("dev", {"delivery_silence_minutes": "1441"}, "delivery_silence_minutes must be within"),
+        ("dev", {"poll_rate_minutes": "721"}, r"no window with 2 poller runs .* lower poll_rate"),
         ("dev", {"status_allowed_hosts": "https://api.sume.example"}, "status_allowed_hosts"),
         ("dev", {"artifact_allowed_hosts": "cdn.example/x"}, "artifact_allowed_hosts"),
         ("dev", {"status_allowed_hosts": "bücher.example"}, "IDNA"),

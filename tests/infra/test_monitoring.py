@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from aws_cdk.assertions import Template
 
-from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME
+from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME, Metric
 from tests.infra.conftest import ROOT, Stage, ref_name
 
 
@@ -121,6 +122,9 @@ def test_dashboard_shows_the_key_metrics(dev: Stage) -> None:
         "Throttles",
         "JobsRegistered",
         "RegistrationsRejected",
+        "VerifiedDeliveries",
+        "JobsRecoveredByPoll",
+        "JobsAwaiting",
     ):
         assert f'\\"{metric}\\"' in body, metric
 
@@ -146,3 +150,47 @@ def test_the_manual_names_every_alarm_with_the_command_that_shows_its_cause(
     for name, row in rows.items():
         cause = row.rstrip(" |").rsplit(" | ", 1)[1]
         assert re.search(r"`(sume-webhooks|aws) ", cause), f"{name}: no command in {cause!r}"
+
+
+def metric_math(props: dict[str, Any]) -> tuple[str, dict[str, dict[str, Any]]]:
+    """A metric-math alarm's returned expression, and its other queries by id."""
+    (returned,) = [q for q in props["Metrics"] if q.get("ReturnData", True)]
+    return returned["Expression"], {q["Id"]: q for q in props["Metrics"] if q is not returned}
+
+
+def app_stat(query: dict[str, Any]) -> tuple[str, str, int]:
+    stat = query["MetricStat"]
+    metric = stat["Metric"]
+    assert metric["Namespace"] == METRICS_NAMESPACE
+    assert metric["Dimensions"] == [{"Name": "service", "Value": SERVICE_NAME}]
+    return metric["MetricName"], stat["Stat"], stat["Period"]
+
+
+def test_polls_recovering_a_share_of_the_endings_page(dev: Stage, prod: Stage) -> None:
+    for stage, (share, window, least) in ((dev, (50, 60, 5)), (prod, (30, 120, 20))):
+        props = stage.alarms()["PollRecoveryShare"]
+        expression, queries = metric_math(props)
+        assert expression == f"IF(endings >= {least}, 100 * FILL(polled, 0) / endings, 0)"
+        assert queries["endings"]["Expression"] == "FILL(webhook, 0) + FILL(polled, 0)"
+        # The receiver's first records and the poller's, summed over one window.
+        assert app_stat(queries["webhook"]) == (Metric.NEW_JOBS, "Sum", window * 60)
+        assert app_stat(queries["polled"]) == (Metric.JOBS_RECOVERED_BY_POLL, "Sum", window * 60)
+        assert (props["Threshold"], props["ComparisonOperator"]) == (
+            share,
+            "GreaterThanOrEqualToThreshold",
+        )
+        assert (props["EvaluationPeriods"], props["TreatMissingData"]) == (1, "notBreaching")
+
+
+def test_no_verified_delivery_while_jobs_await_pages(dev: Stage, prod: Stage) -> None:
+    for stage, window in ((dev, 60), (prod, 180)):
+        props = stage.alarms()["DeliverySilence"]
+        expression, queries = metric_math(props)
+        # Nothing verified is no data point at all: FILL makes it 0, which breaches
+        # while the poller's gauge says a job awaits; no gauge, no data, no page.
+        assert expression == "IF(awaiting >= 1 AND FILL(verified, 0) == 0, 1, 0)"
+        assert app_stat(queries["awaiting"]) == (Metric.JOBS_AWAITING, "Maximum", window * 60)
+        assert app_stat(queries["verified"]) == (Metric.VERIFIED_DELIVERIES, "Sum", window * 60)
+        assert (props["Threshold"], props["EvaluationPeriods"]) == (1, 1)
+        assert props["TreatMissingData"] == "notBreaching"
+        assert [ref_name(a) for a in props["OKActions"]] == ["MonitoringAlarmTopic"]

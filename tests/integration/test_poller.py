@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 import poller
 import receiver
@@ -19,10 +20,12 @@ from sume.contract.envelope import parse
 from sume.core import aws as clients
 from sume.core import runtime
 from sume.core.names import due_shard
+from sume.polling import compose
 from sume.polling.compose import build_poller
 from sume.polling.registry import Registry
 from sume.polling.settings import PollerSettings
 from sume.store.jobs import JobsTable, Source, State
+from tests.awscalls import hooking_new_clients
 from tests.builders import (
     LambdaContext,
     delivery_event,
@@ -528,6 +531,73 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
     # JobsLost is the metric the stack alarms on.
     assert (emitted[-1]["JobsRecoveredByPoll"], emitted[-1]["JobsLost"]) == ([1.0], [1.0])
     assert emitted[-1]["JobsPolled"] == [4.0]
+
+
+def emitted_metrics(capsys) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+
+
+def test_each_run_gauges_the_jobs_awaiting_before_it_polls(aws, sume, capsys):
+    # DeliverySilence reads JobsAwaiting; PollRecoveryShare reads JobsRecoveredByPoll.
+    now = time.time()
+    for job_id in ("job_w0", "job_w1", "job_w2", "job_w3"):
+        register(aws, Clock(now - 1000), job_id, sume.job_url(job_id))
+    sume.answer("job_w0", job_body("job_w0"))
+    # A webhook ends job_w3's wait: its owed work is in the index, not awaiting.
+    assert (
+        receiver.handler(delivery_event(job_body("job_w3")), LambdaContext())["statusCode"] == 200
+    )
+
+    first = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+    second = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+
+    assert (first["polled"], first["recovered"], second["polled"]) == (3, 1, 0)
+    *_, run1, run2 = emitted_metrics(capsys)
+    # Counted before the polls: job_w0, recovered by this run, had waited in it.
+    assert (run1["JobsAwaiting"], run1["JobsRecoveredByPoll"]) == ([3.0], [1.0])
+    assert (run2["JobsAwaiting"], run2["JobsRecoveredByPoll"]) == ([2.0], [0.0])
+
+
+def test_past_its_read_limit_the_gauge_is_a_lower_bound(aws, sume, monkeypatch, capsys):
+    monkeypatch.setattr(compose, "AWAITING_COUNT_LIMIT", 1)
+    runtime.reset()
+    in_shard_0 = [j for j in (f"job_b{i}" for i in range(40)) if due_shard(j, SHARDS) == 0]
+    for job_id in [*in_shard_0[:2], *one_job_per_shard("job_c")[1:]]:
+        register(aws, Clock(time.time()), job_id, sume.job_url(job_id))
+
+    poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+
+    # Shard 0 holds two awaiting jobs and was read one item deep.
+    assert emitted_metrics(capsys)[-1]["JobsAwaiting"] == [float(SHARDS)]
+
+
+def refuse_counts(params: dict[str, Any], **_: Any) -> None:
+    if params.get("Select") == "COUNT":
+        raise ClientError(
+            {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
+            "Query",
+        )
+
+
+def test_a_count_that_fails_leaves_the_gauge_out_and_the_polls_go_on(aws, sume, capsys, logs):
+    now = time.time()
+    register(aws, Clock(now - 1000), "job_counted", sume.job_url("job_counted"))
+    sume.answer("job_counted", job_body("job_counted"))
+    with hooking_new_clients(
+        lambda client: client.meta.events.register(
+            "provide-client-params.dynamodb.Query", refuse_counts
+        )
+    ):
+        runtime.reset()
+        result = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+
+    assert (result["polled"], result["recovered"]) == (1, 1)
+    (emitted,) = emitted_metrics(capsys)
+    # No gauge is no data: the silence alarm is not told jobs wait, nor that none do.
+    assert "JobsAwaiting" not in emitted
+    assert sum(emitted["PollerStepErrors"]) == 1
+    (error,) = logs.lines("ERROR")
+    assert error["message"] == "awaiting jobs could not be counted"
 
 
 def test_the_due_index_is_sparse_and_never_scanned(aws, sume):

@@ -280,3 +280,22 @@ def test_duplicate_of_owed_job_costs_three_calls(aws, aws_calls, monkeypatch):
     aws_calls.take()
     call(delivery_event(body))
     assert aws_calls.take() == ["dynamodb.UpdateItem", "dynamodb.UpdateItem", "sqs.SendMessage"]
+
+
+def test_only_what_sume_signed_counts_as_a_verified_delivery(aws, capsys):
+    # DeliverySilence pages on no VerifiedDeliveries while jobs await;
+    # PollRecoveryShare weighs NewJobs against the poller's recoveries.
+    runtime.reset()
+    body = job_body("job_verified")
+    assert call(delivery_event(body)) == (200, {"result": "new", "job_id": "job_verified"})
+    assert call(delivery_event(body)) == (200, {"result": "duplicate", "job_id": "job_verified"})
+    raw = raw_of(job_body("job_forged"))
+    status, _ = call(apigw_event(raw, signed_headers(raw, secrets=("whsec_not_sumes",))))
+    assert status == 401
+
+    lines = capsys.readouterr().out.splitlines()
+    new, duplicate, forged = [json.loads(line) for line in lines if "_aws" in line]
+    assert (new["VerifiedDeliveries"], new["NewJobs"]) == ([1.0], [1.0])
+    assert (duplicate["VerifiedDeliveries"], "NewJobs" in duplicate) == ([1.0], False)
+    assert "VerifiedDeliveries" not in forged
+    assert forged["Deliveries"] == [1.0]

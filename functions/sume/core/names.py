@@ -100,6 +100,8 @@ class Metric:
 
     # receiver
     DELIVERIES: Final = "Deliveries"
+    # Signed by Sume and accepted, whatever the result (the silence alarm's).
+    VERIFIED_DELIVERIES: Final = "VerifiedDeliveries"
     NEW_JOBS: Final = "NewJobs"
     DUPLICATES: Final = "Duplicates"
     CONFLICTS: Final = "Conflicts"
@@ -132,6 +134,8 @@ class Metric:
     STATUS_ANSWERS_FOR_OTHER_JOBS: Final = "StatusAnswersForOtherJobs"
     POLLER_CONFIGURATION_ERRORS: Final = "PollerConfigurationErrors"
     POLLER_BACKLOG: Final = "PollerBacklog"
+    # Gauge: registered jobs still awaiting their terminal event (the silence alarm's).
+    JOBS_AWAITING: Final = "JobsAwaiting"
     # poller, registrations by event
     JOBS_REGISTERED: Final = "JobsRegistered"
     REGISTRATIONS_OF_KNOWN_JOBS: Final = "RegistrationsOfKnownJobs"

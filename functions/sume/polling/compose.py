@@ -9,10 +9,11 @@ from sume.core.aws import Clients
 from sume.core.runtime import Clock, per_container
 from sume.core.secrets import secret_fetcher
 from sume.net.fetch import SafeHttp
+from sume.polling.awaiting import AwaitingGauge
 from sume.polling.poller import Poller
 from sume.polling.registration import Registrations
 from sume.polling.registry import Registry
-from sume.polling.settings import PollerSettings, RegistrySettings
+from sume.polling.settings import AWAITING_COUNT_LIMIT, PollerSettings, RegistrySettings
 from sume.polling.status import StatusClient, TokenSource, status_getter, token_source
 from sume.store.compose import build_intake, build_jobs
 from sume.store.queue import DeadLetterQueue, JobQueue
@@ -36,6 +37,13 @@ def build_poller(
         shards=table.due_shards,
         max_parallel_polls=settings.max_parallel_polls,
         clock=clock,
+    )
+
+
+def build_awaiting_gauge(settings: PollerSettings, clients: Clients = aws.client) -> AwaitingGauge:
+    table = settings.table
+    return AwaitingGauge(
+        build_jobs(table, clients("dynamodb")), table.due_shards, AWAITING_COUNT_LIMIT
     )
 
 
@@ -74,6 +82,11 @@ def _api_token(settings: PollerSettings, clients: Clients) -> TokenSource:
 @per_container
 def poller_service() -> Poller:
     return build_poller(PollerSettings.from_env())
+
+
+@per_container
+def awaiting_gauge() -> AwaitingGauge:
+    return build_awaiting_gauge(PollerSettings.from_env())
 
 
 @per_container

@@ -30,6 +30,11 @@ PAGE_SIZE = 50
 # must fit in the run's time too: a poll starts only with this much to spare
 # beyond its fetch's timeout.
 POLL_FINISH_SECONDS = 5.0
+# Due-work items a run reads per shard to count the jobs awaiting (the
+# JobsAwaiting gauge): enough for an exact count of 16,000 outstanding jobs at
+# the default 16 shards, and a bounded read (at most this many items a shard)
+# beyond, where the gauge is a lower bound, which is all the silence alarm needs.
+AWAITING_COUNT_LIMIT = 1000
 
 
 @dataclass(frozen=True)

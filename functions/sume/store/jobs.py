@@ -743,6 +743,25 @@ class JobsTable:
         page = self.read_page("query", request, start)
         return page.jobs, page.start
 
+    def count_awaiting(self, shard: int, limit: int) -> tuple[int, bool]:
+        """Awaiting jobs among the first ``limit`` items of one due-work shard, and
+        whether those were all of its items (else the count is a lower bound).
+
+        ``Select=COUNT`` returns no items, but reading still costs what the
+        ``limit`` items weigh: the bound is what keeps the gauge cheap.
+        """
+        response = self._client.query(
+            TableName=self._table,
+            IndexName=DUE_INDEX,
+            KeyConditionExpression=f"{JobAttr.DUE_SHARD} = :shard",
+            FilterExpression=IS_AWAITING,
+            ExpressionAttributeNames=_names(IS_AWAITING),
+            ExpressionAttributeValues=expression_values(shard=shard, awaiting=State.AWAITING.value),
+            Select="COUNT",
+            Limit=limit,
+        )
+        return int(response.get("Count", 0)), "LastEvaluatedKey" not in response
+
     def read_page(
         self,
         operation: Literal["query", "scan"],
