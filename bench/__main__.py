@@ -257,17 +257,19 @@ def section_cold(report: coldstart.ColdReport, targets: Targets) -> None:
 
 def section_throughput(report: throughput.ThroughputReport) -> None:
     print(
-        "## 4. Local stack throughput (HTTP -> receiver -> moto server, "
-        f"{report.concurrency} client threads). BOUNDED BY MOTO, not by AWS\n"
+        f"## 4. Bursts on the local stack ({report.burst} deliveries from {report.senders} "
+        f"senders at once, {report.rounds} rounds, ours and the floor taking turns; HTTP -> "
+        "handler -> moto server, one process). BOUNDED BY MOTO, not by AWS\n"
     )
     if report.skipped:
         print(f"Not measured: {report.skipped}\n")
         return
     print(
         table(
-            ["mix", "deliveries", "per second", "p50 ms", "p99 ms", "answers"],
+            ["design", "mix", "deliveries", "per second", "p50 ms", "p99 ms", "answers"],
             [
                 (
+                    m.design,
                     m.name,
                     m.deliveries,
                     f"{m.per_second:.1f}",
@@ -279,7 +281,11 @@ def section_throughput(report: throughput.ThroughputReport) -> None:
             ],
         )
     )
-    print()
+    ratios = ", ".join(f"{name} {report.floor_ratio(name):.2f}x" for name in throughput.MIXES)
+    print(
+        f"\nFloor deliveries/s over ours under the same burst (median of the rounds' ratios; "
+        f"1.00x: as fast as the floor): {ratios}.\n"
+    )
 
 
 def section_cost(calls_report: calls.CallsReport, cpu_report: cpu.CpuReport) -> None:
