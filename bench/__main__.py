@@ -375,6 +375,46 @@ def section_cost(calls_report: calls.CallsReport, cpu_report: cpu.CpuReport) -> 
         f"and the counter update), the idempotency record {record} B. S3 ($5/M PUT) only for "
         "events over 256 KiB; Secrets Manager is read once per container per 5 minutes.\n"
     )
+    section_cost_regions(usages, memory)
+
+
+def section_cost_regions(usages: dict[tuple[str, str], cost.Usage], memory: int) -> None:
+    """Single region against the multi-region deployment (MRSC table, failover)."""
+    fixed = cost.failover_fixed_month(memory)
+    rows = []
+    for kind in cpu.KINDS:
+        single = cost.per_million(usages[(kind, "ours")], memory)
+        both = cost.mrsc(single)
+        rows.append(
+            (
+                kind,
+                f"{single.dynamodb:.2f}",
+                f"{both.dynamodb:.2f}",
+                f"**{single.total:.2f}**",
+                f"**{both.total:.2f}**",
+                f"{both.total - single.total:+.2f}",
+            )
+        )
+    print(
+        "Single region against two regions on an MRSC table (ours, HTTP API), per million:\n\n"
+        + table(
+            ["delivery", "DynamoDB 1 region", "DynamoDB MRSC", "total 1 region", "total MRSC", "+"],
+            rows,
+        )
+    )
+    per_m_at = {m: fixed.total / m for m in (1, 10, 100)}
+    print(
+        f"\nMRSC: each write unit is paid in both replicas ({cost.MRSC_REPLICAS}x DynamoDB; the "
+        "witness modelled at no charge, an assumption). Fixed, whatever Sume delivers: "
+        f"{fixed.total:.2f} USD a month = Route 53 health checks {fixed.health_checks:.2f} "
+        f"(2 x HTTPS on an execute-api host, and their alarm), their probes "
+        f"{fixed.health_probes:.2f} ({cost.HEALTH_CHECKERS} checkers every "
+        f"{cost.HEALTH_CHECK_INTERVAL_S} s per region, an assumption; each a GET /health: API, "
+        "Lambda, one strongly consistent read), the second region's alarms, dashboard and "
+        f"secrets {fixed.second_region:.2f}. Per million deliveries that is "
+        + ", ".join(f"{v:.2f} at {m} M a month" for m, v in per_m_at.items())
+        + ". The worker's writes (claim, one per artifact, finish) double the same way.\n"
+    )
 
 
 def _artifact_row(

@@ -98,3 +98,70 @@ def cpu_per_million(cpu_us: float, memory_mb: int) -> float:
     """USD per million deliveries for ``cpu_us`` of CPU each, before the 1 ms rounding."""
     seconds = cpu_us / 1e6 * max(1.0, FULL_VCPU_MB / memory_mb)
     return seconds * memory_mb / 1024 * LAMBDA_GB_SECOND * 1e6
+
+
+# The multi-region deployment (infra/regions.py; docs/operations.md, "Two
+# regions"), same price list. A write to an MRSC global table is billed in
+# each replica's region: one write request unit where it was made and one
+# replicated write unit in the other replica, priced as a write unit since
+# the November 2024 global tables price cut. The witness holds no table and is
+# modelled at no charge (an assumption, printed with the table). Storage is
+# left out: under 2 KB a job, it is cents a million jobs a month.
+MRSC_REPLICAS = 2
+DDB_RRU_PER_M = 0.125
+"""One strongly consistent read under 4 KB: the health route's probe."""
+# Route 53 prices a health check of an endpoint outside the account's AWS
+# resources (an execute-api host) at $0.75 a month, and HTTPS at $2.00 more;
+# alias queries to API Gateway are free. CloudWatch: $0.10 an alarm, $3.00 a
+# dashboard a month; Secrets Manager $0.40 a secret a month.
+HEALTH_CHECK_MONTH = 0.75 + 2.00
+ALARM_MONTH = 0.10
+DASHBOARD_MONTH = 3.00
+SECRET_MONTH = 0.40
+# What the second region adds of those, as the stack is built (two secrets,
+# its dashboard, 17 alarms), plus the health check alarm of the us-east-1 one.
+REGION_ALARMS = 17
+REGION_SECRETS = 2
+# Route 53 asks from several checkers at once; 16 answers every 30 s per
+# region is the model's assumption (its count is not priced, their requests
+# are): API, one Lambda request of a few ms, one strongly consistent read.
+HEALTH_CHECKERS = 16
+HEALTH_CHECK_INTERVAL_S = 30
+MONTH_S = 30 * 24 * 3600
+
+
+def mrsc(single: Cost) -> Cost:
+    """``single``'s delivery on the MRSC table: every write unit paid in both replicas."""
+    return Cost(
+        billed_ms=single.billed_ms,
+        api=single.api,
+        lambda_requests=single.lambda_requests,
+        lambda_duration=single.lambda_duration,
+        dynamodb=single.dynamodb * MRSC_REPLICAS,
+        sqs=single.sqs,
+        s3=single.s3,
+    )
+
+
+@dataclass(frozen=True)
+class FixedMonth:
+    """USD a month the multi-region deployment costs whether or not Sume delivers."""
+
+    health_checks: float
+    health_probes: float
+    second_region: float
+
+    @property
+    def total(self) -> float:
+        return self.health_checks + self.health_probes + self.second_region
+
+
+def failover_fixed_month(memory_mb: int, probe_cpu_us: float = 1000.0) -> FixedMonth:
+    probe = per_million(Usage(probe_cpu_us, ("dynamodb.GetItem",), 0, 0), memory_mb)
+    probe_per_m = probe.api + probe.lambda_requests + probe.lambda_duration + DDB_RRU_PER_M
+    probes = MRSC_REPLICAS * HEALTH_CHECKERS * MONTH_S / HEALTH_CHECK_INTERVAL_S
+    return FixedMonth(
+        health_checks=MRSC_REPLICAS * HEALTH_CHECK_MONTH + ALARM_MONTH,
+        health_probes=probes / 1e6 * probe_per_m,
+        second_region=REGION_ALARMS * ALARM_MONTH + DASHBOARD_MONTH + REGION_SECRETS * SECRET_MONTH,
+    )

@@ -1,14 +1,20 @@
-"""Lambda handler for Sume webhook deliveries (API Gateway HTTP API, payload 2.0)."""
+"""Lambda handler for Sume webhook deliveries (API Gateway HTTP API, payload 2.0),
+and for the health route Route 53 asks in a multi-region deployment."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from sume.core.errors import RETRYABLE, ConfigurationError
-from sume.core.names import Metric
+from sume.core.names import HEALTH_PATH, Metric
 from sume.core.observability import logger, metrics, tracer
 from sume.receiving import compose
-from sume.receiving.http import HttpResponse, request_from_event, to_event_response
+from sume.receiving.http import (
+    HttpRequest,
+    HttpResponse,
+    request_from_event,
+    to_event_response,
+)
 from sume.receiving.webhook import Receipt, Rejected
 
 
@@ -55,13 +61,34 @@ def rejected(error: Rejected) -> HttpResponse:
     return HttpResponse(error.status, {"error": error.reason}, headers)
 
 
+def health(request: HttpRequest) -> HttpResponse:
+    """200 when this region's table answers, 503 when not; never why (it is unauthenticated)."""
+    if request.method != "GET":
+        return HttpResponse(405, {"error": "method_not_allowed"}, {"allow": "GET"})
+    no_store = {"cache-control": "no-store"}
+    try:
+        compose.health_probe().check()
+    except RETRYABLE:
+        metrics.add_metric(name=Metric.HEALTH_CHECK_FAILURES, unit="Count", value=1)
+        logger.exception("health check failed: the jobs table did not answer")
+        return HttpResponse(503, {"status": "unavailable"}, no_store)
+    except ConfigurationError as error:
+        metrics.add_metric(name=Metric.CONFIGURATION_ERRORS, unit="Count", value=1)
+        logger.error("receiver misconfigured", reason=str(error))
+        return HttpResponse(500, {"error": "configuration_error"}, no_store)
+    return HttpResponse(200, {"status": "ok"}, no_store)
+
+
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    request = request_from_event(event)
+    if request.path == HEALTH_PATH:
+        return to_event_response(health(request))
     metrics.add_metric(name=Metric.DELIVERIES, unit="Count", value=1)
     try:
-        response = accepted(compose.receiver_service().receive(request_from_event(event)))
+        response = accepted(compose.receiver_service().receive(request))
     except Rejected as error:
         response = rejected(error)
     except RETRYABLE:

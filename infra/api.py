@@ -16,7 +16,7 @@ from constructs import Construct
 
 from infra import spec
 from infra.nag import acknowledge
-from sume.core.names import WEBHOOK_PATH
+from sume.core.names import HEALTH_PATH, WEBHOOK_PATH
 
 # One JSON line per request. No headers or body: they carry Sume's signature.
 ACCESS_LOG_FIELDS: Final = {
@@ -64,6 +64,7 @@ class WebhookApi(Construct):
         throttle_burst: int,
         log_retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
+        health_route: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.api = apigw.HttpApi(
@@ -91,6 +92,8 @@ class WebhookApi(Construct):
             "authenticated by its HMAC-SHA256 signature over the raw body, verified "
             "in the receiver before anything reaches storage.",
         )
+        if health_route:
+            self._health_route(receiver)
         access_logs = logs.LogGroup(
             self, "AccessLogs", retention=log_retention, removal_policy=removal_policy
         )
@@ -107,3 +110,24 @@ class WebhookApi(Construct):
             access_log_settings=_AccessLogSettings(access_logs),
         )
         self.webhook_url = f"{self.api.api_endpoint}{WEBHOOK_PATH}"
+
+    def _health_route(self, receiver: lambda_.IFunction) -> None:
+        """``GET /health`` for Route 53's health checks (sume.receiving.health)."""
+        route = apigw.HttpRoute(
+            self,
+            "HealthRoute",
+            http_api=self.api,
+            route_key=apigw.HttpRouteKey.with_(HEALTH_PATH, apigw.HttpMethod.GET),
+            integration=integrations.HttpLambdaIntegration(
+                "ReceiverHealth",
+                receiver,
+                payload_format_version=apigw.PayloadFormatVersion.VERSION_2_0,
+                timeout=Duration.seconds(INTEGRATION_TIMEOUT_SECONDS),
+            ),
+        )
+        acknowledge(
+            route,
+            "AwsSolutions-APIG4",
+            "Route 53's health checkers cannot authenticate; the answer is 200 or 503 with "
+            "no detail, and its one strongly consistent read costs a read unit.",
+        )

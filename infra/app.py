@@ -16,6 +16,7 @@ from aws_cdk import App, Validations
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 
 from infra.config import DEFAULT_STAGE, StageConfig
+from infra.regions import RegionPlan
 from infra.stack import SumeWebhooksStack
 
 CDK_JSON: Final = Path(__file__).resolve().parent.parent / "cdk.json"
@@ -37,7 +38,17 @@ def create_app(context: Mapping[str, Any] | None = None, outdir: str | None = No
 
 def add_stage(
     app: App, stage: str | None = None, overrides: Mapping[str, Any] | None = None
-) -> SumeWebhooksStack:
+) -> list[SumeWebhooksStack]:
+    """The stage's stacks: one, or one per region when ``regions`` is set (infra/regions.py)."""
     name = stage or app.node.try_get_context("stage") or DEFAULT_STAGE
     config = StageConfig.from_context(str(name), app.node.try_get_context, overrides)
-    return SumeWebhooksStack(app, config)
+    given = overrides or {}
+    plan = RegionPlan.from_context(
+        lambda key: given[key] if key in given else app.node.try_get_context(key)
+    )
+    if plan is None:
+        return [SumeWebhooksStack(app, config)]
+    primary, secondary = (SumeWebhooksStack(app, config, plan, r) for r in plan.regions)
+    # The secondary's functions use the table's replica, which the primary creates.
+    secondary.add_stack_dependency(primary, "the jobs table's replica is created by the primary")
+    return [primary, secondary]

@@ -122,6 +122,9 @@ def stack_name(stage: str) -> str:
 # CloudFormation output keys: the ops CLI finds a deployed stage's resources
 # through these, so they are part of the stack's interface.
 OUTPUT_WEBHOOK_URL: Final = "WebhookUrl"
+# Multi-region deployments only (infra/regions.py).
+OUTPUT_REGION_WEBHOOK_URL: Final = "RegionWebhookUrl"
+OUTPUT_HEALTH_CHECK: Final = "HealthCheckId"
 OUTPUTS: Final = {
     "table": "JobsTableName",
     "queue_url": "JobsQueueUrl",

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, RemovalPolicy, Stack, Tags
+from aws_cdk import CfnOutput, Environment, RemovalPolicy, Stack, Tags
+from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
 from infra import spec
@@ -22,22 +23,43 @@ from infra.functions.receiver import ReceiverFunction
 from infra.functions.worker import WorkerFunction
 from infra.messaging import AnnouncementBus, JobsQueue
 from infra.monitoring import Monitored, Monitoring
+from infra.regions import FailoverEndpoint, RegionPlan
 from infra.registration import JobRegistrations
 from infra.scheduling import PollerSchedule
 from infra.schemas import EventSchemas
 from infra.secrets import SumeSecrets
-from infra.storage import Buckets, JobsTableResource
-from sume.core.names import REGISTRATION_DETAIL_TYPE, SERVICE_NAME
+from infra.storage import Buckets, JobsTableResource, Replication
+from sume.core.names import REGISTRATION_DETAIL_TYPE, SERVICE_NAME, WEBHOOK_PATH
 
 
 class SumeWebhooksStack(Stack):
-    def __init__(self, scope: Construct, config: StageConfig, **kwargs: Any) -> None:
+    """One stage in one region.
+
+    With a ``plan`` (the multi-region deployment, infra/regions.py) there is
+    one of these in each of its regions, under the same stack name, so the
+    ops CLI finds each by stage and region alike. The primary region's holds
+    the MRSC global table, the other's uses its replica there by name.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        config: StageConfig,
+        plan: RegionPlan | None = None,
+        region: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         name = spec.stack_name(config.stage)
+        construct_id, description = name, f"Sume webhook receiver ({config.stage})"
+        if plan is not None and region is not None:
+            construct_id = f"{name}-{region}"
+            description = f"Sume webhook receiver ({config.stage}, {region})"
+            kwargs["env"] = Environment(region=region)
         super().__init__(
             scope,
-            name,
+            construct_id,
             stack_name=name,
-            description=f"Sume webhook receiver ({config.stage})",
+            description=description,
             termination_protection=not config.is_dev,
             **kwargs,
         )
@@ -45,13 +67,24 @@ class SumeWebhooksStack(Stack):
         Tags.of(self).add("stage", config.stage)
         removal = RemovalPolicy.DESTROY if config.is_dev else RemovalPolicy.RETAIN
 
-        table = JobsTableResource(
-            self,
-            "Jobs",
-            is_dev=config.is_dev,
-            warm_writes_per_second=config.table_warm_writes_per_second,
-            warm_reads_per_second=config.table_warm_reads_per_second,
-        ).table
+        table: dynamodb.ITable
+        if plan is not None and region is not None and region != plan.primary:
+            table = dynamodb.TableV2.from_table_name(self, "Jobs", global_table_name(config.stage))
+        else:
+            table = JobsTableResource(
+                self,
+                "Jobs",
+                is_dev=config.is_dev,
+                warm_writes_per_second=config.table_warm_writes_per_second,
+                warm_reads_per_second=config.table_warm_reads_per_second,
+                replication=Replication(
+                    table_name=global_table_name(config.stage),
+                    replica_region=plan.other(plan.primary),
+                    witness_region=plan.witness_region,
+                )
+                if plan is not None
+                else None,
+            ).table
         queues = JobsQueue(self, "JobsQueue", is_dev=config.is_dev)
         buckets = Buckets(
             self,
@@ -110,6 +143,7 @@ class SumeWebhooksStack(Stack):
             throttle_burst=config.throttle_burst,
             log_retention=config.log_retention,
             removal_policy=removal,
+            health_route=plan is not None,
         )
         monitoring = Monitoring(
             self,
@@ -143,8 +177,33 @@ class SumeWebhooksStack(Stack):
         registrations.watch(monitoring)
         schemas = EventSchemas(self, "Schemas", registry_name=f"{name}-events")
 
+        webhook_url = api.webhook_url
+        regional: dict[str, tuple[str, str]] = {}
+        if plan is not None and region is not None:
+            endpoint = FailoverEndpoint(
+                self,
+                "Failover",
+                plan=plan,
+                region=region,
+                api=api.api,
+                stage=api.stage,
+                alarm_topic=monitoring.topic,
+            )
+            webhook_url = f"https://{endpoint.webhook_host}{WEBHOOK_PATH}"
+            regional = {
+                spec.OUTPUT_REGION_WEBHOOK_URL: (
+                    api.webhook_url,
+                    "This region's own endpoint (Route 53 asks its /health)",
+                ),
+                spec.OUTPUT_HEALTH_CHECK: (
+                    endpoint.health_check.attr_health_check_id,
+                    "Route 53 health check of this region",
+                ),
+            }
+
         outputs = {
-            spec.OUTPUT_WEBHOOK_URL: (api.webhook_url, "Give this URL to Sume"),
+            spec.OUTPUT_WEBHOOK_URL: (webhook_url, "Give this URL to Sume"),
+            **regional,
             spec.OUTPUTS["table"]: (table.table_name, "Jobs table"),
             spec.OUTPUTS["queue_url"]: (queues.queue.queue_url, "Jobs queue"),
             spec.OUTPUTS["dlq_url"]: (queues.dlq.queue_url, "Jobs dead-letter queue"),
@@ -184,3 +243,8 @@ class SumeWebhooksStack(Stack):
         }
         for key, (value, description) in outputs.items():
             CfnOutput(self, key, value=value, description=description)
+
+
+def global_table_name(stage: str) -> str:
+    """The MRSC jobs table's name, the same in every region of the stage."""
+    return f"{spec.stack_name(stage)}-jobs"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from aws_cdk import Duration, RemovalPolicy
@@ -28,6 +29,16 @@ def _key_attributes(definition: dict[str, Any], key_schema: list[dict[str, str]]
     return keys
 
 
+@dataclass(frozen=True)
+class Replication:
+    """The jobs table as one MRSC global table: this stack's region, one more, a witness."""
+
+    table_name: str
+    """The same in every region: the other region's stack finds its replica by it."""
+    replica_region: str
+    witness_region: str
+
+
 class JobsTableResource(Construct):
     """The jobs table: one item per job; the sparse due-work index; TTL on ``expires_at``.
 
@@ -47,6 +58,7 @@ class JobsTableResource(Construct):
         is_dev: bool,
         warm_writes_per_second: int | None,
         warm_reads_per_second: int | None,
+        replication: Replication | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         definition = spec.table_definition("jobs")
@@ -60,7 +72,11 @@ class JobsTableResource(Construct):
             if warm_writes_per_second or warm_reads_per_second
             else None
         )
-        self.table = dynamodb.Table(
+        self.table: dynamodb.ITable
+        if replication is not None:
+            self.table = _global_table(self, definition, is_dev, warm, replication)
+            return
+        self.table = table = dynamodb.Table(
             self,
             "Table",
             **_key_attributes(definition, definition["KeySchema"]),
@@ -74,12 +90,53 @@ class JobsTableResource(Construct):
             warm_throughput=warm,
         )
         for index in definition["GlobalSecondaryIndexes"]:
-            self.table.add_global_secondary_index(
+            table.add_global_secondary_index(
                 index_name=index["IndexName"],
                 **_key_attributes(definition, index["KeySchema"]),
                 projection_type=dynamodb.ProjectionType[index["Projection"]["ProjectionType"]],
                 warm_throughput=warm,
             )
+
+
+def _global_table(
+    scope: Construct,
+    definition: dict[str, Any],
+    is_dev: bool,
+    warm: dynamodb.WarmThroughput | None,
+    replication: Replication,
+) -> dynamodb.TableV2:
+    """The MRSC global table: what ``JobsTableResource`` builds, less what MRSC lacks.
+
+    MRSC global tables take no TTL (docs/operations.md, "What MRSC does not
+    support"): items keep their ``expires_at`` but nothing deletes them. The
+    rest is the single-region table's: on demand, the due-work index, point-in-time
+    recovery and deletion protection (on every replica), warm throughput.
+    """
+    return dynamodb.TableV2(
+        scope,
+        "GlobalTable",
+        table_name=replication.table_name,
+        **_key_attributes(definition, definition["KeySchema"]),
+        billing=dynamodb.Billing.on_demand(),
+        multi_region_consistency=dynamodb.MultiRegionConsistency.STRONG,
+        replicas=[dynamodb.ReplicaTableProps(region=replication.replica_region)],
+        witness_region=replication.witness_region,
+        global_secondary_indexes=[
+            dynamodb.GlobalSecondaryIndexPropsV2(
+                index_name=index["IndexName"],
+                **_key_attributes(definition, index["KeySchema"]),
+                projection_type=dynamodb.ProjectionType[index["Projection"]["ProjectionType"]],
+                warm_throughput=warm,
+            )
+            for index in definition["GlobalSecondaryIndexes"]
+        ],
+        point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+            point_in_time_recovery_enabled=True
+        ),
+        deletion_protection=not is_dev,
+        removal_policy=RemovalPolicy.DESTROY if is_dev else RemovalPolicy.RETAIN,
+        warm_throughput=warm,
+    )
 
 
 class Buckets(Construct):

@@ -22,9 +22,12 @@ from typing import Any
 import pytest
 
 from infra import spec
+from tests.infra.synth_stages import GLOBAL_STAGE
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = ("dev", "prod")
+# The multi-region stage's stacks (tests.infra.synth_stages.GLOBAL_STAGE), by region.
+GLOBAL_REGIONS = ("us-east-1", "us-east-2")
 _HASH = re.compile(r"[0-9A-F]{8}$")
 
 
@@ -162,7 +165,11 @@ class Cloud:
     outdir: Path
     env: dict[str, str]
     stages: dict[str, Stage]
+    regional: dict[str, Stage]
+    """The multi-region stage's stack in each of its regions."""
     cfn_lint: subprocess.Popen[str]
+    templates: dict[str, Stage] = field(default_factory=dict)
+    """Each template's file, as cfn-lint names it, and its stage."""
     _lint_result: list[dict[str, Any]] | None = field(default=None)
 
     def lint_findings(self) -> list[dict[str, Any]]:
@@ -200,20 +207,26 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
         lint.kill()
         lint.communicate()
         pytest.fail(f"synth failed:\n{out[-4000:]}\n{err[-8000:]}")
-    stages = {}
-    for stage in STAGES:
-        name = spec.stack_name(stage)
-        stages[stage] = Stage(
+
+    def read(name: str, artifact: str) -> Stage:
+        return Stage(
             name=name,
-            template=json.loads((outdir / f"{name}.template.json").read_text()),
-            metadata=json.loads((outdir / f"{name}.metadata.json").read_text()),
-            assets=json.loads((outdir / f"{name}.assets.json").read_text()),
+            template=json.loads((outdir / f"{artifact}.template.json").read_text()),
+            metadata=json.loads((outdir / f"{artifact}.metadata.json").read_text()),
+            assets=json.loads((outdir / f"{artifact}.assets.json").read_text()),
         )
+
+    stages = {stage: read(spec.stack_name(stage), spec.stack_name(stage)) for stage in STAGES}
+    name = spec.stack_name(GLOBAL_STAGE)
+    regional = {region: read(name, f"{name}-{region}") for region in GLOBAL_REGIONS}
     assert lint.stdin is not None
-    names = " ".join(str(outdir / f"{s.name}.template.json") for s in stages.values())
-    lint.stdin.write(f"{names}\n")
+    templates = {str(outdir / f"{s.name}.template.json"): s for s in stages.values()}
+    templates |= {str(outdir / f"{name}-{r}.template.json"): s for r, s in regional.items()}
+    lint.stdin.write(" ".join(templates) + "\n")
     lint.stdin.flush()
-    cloud = Cloud(outdir=outdir, env=env, stages=stages, cfn_lint=lint)
+    cloud = Cloud(
+        outdir=outdir, env=env, stages=stages, regional=regional, cfn_lint=lint, templates=templates
+    )
     yield cloud
     if lint.poll() is None:
         lint.kill()
@@ -222,7 +235,7 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
 
 @pytest.fixture(scope="session")
 def cfn_lint_findings(cloud: Cloud) -> list[dict[str, Any]]:
-    """cfn-lint's findings on both templates; waits for the background lint."""
+    """cfn-lint's findings on every template; waits for the background lint."""
     return cloud.lint_findings()
 
 

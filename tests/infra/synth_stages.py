@@ -53,10 +53,25 @@ PROD_OVERRIDES: Final = {
 }
 
 
+# A multi-region stage (infra/regions.py): two regions of the US set and a
+# witness, the webhook's domain in a hosted zone, certificates made by the stacks.
+GLOBAL_STAGE: Final = "global"
+GLOBAL_OVERRIDES: Final = {
+    "status_allowed_hosts": "api.sume.example",
+    "alarm_email": "ops@example.com",
+    "regions": "us-east-1,us-east-2",
+    "witness_region": "us-west-2",
+    "domain_name": "hooks.example.com",
+    "hosted_zone_id": "Z0123456789ABCDEFGHIJ",
+    "hosted_zone_name": "example.com",
+}
+
+
 def main(outdir: str) -> None:
     app = create_app(outdir=outdir)
     add_stage(app, "dev")
     add_stage(app, "prod", PROD_OVERRIDES)
+    add_stage(app, GLOBAL_STAGE, GLOBAL_OVERRIDES)
     app.synth()
     careless(Path(outdir) / CARELESS)
 

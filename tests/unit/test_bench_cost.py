@@ -47,3 +47,26 @@ def test_short_groups_repeated_calls():
 def test_paired_statistics_compare_within_rounds():
     assert paired_ratio([2.0, 30.0, 4.0], [1.0, 10.0, 4.0]) == 2.0
     assert paired_difference([5.0, 7.0, 9.0], [1.0, 1.0, 1.0]) == 6.0
+
+
+def test_mrsc_pays_every_write_unit_in_both_replicas_and_nothing_else_more() -> None:
+    single = cost.per_million(
+        cost.Usage(5000.0, ("dynamodb.UpdateItem", "sqs.SendMessage"), 2, 1), 512
+    )
+    both = cost.mrsc(single)
+    assert both.dynamodb == cost.MRSC_REPLICAS * single.dynamodb
+    assert both.total - single.total == pytest.approx((cost.MRSC_REPLICAS - 1) * single.dynamodb)
+    assert cost.mrsc(cost.per_million(cost.Usage(500.0, (), 0, 0), 512)).total == (
+        cost.per_million(cost.Usage(500.0, (), 0, 0), 512).total
+    )
+
+
+def test_the_failover_fixed_cost_is_its_parts() -> None:
+    fixed = cost.failover_fixed_month(512)
+    assert fixed.health_checks == 2 * cost.HEALTH_CHECK_MONTH + cost.ALARM_MONTH
+    probes_a_month = 2 * cost.HEALTH_CHECKERS * cost.MONTH_S / cost.HEALTH_CHECK_INTERVAL_S
+    # Each probe costs at least its API request and its read.
+    assert fixed.health_probes > probes_a_month / 1e6 * (cost.HTTP_API_PER_M + cost.DDB_RRU_PER_M)
+    assert fixed.total == pytest.approx(
+        fixed.health_checks + fixed.health_probes + fixed.second_region
+    )

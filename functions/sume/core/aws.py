@@ -33,6 +33,13 @@ PATIENT = Config(
     retries={"max_attempts": 5, "mode": "standard"},
     max_pool_connections=MAX_POOL_CONNECTIONS,
 )
+# The health route's: Route 53 counts a check failed unless the answer comes
+# within 2 s of connecting, so one attempt, bounded well inside that.
+PROBE = Config(
+    connect_timeout=0.5,
+    read_timeout=0.5,
+    retries={"max_attempts": 1, "mode": "standard"},
+)
 
 
 _lock = threading.Lock()
@@ -52,6 +59,13 @@ def client(service: str, patient: bool = False) -> Any:
     # poller and the local stack use threads); clients themselves are.
     with _lock:
         return _session().client(service, config=PATIENT if patient else FAST)
+
+
+@per_container
+def probe_client(service: str) -> Any:
+    """A client that answers quickly or fails: for the health route only."""
+    with _lock:
+        return _session().client(service, config=PROBE)
 
 
 class Clients(Protocol):

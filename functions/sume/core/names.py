@@ -12,6 +12,9 @@ import hashlib
 from typing import Final
 
 WEBHOOK_PATH: Final = "/webhooks/sume"
+# Unauthenticated: answers whether this region's receiver can reach its table
+# (Route 53's health checks ask it; docs/operations.md, "Two regions").
+HEALTH_PATH: Final = "/health"
 
 # Jobs table: one item per job, partition key only.
 JOB_ID: Final = "job_id"
@@ -112,6 +115,7 @@ class Metric:
     SIGNATURE_REJECTIONS: Final = "SignatureRejections"
     STORAGE_ERRORS: Final = "StorageErrors"
     CONFIGURATION_ERRORS: Final = "ConfigurationErrors"
+    HEALTH_CHECK_FAILURES: Final = "HealthCheckFailures"
     # worker
     JOBS_SKIPPED: Final = "JobsSkipped"
     JOBS_PROCESSED: Final = "JobsProcessed"

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import functools
+import os
 import time
 
 from sume.core import aws
 from sume.core.aws import Clients
 from sume.core.runtime import Clock, per_container
 from sume.core.secrets import SigningSecrets, secret_fetcher
+from sume.core.settings import TableSettings
+from sume.receiving.health import TableProbe
 from sume.receiving.settings import ReceiverSettings
 from sume.receiving.webhook import WebhookReceiver
 from sume.store.compose import build_intake
@@ -43,3 +46,11 @@ def build_signing_secrets(
 @per_container
 def receiver_service() -> WebhookReceiver:
     return build_receiver(ReceiverSettings.from_env())
+
+
+@per_container
+def health_probe() -> TableProbe:
+    # The table's name alone: the health route must answer even where the
+    # receiver's other settings (its signing secret) are what is broken.
+    table = TableSettings.table_from(os.environ).jobs_table_name
+    return TableProbe(aws.probe_client("dynamodb"), table)

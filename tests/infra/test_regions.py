@@ -1,0 +1,233 @@
+"""The opt-in multi-region deployment (infra/regions.py): two regional stacks of one
+stage around an MRSC global table, one webhook URL that fails over; and the
+single-region deployment exactly as it was."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from infra.config import ConfigError
+from infra.regions import RegionPlan
+from infra.stack import global_table_name
+from tests.infra.conftest import Cloud, Stage, base_name, ref_name
+from tests.infra.synth_stages import GLOBAL_OVERRIDES, GLOBAL_STAGE
+from tests.infra.template_digest import DIGESTS, digests
+
+TABLE = global_table_name(GLOBAL_STAGE)
+PRIMARY, SECONDARY = "us-east-1", "us-east-2"
+
+
+def test_the_single_region_templates_are_what_they_were(cloud: Cloud) -> None:
+    # Written before the option existed (python -m tests.infra.template_digest).
+    assert digests(cloud.outdir, ("dev", "prod")) == json.loads(DIGESTS.read_text())
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_the_single_region_stack_has_nothing_of_the_option(cloud: Cloud, stage: str) -> None:
+    types = {r["Type"] for r in cloud.stages[stage].resources.values()}
+    assert "AWS::DynamoDB::Table" in types
+    assert not types & {
+        "AWS::DynamoDB::GlobalTable",
+        "AWS::Route53::HealthCheck",
+        "AWS::Route53::RecordSet",
+        "AWS::ApiGatewayV2::DomainName",
+    }
+    routes = cloud.stages[stage].of_type("AWS::ApiGatewayV2::Route").values()
+    assert [r["Properties"]["RouteKey"] for r in routes] == ["POST /webhooks/sume"]
+
+
+def _global_table(stage: Stage) -> dict[str, Any]:
+    (table,) = stage.of_type("AWS::DynamoDB::GlobalTable").values()
+    properties: dict[str, Any] = table["Properties"]
+    return properties
+
+
+def test_one_mrsc_table_in_the_primary_replicated_to_the_secondary_with_a_witness(
+    cloud: Cloud,
+) -> None:
+    table = _global_table(cloud.regional[PRIMARY])
+    assert table["TableName"] == TABLE
+    assert table["MultiRegionConsistency"] == "STRONG"
+    assert table["GlobalTableWitnesses"] == [{"Region": "us-west-2"}]
+    assert table["BillingMode"] == "PAY_PER_REQUEST"
+    assert {r["Region"] for r in table["Replicas"]} == {PRIMARY, SECONDARY}
+    for replica in table["Replicas"]:
+        assert replica["DeletionProtectionEnabled"] is True
+        assert replica["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    # MRSC global tables take no TTL.
+    assert "TimeToLiveSpecification" not in table
+    (index,) = table["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == "due-work"
+    assert not cloud.regional[SECONDARY].of_type("AWS::DynamoDB::GlobalTable")
+
+
+@pytest.mark.parametrize("region", [PRIMARY, SECONDARY])
+def test_each_region_has_its_own_functions_queue_buckets_and_bus_on_the_one_table(
+    cloud: Cloud, region: str
+) -> None:
+    stage = cloud.regional[region]
+    for cfn_type in (
+        "AWS::ApiGatewayV2::Api",
+        "AWS::SQS::Queue",
+        "AWS::Events::EventBus",
+        "AWS::Events::Rule",
+    ):
+        assert stage.of_type(cfn_type), cfn_type
+    assert len(stage.of_type("AWS::Lambda::Function")) >= 3
+    assert len(stage.of_type("AWS::S3::Bucket")) == 3
+    expected = "resolved-JobsGlobalTable" if region == PRIMARY else TABLE
+    for function in ("Receiver", "Worker", "Poller"):
+        assert stage.environment(function)["JOBS_TABLE_NAME"] == expected
+    if region == SECONDARY:
+        # Its replica, by name, in its own region.
+        arns = json.dumps(list(stage.permissions("Receiver")))
+        assert f"table/{TABLE}" in arns
+
+
+def test_the_secondary_deploys_after_the_primary(cloud: Cloud) -> None:
+    manifest = json.loads((cloud.outdir / "manifest.json").read_text())
+    name = f"SumeWebhooks-{GLOBAL_STAGE}"
+    primary = manifest["artifacts"][f"{name}-{PRIMARY}"]
+    secondary = manifest["artifacts"][f"{name}-{SECONDARY}"]
+    assert primary["environment"].endswith(f"/{PRIMARY}")
+    assert secondary["environment"].endswith(f"/{SECONDARY}")
+    assert f"{name}-{PRIMARY}" in secondary["dependencies"]
+    # One stack name in both regions: the ops CLI finds each by stage and region.
+    for artifact in (primary, secondary):
+        assert artifact["properties"]["stackName"] == name
+
+
+@pytest.mark.parametrize("region", [PRIMARY, SECONDARY])
+def test_route53_fails_over_on_the_health_of_each_regions_receiver(
+    cloud: Cloud, region: str
+) -> None:
+    stage = cloud.regional[region]
+    routes = {
+        r["Properties"]["RouteKey"]: r for r in stage.of_type("AWS::ApiGatewayV2::Route").values()
+    }
+    assert set(routes) == {"POST /webhooks/sume", "GET /health"}
+    integrations = stage.of_type("AWS::ApiGatewayV2::Integration")
+    health_target = routes["GET /health"]["Properties"]["Target"]["Fn::Join"][1][1]["Ref"]
+    assert ref_name(integrations[health_target]["Properties"]["IntegrationUri"]) == (
+        "FunctionsReceiverFunction"
+    )
+
+    check_id, check = stage.one("FailoverHealthCheck", "AWS::Route53::HealthCheck")
+    config = check["Properties"]["HealthCheckConfig"]
+    assert (config["Type"], config["Port"], config["ResourcePath"]) == ("HTTPS", 443, "/health")
+    assert config["EnableSNI"] is True
+    # This region's own API endpoint, not the failover domain.
+    host = config["FullyQualifiedDomainName"]["Fn::Join"][1]
+    assert base_name(host[0]["Ref"]) == "WebhookApi"
+    assert host[1:] == [f".execute-api.{region}.", {"Ref": "AWS::URLSuffix"}]
+
+    _, record = stage.one("FailoverRecord", "AWS::Route53::RecordSet")
+    props = record["Properties"]
+    assert props["Name"] == GLOBAL_OVERRIDES["domain_name"]
+    assert props["HostedZoneId"] == GLOBAL_OVERRIDES["hosted_zone_id"]
+    assert props["Failover"] == ("PRIMARY" if region == PRIMARY else "SECONDARY")
+    assert props["SetIdentifier"] == region
+    assert props["HealthCheckId"] == {"Fn::GetAtt": [check_id, "HealthCheckId"]}
+    domain_id, domain = stage.one("FailoverDomain", "AWS::ApiGatewayV2::DomainName")
+    assert props["AliasTarget"]["DNSName"] == {"Fn::GetAtt": [domain_id, "RegionalDomainName"]}
+    assert domain["Properties"]["DomainName"] == GLOBAL_OVERRIDES["domain_name"]
+    (configuration,) = domain["Properties"]["DomainNameConfigurations"]
+    assert configuration["EndpointType"] == "REGIONAL"
+    assert configuration["SecurityPolicy"] == "TLS_1_2"
+    certificate_id, certificate = stage.one(
+        "FailoverCertificate", "AWS::CertificateManager::Certificate"
+    )
+    assert configuration["CertificateArn"] == {"Ref": certificate_id}
+    assert certificate["Properties"]["ValidationMethod"] == "DNS"
+    (mapping,) = stage.of_type("AWS::ApiGatewayV2::ApiMapping").values()
+    assert ref_name(mapping["Properties"]["DomainName"]) == "FailoverDomain"
+    assert ref_name(mapping["Properties"]["ApiId"]) == "WebhookApi"
+    assert mapping["Properties"]["Stage"] == "$default"
+
+
+@pytest.mark.parametrize("region", [PRIMARY, SECONDARY])
+def test_the_webhook_url_is_the_failover_domain(cloud: Cloud, region: str) -> None:
+    outputs = cloud.regional[region].template["Outputs"]
+    assert outputs["WebhookUrl"]["Value"] == "https://hooks.example.com/webhooks/sume"
+    assert "RegionWebhookUrl" in outputs and "HealthCheckId" in outputs
+
+
+def test_the_health_checks_alarm_lives_where_route53s_metrics_are(cloud: Cloud) -> None:
+    alarms = cloud.regional[PRIMARY].of_type("AWS::CloudWatch::Alarm")
+    (unhealthy,) = [
+        a["Properties"] for k, a in alarms.items() if base_name(k) == "FailoverUnhealthy"
+    ]
+    assert (unhealthy["Namespace"], unhealthy["MetricName"]) == ("AWS/Route53", "HealthCheckStatus")
+    assert unhealthy["ComparisonOperator"] == "LessThanThreshold"
+    assert unhealthy["TreatMissingData"] == "breaching"
+    assert unhealthy["AlarmActions"] and unhealthy["OKActions"]
+    secondary = cloud.regional[SECONDARY].of_type("AWS::CloudWatch::Alarm")
+    assert not [k for k in secondary if base_name(k) == "FailoverUnhealthy"]
+
+
+VALID = {k: v for k, v in GLOBAL_OVERRIDES.items() if k not in {"status_allowed_hosts"}}
+
+
+def _plan(**changes: str) -> RegionPlan | None:
+    values = {**VALID, **changes}
+    return RegionPlan.from_context(values.get)
+
+
+def test_no_regions_is_the_single_region_deployment() -> None:
+    assert RegionPlan.from_context(lambda key: None) is None
+
+
+def test_the_plan_reads_the_context() -> None:
+    arns = (
+        "us-east-1=arn:aws:acm:us-east-1:123456789012:certificate/"
+        "11111111-2222-3333-4444-555555555555,"
+        "us-east-2=arn:aws:acm:us-east-2:123456789012:certificate/"
+        "66666666-7777-8888-9999-000000000000"
+    )
+    plan = _plan(regions=" us-east-2 , us-east-1 ", certificate_arns=arns)
+    assert plan is not None
+    assert (plan.primary, plan.other(plan.primary)) == ("us-east-2", "us-east-1")
+    assert set(plan.certificate_arns) == {"us-east-1", "us-east-2"}
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"regions": "us-east-1"}, "two different regions"),
+        ({"regions": "us-east-1,us-east-1"}, "two different regions"),
+        ({"regions": "us-east-1,eu-west-1"}, "one MRSC region set"),
+        ({"regions": "us-west-1,us-east-1"}, "one MRSC region set"),
+        ({"witness_region": "us-east-2"}, "witness_region must be a region of"),
+        ({"witness_region": "eu-west-1"}, "witness_region must be a region of"),
+        ({"witness_region": ""}, "witness_region"),
+        ({"domain_name": "https://hooks.example.com"}, "domain_name"),
+        ({"hosted_zone_id": "zone"}, "hosted_zone_id and hosted_zone_name"),
+        ({"hosted_zone_name": "other.example"}, "not in hosted_zone_name"),
+        (
+            {
+                "certificate_arns": "us-east-1=arn:aws:acm:us-east-1:123456789012:certificate/"
+                "11111111-2222-3333-4444-555555555555"
+            },
+            "a certificate for each of",
+        ),
+        (
+            {
+                "certificate_arns": "us-east-1=arn:aws:acm:us-east-2:123456789012:certificate/"
+                "11111111-2222-3333-4444-555555555555"
+            },
+            "certificate_arns must be region=",
+        ),
+    ],
+)
+def test_what_cannot_deploy_is_refused_in_one_line(changes: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as refused:
+        _plan(**changes)
+    assert "\n" not in str(refused.value)
+
+
+def test_the_domains_settings_alone_are_refused() -> None:
+    with pytest.raises(ConfigError, match="domain_name is only used with -c regions"):
+        RegionPlan.from_context(lambda key: "hooks.example.com" if key == "domain_name" else None)

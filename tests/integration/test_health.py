@@ -1,0 +1,76 @@
+"""The receiver's health route, which Route 53 asks in a multi-region deployment."""
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+
+import boto3
+import pytest
+
+import receiver
+from bench.counting import CallCounter
+from sume.core import runtime
+from sume.core.names import HEALTH_PATH
+from tests.builders import LambdaContext, apigw_event
+
+
+def ask(method: str = "GET") -> tuple[int, dict[str, str], dict[str, object]]:
+    response = receiver.handler(apigw_event(b"", {}, method, HEALTH_PATH), LambdaContext())
+    return response["statusCode"], response["headers"], json.loads(response["body"])
+
+
+def test_a_reachable_table_answers_200_with_one_read(aws):
+    with CallCounter().installed() as counter:
+        runtime.reset()
+        status, headers, body = ask()
+    assert (status, body) == (200, {"status": "ok"})
+    assert headers["cache-control"] == "no-store"
+    assert counter.calls == ["dynamodb.GetItem"]
+
+
+def test_a_failing_table_answers_503_and_says_nothing_of_why(aws, logs):
+    boto3.client("dynamodb").delete_table(TableName=aws.table)
+    status, _, body = ask()
+    assert (status, body) == (503, {"status": "unavailable"})
+    # The operator's log has why; the answer does not.
+    (logged,) = logs.lines("ERROR")
+    assert logged["message"].startswith("health check failed")
+    assert "ResourceNotFoundException" in logged["exception"]
+
+
+def test_it_needs_no_signing_secret(aws, monkeypatch):
+    # A region whose secret is broken still reaches its table: the webhook
+    # then answers 500 configuration_error, and its own alarm says so.
+    monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET")
+    runtime.reset()
+    with CallCounter().installed() as counter:
+        runtime.reset()
+        assert ask()[0] == 200
+    assert not any(call.startswith("secretsmanager.") for call in counter.calls)
+
+
+def test_only_get(aws):
+    status, headers, body = ask("POST")
+    assert (status, body) == (405, {"error": "method_not_allowed"})
+    assert headers["allow"] == "GET"
+
+
+@pytest.fixture
+def silent_endpoint() -> Iterator[str]:
+    """A TCP port that takes connections and never answers."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+def test_a_table_that_hangs_is_unhealthy_within_route53s_two_seconds(monkeypatch, silent_endpoint):
+    monkeypatch.setenv("JOBS_TABLE_NAME", "jobs")
+    monkeypatch.setenv("JOBS_QUEUE_URL", "https://sqs.invalid/q")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", silent_endpoint)
+    runtime.reset()
+    started = time.monotonic()
+    status, _, body = ask()
+    elapsed = time.monotonic() - started
+    runtime.reset()
+    assert (status, body) == (503, {"status": "unavailable"})
+    assert elapsed < 2
