@@ -76,7 +76,7 @@ run: install
 demo: install
 	$(PY) -m devstack.demo
 
-## bench: AWS calls, CPU, cold start, throughput, cost, artifact copies, poller capacity (ARGS=--quick, ARGS="--only artifacts,poller")
+## bench: AWS calls, CPU, cold start, throughput, cost, artifact copies, poller capacity, index writes (ARGS=--quick, ARGS="--only artifacts,poller")
 bench: install
 	$(PY) -m bench $(ARGS)
 

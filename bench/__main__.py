@@ -25,6 +25,7 @@ from bench import (  # noqa: E402
     coldstart,
     cost,
     cpu,
+    indexes,
     throughput,
 )
 from bench.counting import short  # noqa: E402
@@ -71,7 +72,7 @@ QUICK = Size(
     capacity.QUICK_ITEMS,
     capacity.QUICK_POLL_WINDOW_SECONDS,
 )
-SECTIONS = ("calls", "cpu", "cold", "throughput", "artifacts", "poller")
+SECTIONS = ("calls", "cpu", "cold", "throughput", "artifacts", "poller", "indexes")
 
 
 @dataclass
@@ -619,6 +620,45 @@ def section_poller(report: capacity.CapacityReport, targets: Targets) -> None:
         )
 
 
+def section_indexes(report: indexes.IndexReport, targets: Targets) -> None:
+    print(
+        "## 8. Index writes per job (the real handlers on moto in-process; every write's "
+        "item read before and after, each index's entry compared)\n"
+    )
+    rows = []
+    for life in report.lives:
+        cells: list[object] = [life.label, sum(t.writes for t in life.phases.values())]
+        for index in report.indexes:
+            writes, units = life.total(index)
+            cells.append(f"{writes} ({units} WRU)")
+        by = ", ".join(
+            f"{phase} {tally.index_units.get(indexes.REPORT_INDEX, 0)}"
+            for phase, tally in life.phases.items()
+        )
+        rows.append((*cells, by))
+    headers = ["job's life", "table writes"]
+    headers += [f"`{index}` writes (WRU)" for index in report.indexes]
+    headers.append(f"`{indexes.REPORT_INDEX}` WRU by writer")
+    print(table(headers, rows))
+    per_job = max(life.total(indexes.REPORT_INDEX)[1] for life in report.lives)
+    by_receiver = indexes.report_index_writes_by_receiver(report)
+    usd = per_job * cost.DDB_WRU_PER_M
+    print(
+        f"\nThe report index's keys add {report.report_key_bytes} B to the item. At most "
+        f"{per_job} write unit per job goes to `{indexes.REPORT_INDEX}` (${usd:.3f} "
+        "per million jobs at on-demand prices), from the write that ends it; "
+        f"the receiver's writes make {by_receiver} of them.\n"
+    )
+    targets.add(
+        f"receiver: 0 writes of the `{indexes.REPORT_INDEX}` index",
+        str(by_receiver),
+        by_receiver == 0,
+    )
+    targets.add(
+        f"`{indexes.REPORT_INDEX}`: at most 1 write unit per job", str(per_job), per_job <= 1
+    )
+
+
 def progress(started: float, what: str) -> None:
     """Where the bench is, on stderr, so stdout stays the markdown report."""
     print(f"[bench +{time.time() - started:.0f} s] {what}", file=sys.stderr, flush=True)
@@ -700,6 +740,9 @@ def main(argv: list[str] | None = None) -> int:
     if "poller" in chosen:
         progress(started, "7. poller capacity (one real run per row)")
         section_poller(capacity.measure(size.poller_items, size.poller_window), targets)
+    if "indexes" in chosen:
+        progress(started, "8. index writes per job (moto in-process)")
+        section_indexes(indexes.measure(), targets)
     if args.profile:
         print("## cProfile: ours, new deliveries (own time)\n\n```")
         print(cpu.profile("ours", "new", size.cpu_batch))

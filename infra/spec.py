@@ -16,6 +16,9 @@ from sume.core.names import (
     DUE_SHARD,
     JOB_ID,
     REGISTRATION_DETAIL_TYPE,
+    REPORT_AT,
+    REPORT_BUCKET,
+    REPORT_INDEX,
     TTL_ATTRIBUTE,
     Env,
 )
@@ -101,6 +104,8 @@ def table_definition(table_name: str) -> dict[str, Any]:
             {"AttributeName": JOB_ID, "AttributeType": "S"},
             {"AttributeName": DUE_SHARD, "AttributeType": "N"},
             {"AttributeName": DUE_AT, "AttributeType": "N"},
+            {"AttributeName": REPORT_BUCKET, "AttributeType": "S"},
+            {"AttributeName": REPORT_AT, "AttributeType": "N"},
         ],
         "GlobalSecondaryIndexes": [
             {
@@ -110,7 +115,17 @@ def table_definition(table_name: str) -> dict[str, Any]:
                     {"AttributeName": DUE_AT, "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "ALL"},
-            }
+            },
+            {
+                # Keys only: a write that changes no key of it (the receiver's,
+                # the worker's claim) never writes it (docs/cli.md, "report").
+                "IndexName": REPORT_INDEX,
+                "KeySchema": [
+                    {"AttributeName": REPORT_BUCKET, "KeyType": "HASH"},
+                    {"AttributeName": REPORT_AT, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            },
         ],
     }
 

@@ -28,24 +28,27 @@ from botocore.exceptions import (
     ProfileNotFound,
 )
 
-from infra.spec import OUTPUT_WEBHOOK_URL
+from infra.spec import DEFAULT_POLL_RATE_MINUTES, OUTPUT_WEBHOOK_URL
 from sume.contract.envelope import TERMINAL_EVENTS
 from sume.core.errors import ConfigurationError
 from sume.core.ids import InvalidJobId, check_job_id
 from sume.core.names import DUE_SHARDS, Env, Metric
 from sume.core.secrets import parse_secrets
 from sume.store.queue import JobQueue
-from sume_cli import CHECK_FAILED, FAILED, OK, USAGE, OpsError, dlq, jobs, rotation
+from sume_cli import CHECK_FAILED, FAILED, OK, USAGE, OpsError, dlq, jobs, report, rotation
 from sume_cli.context import LOCAL_ENDPOINT_HINT, Ops, not_an_aws_api
 from sume_cli.listing import DEFAULT_STATE, SCANNED, STATES, list_jobs
 from sume_cli.sendtest import MAX_SHOWN_BODY, send
 from sume_cli.stackinfo import LOCAL_PREFIX, DiscoveryError
 from sume_cli.story import as_json, exact_json, render
-from sume_cli.times import iso, parse_since
+from sume_cli.times import iso, parse_duration, parse_since
 
 PROG = "sume-webhooks"
 # Job ids a hint names before it says "and N more".
 MAX_LISTED_JOBS = 10
+# A job still due this long after its due time is overdue: the poller, on its
+# default schedule, has let two runs pass without acting on it.
+DEFAULT_OVERDUE_AFTER = f"{2 * DEFAULT_POLL_RATE_MINUTES}m"
 Command = Callable[[Ops, argparse.Namespace], int]
 JSON, TABLE = "json", "table"
 
@@ -135,6 +138,95 @@ def cmd_list(ops: Ops, args: argparse.Namespace) -> int:
         summary += "; stopped early, more may exist (raise --limit"
         summary += " or --scan-budget)" if scanned else ")"
     note(summary)
+    return OK
+
+
+def _report_window(args: argparse.Namespace, now: int) -> report.Window:
+    since = parse_since(args.since, now)
+    if since > now:
+        raise OpsError(f"--since {args.since!r} is in the future", USAGE)
+    if now - since > report.MAX_WINDOW_DAYS * 86400:
+        raise OpsError(f"--since {args.since!r}: at most {report.MAX_WINDOW_DAYS} days back", USAGE)
+    if args.limit < 0:
+        raise OpsError("--limit must be at least 0", USAGE)
+    overdue_after = parse_duration(args.overdue_after, "--overdue-after")
+    return report.Window(since, now, now - overdue_after)
+
+
+def _listed(listed: report.Listed, rest: str) -> str:
+    shown = ", ".join(listed.job_ids)
+    if listed.more:
+        shown += f"{', ' if shown else ''}and {listed.more} more ({rest})"
+    return shown
+
+
+def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
+    window = _report_window(args, int(time.time()))
+    found = report.report(ops.jobs, window, args.limit)
+    problems = found.problems
+    most = max(found.lost.count, found.processing_error.count, found.overdue.count)
+    rest = f"raise --limit: {PROG} {deployment_option(ops)} report --since {args.since}"
+    rest += f" --limit {most}"
+    if as_json_output(args):
+        dump(
+            {
+                "since": iso(window.since),
+                "until": iso(window.until),
+                "overdue_before": iso(window.overdue_before),
+                "jobs": found.jobs,
+                "registered": found.registered,
+                "received_by_webhook": found.received_by_webhook,
+                "recovered_by_poll": found.recovered_by_poll,
+                "processed": {"count": sum(found.processed.values()), **found.processed},
+                "processing_error": found.processing_error.as_dict(),
+                "lost": found.lost.as_dict(),
+                "replayed": found.replayed,
+                "pending": {
+                    "count": sum(found.pending.values()),
+                    **found.pending,
+                    "parked": found.parked,
+                },
+                "overdue": found.overdue.as_dict(),
+                "index_entries_read": found.entries_read,
+                "items_read": found.items_read,
+                "problems": problems,
+            }
+        )
+    else:
+        processed = ", ".join(f"{outcome} {n}" for outcome, n in found.processed.items())
+        pending = ", ".join(f"{state} {n}" for state, n in found.pending.items())
+        pending += f" (parked in the DLQ: {found.parked})" if found.parked else ""
+        out(
+            f"jobs that entered {iso(window.since)} .. {iso(window.until)} "
+            "(registered, else first recorded)"
+        )
+        table(
+            [
+                ["jobs", str(found.jobs), ""],
+                ["registered", str(found.registered), ""],
+                ["received by webhook", str(found.received_by_webhook), ""],
+                ["recovered by poll", str(found.recovered_by_poll), ""],
+                ["processed", str(sum(found.processed.values())), processed],
+                [
+                    "processing_error",
+                    str(found.processing_error.count),
+                    _listed(found.processing_error, rest),
+                ],
+                ["lost", str(found.lost.count), _listed(found.lost, rest)],
+                ["replayed", str(found.replayed), ""],
+                ["pending", str(sum(found.pending.values())), pending],
+                [
+                    f"overdue (due before {iso(window.overdue_before)})",
+                    str(found.overdue.count),
+                    _listed(found.overdue, rest),
+                ],
+            ],
+            ["", "COUNT", "DETAIL"],
+        )
+    note(f"read {found.entries_read} index entries and {found.items_read} item(s); no Scan")
+    if args.check and problems:
+        note(f"check failed: {', '.join(problems)}")
+        return CHECK_FAILED
     return OK
 
 
@@ -457,11 +549,32 @@ def json_alias(parser: argparse.ArgumentParser, help_text: str = "same as --outp
     )
 
 
+def _report_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--since", default="24h", help="30m, 2h, 7d, or an ISO time (UTC); default 24h"
+    )
+    parser.add_argument(
+        "--limit", type=int, default=10, help="job ids listed per kind (10); the rest are counted"
+    )
+    parser.add_argument(
+        "--overdue-after",
+        default=DEFAULT_OVERDUE_AFTER,
+        metavar="DURATION",
+        help=f"a job still due this long past its due time is overdue ({DEFAULT_OVERDUE_AFTER})",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 3 when a job in the window is lost, in processing_error or overdue",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Operate the Sume webhook receiver: jobs, DLQ, test deliveries, secrets.",
-        epilog="Exit codes: 0 ok, 1 failed, 2 usage, 3 send-test not accepted by the endpoint.",
+        epilog="Exit codes: 0 ok, 1 failed, 2 usage, 3 send-test not accepted by the endpoint "
+        "or report --check found lost, processing_error or overdue jobs.",
     )
     _global_options(parser, None)
     parser.add_argument("--version", action="version", version=version())
@@ -500,6 +613,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--scan-budget", type=int, default=1000, help="items a Scan may read (1000)"
     )
     json_alias(listing)
+
+    _report_options(
+        command(
+            commands, "report", cmd_report, "how every job since a time ended: counts and job ids"
+        )
+    )
 
     expect = command(commands, "expect", cmd_expect, "register a submitted job for status polling")
     expect.add_argument("job_id", metavar="JOB_ID")

@@ -135,6 +135,13 @@ def _sume_error(job: Job) -> Any:
     return job.error
 
 
+def _reported(job: Job) -> str | None:
+    """Where the job is in the report index (``sume-webhooks report``), once it ended."""
+    if job.report_at is None:
+        return None
+    return f"entered {iso(job.report_at)}  bucket={job.report_bucket or '-'}"
+
+
 def render(job: Job) -> str:
     """The job as labelled lines, most telling first; absent attributes are skipped.
 
@@ -194,6 +201,7 @@ def render(job: Job) -> str:
         add("polls", f"{job.poll_attempts}  last {iso(job.last_polled_at) or 'never'}")
     add("last poll error", job.last_poll_error)
     add("lost", iso(job.lost_at))
+    add("in report", _reported(job))
     add("expires", iso(job.expires_at))
     if job.body is not None:
         add("body", f"{len(job.body.encode('utf-8'))} bytes inline (--json shows it)")

@@ -17,11 +17,25 @@ def iso(epoch: float | int | None) -> str | None:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def seconds_of(text: str) -> int | None:
+    """``30m``, ``2h``, ``7d`` in seconds; None when ``text`` is no such duration."""
+    match = _DURATION.match(text.strip())
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)] if match else None
+
+
+def parse_duration(text: str, option: str) -> int:
+    """A duration option's seconds, or a usage error naming ``option``."""
+    seconds = seconds_of(text)
+    if seconds is None:
+        raise OpsError(f"{option} {text!r}: use a duration like 90s, 30m, 2h or 7d", USAGE)
+    return seconds
+
+
 def parse_since(text: str, now: float) -> int:
     """``30m``, ``2h``, ``7d`` ago, or an ISO 8601 date/time (UTC unless it says otherwise)."""
     value = text.strip()
-    if match := _DURATION.match(value):
-        return int(now) - int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if (seconds := seconds_of(value)) is not None:
+        return int(now) - seconds
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:

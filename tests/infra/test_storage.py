@@ -5,11 +5,20 @@ from __future__ import annotations
 from aws_cdk.assertions import Template
 
 from infra import spec
-from sume.core.names import DUE_AT, DUE_INDEX, DUE_SHARD, JOB_ID, TTL_ATTRIBUTE
+from sume.core.names import (
+    DUE_AT,
+    DUE_INDEX,
+    DUE_SHARD,
+    JOB_ID,
+    REPORT_AT,
+    REPORT_BUCKET,
+    REPORT_INDEX,
+    TTL_ATTRIBUTE,
+)
 from tests.infra.conftest import Stage, base_name, ref_name
 
 
-def test_jobs_table_on_demand_pitr_ttl_and_the_sparse_index(dev: Stage) -> None:
+def test_jobs_table_on_demand_pitr_ttl_and_the_sparse_indexes(dev: Stage) -> None:
     Template.from_json(dev.template).has_resource_properties(
         "AWS::DynamoDB::Table",
         {
@@ -25,7 +34,15 @@ def test_jobs_table_on_demand_pitr_ttl_and_the_sparse_index(dev: Stage) -> None:
                         {"AttributeName": DUE_AT, "KeyType": "RANGE"},
                     ],
                     "Projection": {"ProjectionType": "ALL"},
-                }
+                },
+                {
+                    "IndexName": REPORT_INDEX,
+                    "KeySchema": [
+                        {"AttributeName": REPORT_BUCKET, "KeyType": "HASH"},
+                        {"AttributeName": REPORT_AT, "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "KEYS_ONLY"},
+                },
             ],
         },
     )
@@ -33,27 +50,27 @@ def test_jobs_table_on_demand_pitr_ttl_and_the_sparse_index(dev: Stage) -> None:
     types = {
         a["AttributeName"]: a["AttributeType"] for a in table["Properties"]["AttributeDefinitions"]
     }
-    assert types == {JOB_ID: "S", DUE_SHARD: "N", DUE_AT: "N"}
+    assert types == {JOB_ID: "S", DUE_SHARD: "N", DUE_AT: "N", REPORT_BUCKET: "S", REPORT_AT: "N"}
     # Exactly what the local stack creates on moto.
     moto = spec.table_definition("x")
     assert table["Properties"]["KeySchema"] == moto["KeySchema"]
     assert table["Properties"]["GlobalSecondaryIndexes"] == moto["GlobalSecondaryIndexes"]
 
 
-def test_warm_throughput_is_set_by_context_on_the_table_and_its_index(
+def test_warm_throughput_is_set_by_context_on_the_table_and_its_indexes(
     dev: Stage, prod: Stage
 ) -> None:
     _, dev_table = dev.one("JobsTable", "AWS::DynamoDB::Table")
     # The default estimate (2 jobs/s) plans far less than a new table serves: none set.
     assert "WarmThroughput" not in dev_table["Properties"]
-    (dev_index,) = dev_table["Properties"]["GlobalSecondaryIndexes"]
-    assert "WarmThroughput" not in dev_index
+    for dev_index in dev_table["Properties"]["GlobalSecondaryIndexes"]:
+        assert "WarmThroughput" not in dev_index
     _, prod_table = prod.one("JobsTable", "AWS::DynamoDB::Table")
     warm = {"WriteUnitsPerSecond": 5000, "ReadUnitsPerSecond": 15000}
     assert prod_table["Properties"]["WarmThroughput"] == warm
-    # The index takes the table's writes: warmed alike, or it would throttle them.
-    (prod_index,) = prod_table["Properties"]["GlobalSecondaryIndexes"]
-    assert prod_index["WarmThroughput"] == warm
+    # An index takes the table's writes: warmed alike, or it would throttle them.
+    indexes = prod_table["Properties"]["GlobalSecondaryIndexes"]
+    assert [index["WarmThroughput"] for index in indexes] == [warm, warm]
 
 
 def test_data_is_retained_and_protected_outside_dev(dev: Stage, prod: Stage) -> None:

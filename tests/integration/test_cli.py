@@ -104,7 +104,15 @@ def processed(table: JobsTable, job_id: str, event: str = "job.completed") -> No
             }
         ],
     }
-    assert table.finish(job_id, str(item.claim_id), State.PROCESSED, now, now + 3600, details)
+    assert table.finish(
+        job_id,
+        str(item.claim_id),
+        State.PROCESSED,
+        now,
+        now + 3600,
+        details,
+        window_at=item.unreported_at(),
+    )
 
 
 def one_line_error(err: str) -> str:
@@ -123,6 +131,7 @@ HELP_PATHS = [
     ["list"],
     ["expect"],
     ["replay"],
+    ["report"],
     ["dlq"],
     ["dlq", "peek"],
     ["dlq", "redrive"],
@@ -147,7 +156,7 @@ def test_console_script_is_installed():
         [str(script), "--help"], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stderr
-    for command in ("status", "list", "expect", "replay", "dlq", "send-test", "secrets"):
+    for command in ("status", "list", "report", "expect", "replay", "dlq", "send-test", "secrets"):
         assert command in result.stdout
 
 
@@ -609,7 +618,15 @@ def gave_up(table: JobsTable, job_id: str) -> None:
     job = table.claim(job_id, now, lease_seconds=300)
     problem = {"code": "too_many_attempts", "message": "gave up after 5 attempts"}
     details = {"outcome": "completed", "processing_error": problem}
-    assert table.finish(job_id, str(job.claim_id), State.PROCESSING_ERROR, now, now + 60, details)
+    assert table.finish(
+        job_id,
+        str(job.claim_id),
+        State.PROCESSING_ERROR,
+        now,
+        now + 60,
+        details,
+        window_at=job.unreported_at(),
+    )
 
 
 def test_dlq_peek_shows_each_jobs_state_and_last_error_redacted(cli, table, names, endpoint):

@@ -19,7 +19,7 @@ from bench.counting import CallCounter
 from sume.contract.envelope import parse
 from sume.core import aws as clients
 from sume.core import runtime
-from sume.core.names import due_shard
+from sume.core.names import due_shard, report_bucket
 from sume.polling import compose
 from sume.polling.compose import build_poller
 from sume.polling.registry import Registry
@@ -378,6 +378,8 @@ def test_backoff_doubles_up_to_its_cap_and_the_job_is_lost_at_the_cut_off(aws, s
     assert item.lost_at == T0 + 20000
     assert item.poll_attempts == 5
     assert (item.due_at, item.due_shard) == (None, None)
+    # Out of the due-work index, into the report's, in the same write.
+    assert (item.report_bucket, item.report_at) == (report_bucket(T0, due_shard("job_slow")), T0)
     assert "job_slow" not in indexed_job_ids(aws)
     assert sume.polls_of("job_slow") == 6
     assert drain_queue(aws) == []
@@ -395,6 +397,8 @@ def test_a_late_webhook_completes_a_lost_job(aws, sume, monkeypatch):
     item = table(aws).get("job_late")
     assert item is not None
     assert (item.state, item.metadata) == (State.RECEIVED, {"k": "v"})
+    # Owed work again, and still in the report index from its loss.
+    assert item.report_at == item.registered_at
     assert drain_queue(aws) == ["job_late"]
 
 
@@ -423,7 +427,13 @@ def test_crash_left_in_received_is_re_enqueued_after_its_deadline(aws, sume):
 
     claimed = jobs.claim("job_crash", T0 + 361, lease_seconds=300)
     assert jobs.finish(
-        "job_crash", str(claimed.claim_id), State.PROCESSED, T0 + 362, T0 + 10**6, {}
+        "job_crash",
+        str(claimed.claim_id),
+        State.PROCESSED,
+        T0 + 362,
+        T0 + 10**6,
+        {},
+        window_at=claimed.unreported_at(),
     )
     clock.now = T0 + 10**5
     assert run.run(lambda: FOREVER).swept == 0
@@ -608,7 +618,15 @@ def test_the_due_index_is_sparse_and_never_scanned(aws, sume):
         event = parse(json.dumps(job_body(job_id)).encode())
         jobs.record(event, Source.WEBHOOK, T0, sweep_at=T0 + 120)  # type: ignore[arg-type]
     claimed = jobs.claim("job_done", T0 + 1, lease_seconds=300)
-    assert jobs.finish("job_done", str(claimed.claim_id), State.PROCESSED, T0 + 2, T0 + 10**6, {})
+    assert jobs.finish(
+        "job_done",
+        str(claimed.claim_id),
+        State.PROCESSED,
+        T0 + 2,
+        T0 + 10**6,
+        {},
+        window_at=claimed.unreported_at(),
+    )
     clients.client("dynamodb").put_item(
         TableName=aws.table, Item={"job_id": {"S": "job_plain"}, "state": {"S": "processed"}}
     )

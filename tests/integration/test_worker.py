@@ -21,7 +21,7 @@ import worker
 from devstack import moto_atomic
 from infra import spec
 from sume.core import runtime
-from sume.core.names import DETAIL_TYPES, EVENT_SOURCE
+from sume.core.names import DETAIL_TYPES, EVENT_SOURCE, due_shard, report_bucket
 from sume.net.fetch import TransientFetchError
 from sume.polling.compose import build_poller
 from sume.polling.settings import PollerSettings
@@ -165,6 +165,8 @@ def test_completed_job_is_archived_recorded_and_announced(world, server, local_u
 def test_failed_and_canceled_jobs_are_written_down_with_their_error(world):
     bodies = [job_body(event="job.failed"), job_body(event="job.canceled")]
     job_ids = [deliver(body) for body in bodies]
+    # The receiver writes no key of the report index; the finish does.
+    assert {world.item(job_id).report_bucket for job_id in job_ids} == {None}
 
     assert run(*job_ids)[1] == []
 
@@ -173,6 +175,9 @@ def test_failed_and_canceled_jobs_are_written_down_with_their_error(world):
         stored = world.item(body["job_id"])
         assert stored.state == "processed"
         assert stored.outcome == outcome
+        assert stored.first_seen is not None
+        assert stored.report_at == stored.first_seen
+        assert stored.report_bucket == report_bucket(stored.first_seen, due_shard(stored.job_id))
         assert json.loads(stored.error) == body["error"]  # JSON text, see sume.core.bounded
         assert stored.artifacts == []
         event = announced[body["job_id"]]

@@ -50,7 +50,8 @@ def stored(item):
 @given(values)
 def test_written_values_are_serialised_as_boto3_would(value):
     table = Table()
-    JobsTable(table, "jobs", 4).finish("j", "c", State.PROCESSED, 1, 2, {"outcome": value})
+    jobs = JobsTable(table, "jobs", 4)
+    jobs.finish("j", "c", State.PROCESSED, 1, 2, {"outcome": value}, window_at=None)
     (update,) = table.updates
     assert update["ExpressionAttributeValues"][":d_outcome"] == serializer.serialize(value)
 

@@ -9,6 +9,7 @@ in one place and every side imports them instead of repeating strings.
 from __future__ import annotations
 
 import hashlib
+import time
 from typing import Final
 
 WEBHOOK_PATH: Final = "/webhooks/sume"
@@ -27,6 +28,16 @@ DUE_INDEX: Final = "due-work"
 DUE_SHARD: Final = "due_shard"
 DUE_AT: Final = "due_at"
 DUE_SHARDS: Final = 16
+
+# Sparse GSI of ended jobs by when they entered the completeness report's window
+# (``sume-webhooks report``, docs/cli.md): partition ``report_bucket``, the UTC day
+# of ``report_at`` and the job's shard (``due_shard``), so a day's writes spread over
+# as many partitions as the due-work index has; sort ``report_at``; keys only, so
+# no later write of the item but one changing these keys writes the index. Only
+# the writes that end a job (the worker's finish, the poller's lost) set them.
+REPORT_INDEX: Final = "report-window"
+REPORT_BUCKET: Final = "report_bucket"
+REPORT_AT: Final = "report_at"
 
 # EventBridge announcements (a public API, documented in docs/announcements.md).
 EVENT_SOURCE: Final = "sume.webhooks"
@@ -168,3 +179,18 @@ def due_shard(job_id: str, shards: int = DUE_SHARDS) -> int:
     """
     digest = hashlib.blake2b(job_id.encode("utf-8"), digest_size=4).digest()
     return int.from_bytes(digest, "big") % shards
+
+
+def report_bucket(at: int, shard: int) -> str:
+    """The report index's partition of a job that entered the window at ``at`` (epoch s)."""
+    return f"{time.strftime('%Y-%m-%d', time.gmtime(at))}#{shard:02d}"
+
+
+def report_buckets(since: int, until: int, shards: int = DUE_SHARDS) -> list[str]:
+    """Every partition of the report index that holds jobs entered in ``[since, until]``."""
+    first, last = since - since % 86400, until - until % 86400
+    return [
+        report_bucket(day, shard)
+        for day in range(first, last + 1, 86400)
+        for shard in range(shards)
+    ]

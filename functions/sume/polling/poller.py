@@ -300,7 +300,7 @@ class Poller:
             if error == REFUSED_HOST:
                 tallies = (Tally.POLLED, Tally.REFUSED)
         if now >= cut_off:
-            if self._jobs.mark_lost(job_id, now, error):
+            if self._jobs.mark_lost(job_id, now, error, window_at=job.unreported_at()):
                 logger.error(
                     "job lost: no terminal event before the cut-off",
                     job_id=job_id,

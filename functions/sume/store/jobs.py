@@ -16,7 +16,10 @@ States (see docs/design.md)::
 
 ``received`` and ``processing`` items carry the due-work keys (``due_shard``,
 ``due_at``) so the sweeper finds owed work a crash left behind; ``awaiting``
-items carry them for their next status poll. Finishing removes them.
+items carry them for their next status poll. Finishing removes them. The
+writes that end a job (finish, mark_lost) add the report index's keys
+(``report_bucket``, ``report_at``) in the same write, so every job is in one
+of the two indexes, or in both (ended, then owed again).
 
 ``attempts`` is the attempt budget of one round of work: claims since the work
 became owed. A claim given back for want of time takes its attempt back; a
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import time
 import typing
 import uuid
 from collections.abc import Callable, Iterator
@@ -44,8 +48,18 @@ from botocore.exceptions import ClientError
 
 from sume.contract.envelope import JobEvent
 from sume.core.bounded import bounded_text
-from sume.core.errors import PermanentError
-from sume.core.names import DUE_AT, DUE_INDEX, DUE_SHARD, JOB_ID, TTL_ATTRIBUTE, due_shard
+from sume.core.errors import PermanentError, RetryableError
+from sume.core.names import (
+    DUE_AT,
+    DUE_INDEX,
+    DUE_SHARD,
+    JOB_ID,
+    REPORT_AT,
+    REPORT_BUCKET,
+    TTL_ATTRIBUTE,
+    due_shard,
+    report_bucket,
+)
 
 
 class State(enum.StrEnum):
@@ -168,6 +182,11 @@ class Job:
     """Why the latest status poll got no answer (e.g. ``refused_host``)."""
     lost_at: int | None = None
     """When polling gave up before a terminal event arrived."""
+    report_bucket: str | None = None
+    """Report index partition: the UTC day of ``report_at`` and the job's shard; set
+    when the job first ends (worker's finish, poller's lost), never by the receiver."""
+    report_at: int | None = None
+    """Report index sort key: when the job entered the report's window (``window_at``)."""
     expires_at: int | None = None
     """DynamoDB TTL: the item, and its dedupe, go after ``RETENTION_DAYS``."""
     other: dict[str, Any] = field(default_factory=dict)
@@ -177,6 +196,15 @@ class Job:
         """The item as stored, in plain Python (whole numbers as ints, fractions as Decimals)."""
         item = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "other"}
         return {**{name: value for name, value in item.items() if value is not None}, **self.other}
+
+    def window_at(self) -> int | None:
+        """When the job entered the completeness report's window: its registration,
+        else the first record of its terminal event (both are written once)."""
+        return self.registered_at if self.registered_at is not None else self.first_seen
+
+    def unreported_at(self) -> int | None:
+        """``window_at`` for a job not yet in the report index; None once it is."""
+        return None if self.report_bucket is not None else self.window_at()
 
     def conflicts_with(self, event: JobEvent) -> bool:
         """A later delivery that disagrees with the first terminal event (which wins)."""
@@ -211,12 +239,15 @@ def _attribute_names() -> Any:
 JobAttr = _attribute_names()
 # The table's key and index attributes are named in sume.core.names for the
 # stack; they must be the fields' names.
-if (JobAttr.JOB_ID, JobAttr.DUE_SHARD, JobAttr.DUE_AT, JobAttr.EXPIRES_AT) != (
-    JOB_ID,
-    DUE_SHARD,
-    DUE_AT,
-    TTL_ATTRIBUTE,
-):
+_STACK_NAMES = (JOB_ID, DUE_SHARD, DUE_AT, TTL_ATTRIBUTE, REPORT_BUCKET, REPORT_AT)
+if (
+    JobAttr.JOB_ID,
+    JobAttr.DUE_SHARD,
+    JobAttr.DUE_AT,
+    JobAttr.EXPIRES_AT,
+    JobAttr.REPORT_BUCKET,
+    JobAttr.REPORT_AT,
+) != _STACK_NAMES:
     raise RuntimeError("the Job's key and index fields must be named as sume.core.names says")
 
 
@@ -330,6 +361,15 @@ def _job(item: dict[str, Any]) -> Job:
         else:
             known[name] = typed
     return Job(**known, other=other)
+
+
+# BatchGetItem's most keys per call, and the calls made for keys it leaves unprocessed.
+BATCH_KEYS = 100
+BATCH_ATTEMPTS = 5
+
+
+class IncompleteRead(RetryableError):
+    """DynamoDB left keys of a batch read unprocessed after every attempt (throttling)."""
 
 
 class InvalidWrite(PermanentError):
@@ -480,6 +520,36 @@ class JobsTable:
         item = response.get("Item")
         return _job(item) if item else None
 
+    def get_many(self, job_ids: list[str], attributes: tuple[str, ...]) -> list[Job]:
+        """The jobs of ``job_ids`` that exist, ``attributes`` only, eventually consistent.
+
+        BatchGetItem, 100 keys a call; keys DynamoDB leaves unprocessed (throttling)
+        are asked again after a growing pause, and ``IncompleteRead`` is raised
+        if some are still left after ``BATCH_ATTEMPTS`` calls for them.
+        """
+        names = {f"#p{i}": attribute for i, attribute in enumerate(attributes)}
+        found: list[Job] = []
+        for first in range(0, len(job_ids), BATCH_KEYS):
+            keys: list[dict[str, Any]] = [
+                {JobAttr.JOB_ID: {"S": job_id}} for job_id in job_ids[first : first + BATCH_KEYS]
+            ]
+            for attempt in range(BATCH_ATTEMPTS):
+                if attempt:
+                    time.sleep(0.05 * 2**attempt)
+                request = {
+                    "Keys": keys,
+                    "ProjectionExpression": ", ".join(names),
+                    "ExpressionAttributeNames": names,
+                }
+                response = self._client.batch_get_item(RequestItems={self._table: request})
+                found.extend(_job(item) for item in response["Responses"].get(self._table, []))
+                keys = response.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", [])
+                if not keys:
+                    break
+            if keys:
+                raise IncompleteRead(f"{len(keys)} job(s) left unread by DynamoDB (throttled)")
+        return found
+
     def record(
         self,
         event: JobEvent,
@@ -572,6 +642,17 @@ class JobsTable:
             created, _ = self._conditional(job_id, update, IS_NEW_JOB, values)
         return created
 
+    def _reported(self, job_id: str, window_at: int | None, values: dict[str, Any]) -> list[str]:
+        """The SET parts that put a job in the report index (none for ``window_at`` None)."""
+        if window_at is None:
+            return []
+        values["report_bucket"] = report_bucket(window_at, due_shard(job_id, self._shards))
+        values["report_at"] = window_at
+        return [
+            f"{JobAttr.REPORT_BUCKET} = :report_bucket",
+            f"{JobAttr.REPORT_AT} = :report_at",
+        ]
+
     def claim(self, job_id: str, now: int, lease_seconds: int) -> Job:
         """Take the job's follow-up work under a lease; the claimed job comes back.
 
@@ -616,13 +697,17 @@ class JobsTable:
         now: int,
         expires_at: int,
         details: dict[str, Any],
+        *,
+        window_at: int | None,
     ) -> bool:
         """Close the job (processed or processing_error) if we still hold its claim.
 
         Removing the due-work keys takes the item out of the sparse index.
         ``details`` holds outcome, artifacts, error and/or processing_error;
         what an earlier finish wrote about its ending and these details do
-        not say is removed. Raises ``InvalidWrite`` when DynamoDB refuses the
+        not say is removed. ``window_at`` is the claimed job's
+        ``unreported_at()``: when given, the same write puts the job in the
+        report index. Raises ``InvalidWrite`` when DynamoDB refuses the
         details.
         """
         values: dict[str, Any] = {
@@ -633,6 +718,7 @@ class JobsTable:
             "ttl": expires_at,
         }
         sets = ["#state = :done", f"{JobAttr.PROCESSED_AT} = :now", f"{JobAttr.EXPIRES_AT} = :ttl"]
+        sets += self._reported(job_id, window_at, values)
         for key, value in details.items():
             sets.append(f"{_alias(key)} = :d_{key}")
             values[f"d_{key}"] = value
@@ -798,11 +884,21 @@ class JobsTable:
         done, _ = self._conditional(job_id, update, IS_AWAITING, values)
         return done
 
-    def mark_lost(self, job_id: str, now: int, error: str | None = None) -> bool:
-        """Give up polling a job whose event never came; it stays visible as lost."""
-        values = {"awaiting": State.AWAITING.value, "lost": State.LOST.value, "now": now}
+    def mark_lost(
+        self, job_id: str, now: int, error: str | None = None, *, window_at: int | None
+    ) -> bool:
+        """Give up polling a job whose event never came; it stays visible as lost.
+
+        ``window_at`` as for ``finish``: the polled job's ``unreported_at()``.
+        """
+        values: dict[str, Any] = {
+            "awaiting": State.AWAITING.value,
+            "lost": State.LOST.value,
+            "now": now,
+        }
         set_error, remove = _poll_error(values, error)
-        update = f"SET #state = :lost, {JobAttr.LOST_AT} = :now{set_error}"
+        reported = "".join(f", {part}" for part in self._reported(job_id, window_at, values))
+        update = f"SET #state = :lost, {JobAttr.LOST_AT} = :now{set_error}{reported}"
         update += f" REMOVE {', '.join([JobAttr.DUE_SHARD, JobAttr.DUE_AT, *remove])}"
         done, _ = self._conditional(job_id, update, IS_AWAITING, values)
         return done

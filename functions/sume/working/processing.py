@@ -550,9 +550,7 @@ class JobProcessor:
         )
         state = State.PROCESSING_ERROR if problem else State.PROCESSED
         try:
-            dropped = self._finish(
-                job_id, claim_id, state, now, _written(ending, progress, problem)
-            )
+            dropped = self._finish(job, claim_id, state, now, _written(ending, progress, problem))
         except AWS_FAILURES as exc:
             message = f"announced {result}, then the finish failed: {exc}"
             raise FinishFailed(message, gave_up) from exc
@@ -569,15 +567,21 @@ class JobProcessor:
         )
 
     def _finish(
-        self, job_id: str, claim_id: str, state: State, now: int, details: dict[str, Any]
+        self, job: Job, claim_id: str, state: State, now: int, details: dict[str, Any]
     ) -> bool:
         """Finish the job; True when DynamoDB refused ``details`` and only codes were written."""
         expires_at = now + self._retention
+        job_id, window_at = job.job_id, job.unreported_at()
         try:
-            done = self._jobs.finish(job_id, claim_id, state, now, expires_at, details)
+            done = self._jobs.finish(
+                job_id, claim_id, state, now, expires_at, details, window_at=window_at
+            )
             dropped = False
         except InvalidWrite:
-            done = self._jobs.finish(job_id, claim_id, state, now, expires_at, _codes(details))
+            codes = _codes(details)
+            done = self._jobs.finish(
+                job_id, claim_id, state, now, expires_at, codes, window_at=window_at
+            )
             dropped = True
         if not done:
             raise _ClaimLost

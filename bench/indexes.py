@@ -1,0 +1,319 @@
+"""Index writes per job: what each DynamoDB write of a job's life costs each index of the table.
+
+The real handlers (and the ops CLI's replay) run each job's life on moto in
+process. Every ``PutItem`` and ``UpdateItem`` of the jobs table is watched on
+botocore's ``before-parameter-build`` and ``after-call``: the item is read before and
+after by a client of the bench's own (not watched), and for each index of
+``spec.table_definition`` the entry each image makes (none when it lacks a
+key of the index; the index's projection of it otherwise) is compared as
+DynamoDB's rules for global secondary indexes say: an entry added or removed
+is one index write, a changed key two (a delete and a put), a changed
+projected attribute one, anything else none (a failed conditional write
+changes nothing). Each index write costs one write unit per started KB of
+the entry, counted with DynamoDB's item size rules plus the 100 bytes it adds
+to every index entry (so rounded up, never down).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore import handlers
+
+from bench import deliveries as d
+from bench.env import environment
+from bench.runtime import silenced
+from devstack.lambda_context import LambdaContext
+from infra import spec
+from sume.core import runtime
+from sume.core.names import DUE_SHARDS, JOB_ID, REPORT_INDEX, Env
+from sume.store.sizing import item_size
+
+INDEX_ENTRY_OVERHEAD_BYTES = 100
+WRITES = ("PutItem", "UpdateItem")
+PHASES = ("receiver", "worker", "poller", "registration", "ops CLI")
+
+
+def _entry(item: dict[str, Any] | None, index: dict[str, Any]) -> dict[str, Any] | None:
+    """The index's entry for ``item`` (attribute values as stored); None when not in it."""
+    if item is None:
+        return None
+    keys = [k["AttributeName"] for k in index["KeySchema"]]
+    if any(key not in item for key in keys):
+        return None
+    if index["Projection"]["ProjectionType"] == "ALL":
+        return item
+    return {name: item[name] for name in (JOB_ID, *keys)}
+
+
+def index_writes(
+    before: dict[str, Any] | None, after: dict[str, Any] | None, index: dict[str, Any]
+) -> tuple[int, int]:
+    """(index writes, write units) one table write makes in ``index``."""
+    old, new = _entry(before, index), _entry(after, index)
+    if old == new:
+        return 0, 0
+    units = [
+        max(1, -(-(item_size(e) + INDEX_ENTRY_OVERHEAD_BYTES) // 1024))
+        for e in (old, new)
+        if e is not None
+    ]
+    keys = [k["AttributeName"] for k in index["KeySchema"]]
+    if old is not None and new is not None:
+        if any(old[k] != new[k] for k in keys):
+            return 2, sum(units)
+        return 1, units[-1]
+    return 1, units[0]
+
+
+@dataclass
+class Tally:
+    writes: int = 0
+    index_writes: dict[str, int] = field(default_factory=dict)
+    index_units: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Life:
+    label: str
+    phases: dict[str, Tally] = field(default_factory=dict)
+
+    def total(self, index: str) -> tuple[int, int]:
+        return (
+            sum(t.index_writes.get(index, 0) for t in self.phases.values()),
+            sum(t.index_units.get(index, 0) for t in self.phases.values()),
+        )
+
+
+@dataclass
+class IndexReport:
+    indexes: list[str]
+    lives: list[Life]
+    report_key_bytes: int
+    """What the report index's two attributes add to an item."""
+
+
+class Watcher:
+    """Counts each watched write's index writes into the current life and phase."""
+
+    def __init__(self, reader: Any, table: str) -> None:
+        self._reader = reader
+        self._table = table
+        self._indexes = spec.table_definition(table)["GlobalSecondaryIndexes"]
+        self._pending = threading.local()
+        self._lock = threading.Lock()
+        self.life: Life | None = None
+        self.phase = ""
+
+    def _item(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        key = params.get("Key") or {JOB_ID: params["Item"][JOB_ID]}
+        response = self._reader.get_item(TableName=self._table, Key=key, ConsistentRead=True)
+        item: dict[str, Any] | None = response.get("Item")
+        return item
+
+    def before(self, model: Any, params: dict[str, Any], **_: Any) -> None:
+        if model.name in WRITES and params.get("TableName") == self._table and self.life:
+            # Per thread: the poller writes from its pool while its pages are read.
+            self._pending.write = (params, self._item(params))
+
+    def after(self, model: Any, **_: Any) -> None:
+        pending = getattr(self._pending, "write", None)
+        if model.name not in WRITES or pending is None or self.life is None:
+            return
+        self._pending.write = None
+        params, before = pending
+        after = self._item(params)
+        with self._lock:
+            tally = self.life.phases.setdefault(self.phase, Tally())
+            tally.writes += 1
+            for index in self._indexes:
+                writes, units = index_writes(before, after, index)
+                name = index["IndexName"]
+                tally.index_writes[name] = tally.index_writes.get(name, 0) + writes
+                tally.index_units[name] = tally.index_units.get(name, 0) + units
+
+    def reader_update(self, job_id: str, values: dict[str, Any]) -> None:
+        """Make a registered job due now, registered at ``:at``: the bench's write, unwatched."""
+        self._reader.update_item(
+            TableName=self._table,
+            Key={JOB_ID: {"S": job_id}},
+            UpdateExpression="SET due_at = :past, registered_at = :at",
+            ExpressionAttributeValues=values,
+        )
+
+    @property
+    def index_names(self) -> list[str]:
+        return [index["IndexName"] for index in self._indexes]
+
+    @contextmanager
+    def installed(self) -> Iterator[Watcher]:
+        specs = [
+            ("before-parameter-build.dynamodb.*", self.before),
+            ("after-call.dynamodb.*", self.after),
+        ]
+        handlers.BUILTIN_HANDLERS.extend(specs)
+        try:
+            yield self
+        finally:
+            for hook in specs:
+                handlers.BUILTIN_HANDLERS.remove(hook)
+
+    @contextmanager
+    def phase_of(self, phase: str) -> Iterator[None]:
+        self.phase = phase
+        try:
+            yield
+        finally:
+            self.phase = ""
+
+
+SCHEDULED = {
+    "version": "0",
+    "id": "bench",
+    "detail-type": "Scheduled Event",
+    "source": "aws.events",
+}
+
+
+def _sqs(job_id: str) -> dict[str, Any]:
+    now_ms = str(int(time.time() * 1000))
+    attributes = {"ApproximateReceiveCount": "1", "SentTimestamp": now_ms}
+    record = {"messageId": f"m-{job_id}", "receiptHandle": "r", "body": job_id}
+    return {"Records": [{**record, "attributes": attributes, "eventSource": "aws:sqs"}]}
+
+
+class _Lives:
+    """Jobs' lives through the real handlers, each write counted into its life and phase.
+
+    Its session is made while the watcher is installed, so its writes (the
+    registrations, the ops CLI's replay) are watched as the handlers' are.
+    """
+
+    def __init__(self, watcher: Watcher, env: dict[str, str]) -> None:
+        import boto3
+
+        from sume.store.jobs import JobsTable
+        from sume.store.queue import JobQueue
+
+        self.watcher = watcher
+        self.table = env[Env.JOBS_TABLE_NAME]
+        session = boto3.session.Session()
+        self.ddb = session.client("dynamodb")
+        self.jobs = JobsTable(self.ddb, self.table, DUE_SHARDS)
+        self.queue = JobQueue(session.client("sqs"), env[Env.JOBS_QUEUE_URL])
+        self.lives: list[Life] = []
+
+    def life(self, label: str) -> None:
+        self.watcher.life = Life(label)
+        self.lives.append(self.watcher.life)
+
+    def deliver(self, body: bytes) -> None:
+        import receiver
+
+        with self.watcher.phase_of("receiver"), silenced():
+            receiver.handler(d.delivery(body), LambdaContext())
+
+    def work(self, job_id: str) -> None:
+        import worker
+
+        with self.watcher.phase_of("worker"), silenced():
+            worker.handler(_sqs(job_id), LambdaContext())
+
+    def expect(self, job_id: str, status_url: str, due_now: bool, registered_ago: int = 0) -> None:
+        from sume.polling import registry
+
+        with self.watcher.phase_of("registration"):
+            registry.expect(job_id, status_url, table_name=self.table, dynamodb=self.ddb)
+        if due_now:
+            now = int(time.time())
+            values = {":past": {"N": str(now - 1)}, ":at": {"N": str(now - registered_ago)}}
+            self.watcher.reader_update(job_id, values)
+
+    def poll(self) -> None:
+        import poller
+
+        with self.watcher.phase_of("poller"), silenced():
+            poller.handler(SCHEDULED, LambdaContext("sume-bench-poller", timeout_seconds=120))
+
+    def replay(self, job_id: str) -> None:
+        from sume_cli.jobs import replay
+
+        with self.watcher.phase_of("ops CLI"):
+            replay(self.jobs, self.queue, job_id, int(time.time()))
+
+
+def _lives(watcher: Watcher, env: dict[str, str]) -> list[Life]:
+    from devstack.simulator import Sume
+
+    run = _Lives(watcher, env)
+    with Sume("http://127.0.0.1:9/unused", [d.SECRET], attempts=1) as sume:
+        job = sume.new_job(artifacts=2)
+        run.life("webhook, processed (job.completed, 2 artifacts)")
+        run.deliver(job.body)
+        run.work(job.job_id)
+        run.life("a duplicate after it was processed (Redeliver)")
+        run.deliver(job.body)
+        run.life("replayed (`sume-webhooks replay`), processed again")
+        run.replay(job.job_id)
+        run.work(job.job_id)
+
+        failed = sume.new_job(event="job.failed")
+        run.life("webhook, processed (job.failed)")
+        run.deliver(failed.body)
+        run.work(failed.job_id)
+
+        registered = sume.new_job()
+        run.life("registered, then its webhook, processed")
+        run.expect(registered.job_id, registered.status_url, due_now=False)
+        run.deliver(registered.body)
+        run.work(registered.job_id)
+
+        silent = sume.new_job()
+        run.life("registered, found by a status poll, processed")
+        run.expect(silent.job_id, silent.status_url, due_now=True)
+        run.poll()
+        run.work(silent.job_id)
+
+        never = sume.new_job()
+        run.life("registered, never found: lost")
+        # The status URL of a job Sume does not know: the poll fails and,
+        # past the cut-off, the poller gives the job up.
+        unknown = never.status_url.replace(never.job_id, "job_unknown")
+        run.expect(never.job_id, unknown, due_now=True, registered_ago=10**7)
+        run.poll()
+    watcher.life = None
+    return run.lives
+
+
+def measure() -> IndexReport:
+    import boto3
+    from moto import mock_aws
+
+    from devstack.resources import create_resources
+    from devstack.resources import environment as lambda_env
+
+    with mock_aws():
+        session = boto3.session.Session()
+        names = create_resources(session, prefix="sume-bench", signing_secret=d.SECRET)
+        env = lambda_env(names)
+        watcher = Watcher(session.client("dynamodb"), names.table)
+        local = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
+        runtime.reset()
+        with environment({**env, **local}), watcher.installed():
+            lives = _lives(watcher, env)
+        runtime.reset()
+    keys = {"report_bucket": {"S": "2026-12-01#07"}, "report_at": {"N": "1764590000"}}
+    return IndexReport(watcher.index_names, lives, item_size(keys))
+
+
+def report_index_writes_by_receiver(report: IndexReport) -> int:
+    return sum(
+        life.phases["receiver"].index_writes.get(REPORT_INDEX, 0)
+        for life in report.lives
+        if "receiver" in life.phases
+    )

@@ -1,0 +1,50 @@
+"""The bench's rule for what one table write costs an index (DynamoDB's GSI write rules)."""
+
+from __future__ import annotations
+
+from bench.indexes import index_writes
+from infra import spec
+from sume.core.names import DUE_INDEX, REPORT_INDEX
+
+INDEXES = {i["IndexName"]: i for i in spec.table_definition("jobs")["GlobalSecondaryIndexes"]}
+DUE, REPORT = INDEXES[DUE_INDEX], INDEXES[REPORT_INDEX]
+
+
+def item(**attributes: str | int) -> dict[str, dict[str, str]]:
+    typed = {"job_id": {"S": "job_1"}}
+    for name, value in attributes.items():
+        typed[name] = {"S": value} if isinstance(value, str) else {"N": str(value)}
+    return typed
+
+
+def test_an_entry_added_or_removed_is_one_write():
+    ended = item(state="processed", report_bucket="2026-12-01#07", report_at=1)
+    assert index_writes(item(state="processing"), ended, REPORT) == (1, 1)
+    owed = item(state="received", due_shard=3, due_at=10)
+    assert index_writes(owed, item(state="processed"), DUE) == (1, 1)
+    assert index_writes(None, owed, DUE) == (1, 1)
+
+
+def test_a_changed_key_is_a_delete_and_a_put():
+    before = item(state="received", due_shard=3, due_at=10)
+    assert index_writes(before, item(state="processing", due_shard=3, due_at=20), DUE) == (2, 2)
+
+
+def test_a_keys_only_index_ignores_every_other_attribute():
+    before = item(state="lost", report_bucket="2026-12-01#07", report_at=1)
+    after = item(state="received", report_bucket="2026-12-01#07", report_at=1, deliveries=1)
+    assert index_writes(before, after, REPORT) == (0, 0)
+    # The due-work index projects everything: the same change is one write there.
+    owed = {**before, "due_shard": {"N": "3"}, "due_at": {"N": "10"}}
+    assert index_writes(owed, {**owed, "deliveries": {"N": "2"}}, DUE) == (1, 1)
+
+
+def test_no_entry_before_or_after_costs_nothing():
+    assert index_writes(item(state="processed"), item(state="processed", replays=1), DUE) == (0, 0)
+    assert index_writes(None, None, REPORT) == (0, 0)
+
+
+def test_a_large_entry_costs_a_unit_per_started_kb():
+    # Just under 3 KB with its other attributes and the entry's 100 B.
+    big = item(state="received", due_shard=3, due_at=10, body="x" * 2900)
+    assert index_writes(None, big, DUE) == (1, 3)
