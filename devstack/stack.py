@@ -331,6 +331,7 @@ class DevStack:
             f"{self.prefix}-poller",
             spec.POLLER_TIMEOUT,
             self._on_poll,
+            region=self.settings.region,
         )
         if self.settings.poller:
             self._loops.append(self._schedule)

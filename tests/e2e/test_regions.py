@@ -17,6 +17,8 @@ import pytest
 
 from devstack.regions import Failover, Region, Regions
 from devstack.simulator import Delivery, Sume, SumeJob
+from sume.contract import envelope
+from sume.contract.envelope import JobEvent
 from sume.core.names import Env
 from sume.polling import registry
 from sume.store.jobs import Job, Source, State
@@ -27,10 +29,13 @@ PRIMARY, SECONDARY = "us-east-2", "us-west-2"
 EVENTS = ("job.completed", "job.completed", "job.failed", "job.canceled")
 JOBS = 20
 POLLED = 2
+CRASHED = 2
 # Deliveries start this far apart, and the primary's receiver stops halfway through.
 STAGGER_SECONDS = 0.15
 SPACING_SECONDS = 0.5
 SETTLE_SECONDS = 120.0
+# Two stacks' processes start one after the other before the storm.
+pytestmark = pytest.mark.timeout(300)
 # Strays (a twin's message, a sweep) that could still announce a job twice
 # have had this long once every job is finished and every queue is empty.
 QUIET_SECONDS = 4.0
@@ -118,6 +123,16 @@ def test_a_storm_split_by_a_failover_makes_one_of_everything_per_job(
                 dynamodb=regions.client("dynamodb", PRIMARY),
             )
 
+        # Recorded and never queued, as by a receiver that died between its write
+        # and its send: both regions' sweepers find them due at once, and only a
+        # sweep can queue them, so their being processed (once) is the sweepers' doing.
+        crashed = [sume.new_job(artifacts=1) for _ in range(CRASHED)]
+        now = int(time.time())
+        for job in crashed:
+            event = envelope.parse(job.body)
+            assert isinstance(event, JobEvent)
+            assert regions.jobs().record(event, Source.WEBHOOK, now, sweep_at=now).new
+
         def storm(i: int, job: SumeJob) -> list[Delivery]:
             time.sleep(i * STAGGER_SECONDS)
             # Every third one's first answer is lost: Sume retries a processed delivery.
@@ -137,7 +152,7 @@ def test_a_storm_split_by_a_failover_makes_one_of_everything_per_job(
             regions.stop_receiver(PRIMARY)
             deliveries = [d for f in futures for d in f.result()]
 
-        every = jobs + polled
+        every = jobs + polled + crashed
         stored = settle(regions, [job.job_id for job in every])
 
     # Sume: every delivery acknowledged, though the primary went away.
