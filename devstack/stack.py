@@ -249,7 +249,7 @@ class DevStack:
     def _start(self) -> None:
         ensure_free(self.settings.port, "webhook")
         if self.settings.moto_endpoint:
-            # moto's own process makes it faithful (devstack.moto_atomic, moto_limits).
+            # The process running that server makes it faithful (moto_atomic, moto_limits).
             self.endpoint_url = self.settings.moto_endpoint
         else:
             from moto.server import ThreadedMotoServer
