@@ -87,7 +87,8 @@ def sqs_records(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any
                 "md5OfBody": m.get("MD5OfBody", ""),
                 "eventSource": "aws:sqs",
                 "eventSourceARN": queue_arn,
-                "awsRegion": REGION,
+                # The queue's region, as its ARN says (arn:aws:sqs:<region>:...).
+                "awsRegion": queue_arn.split(":")[3],
             }
             for m in messages
         ]
@@ -189,7 +190,7 @@ class SqsEventSource(Loop):
         return len(messages)
 
 
-def scheduled_event(rule_arn: str) -> dict[str, Any]:
+def scheduled_event(rule_arn: str, region: str = REGION) -> dict[str, Any]:
     return {
         "version": "0",
         "id": str(uuid.uuid4()),
@@ -197,7 +198,7 @@ def scheduled_event(rule_arn: str) -> dict[str, Any]:
         "source": "aws.events",
         "account": "123456789012",
         "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": REGION,
+        "region": region,
         "resources": [rule_arn],
         "detail": {},
     }
@@ -220,9 +221,11 @@ class Schedule(Loop):
         function_name: str,
         timeout_seconds: float,
         observer: Callable[[Any], None] | None = None,
+        region: str = REGION,
     ) -> None:
         super().__init__()
         self._handler = handler
+        self._region = region
         self._interval = interval_seconds
         self._function = function_name
         self._timeout = timeout_seconds
@@ -238,9 +241,9 @@ class Schedule(Loop):
     def run_once(self) -> Any:
         """One scheduled invocation; also callable by hand (never two at once)."""
         with self._lock:
-            rule = f"arn:aws:events:{REGION}:123456789012:rule/{self._function}-schedule"
+            rule = f"arn:aws:events:{self._region}:123456789012:rule/{self._function}-schedule"
             result = self._handler(
-                scheduled_event(rule), LambdaContext(self._function, self._timeout)
+                scheduled_event(rule, self._region), LambdaContext(self._function, self._timeout)
             )
         if self._observer:
             self._observer(result)

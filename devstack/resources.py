@@ -7,7 +7,7 @@ from typing import Any
 
 from infra import spec
 from infra.spec import ResourceNames
-from sume.core.names import Env
+from sume.core.names import EVENT_SOURCE, Env
 
 
 def create_resources(
@@ -16,27 +16,38 @@ def create_resources(
     endpoint_url: str | None = None,
     signing_secret: str | None = None,
     api_token: str | None = None,
+    jobs_table: str | None = None,
 ) -> ResourceNames:
-    """Create the stack's resources; secrets go to Secrets Manager when given."""
+    """Create the stack's resources; secrets go to Secrets Manager when given.
+
+    ``jobs_table`` names a jobs table that exists already (a global table's
+    replica in this region): it is used, not created.
+    """
     kw = {"endpoint_url": endpoint_url} if endpoint_url else {}
     ddb = session.client("dynamodb", **kw)
     sqs = session.client("sqs", **kw)
     s3 = session.client("s3", **kw)
     events = session.client("events", **kw)
 
-    table = f"{prefix}-jobs"
-    ddb.create_table(**spec.table_definition(table))
-    ddb.update_time_to_live(
-        TableName=table,
-        TimeToLiveSpecification={"Enabled": True, "AttributeName": spec.TTL},
-    )
+    table = jobs_table or f"{prefix}-jobs"
+    if jobs_table is None:
+        ddb.create_table(**spec.table_definition(table))
+        ddb.update_time_to_live(
+            TableName=table,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": spec.TTL},
+        )
 
     queue_url, dlq_url = _queue_with_dlq(sqs, f"{prefix}-jobs", spec.QUEUE_VISIBILITY_TIMEOUT)
 
     artifacts = f"{prefix}-artifacts"
     payloads = f"{prefix}-payloads"
+    # S3 refuses a bucket without its region outside us-east-1, moto too.
+    region = s3.meta.region_name
+    where = {"CreateBucketConfiguration": {"LocationConstraint": region}}
+    if region == "us-east-1":
+        where = {}
     for bucket in (artifacts, payloads):
-        s3.create_bucket(Bucket=bucket)
+        s3.create_bucket(Bucket=bucket, **where)
 
     bus = f"{prefix}-jobs-bus"
     events.create_event_bus(Name=bus)
@@ -131,3 +142,14 @@ def environment(names: ResourceNames) -> dict[str, str]:
     if names.registrations_dlq_url:
         env[Env.REGISTRATION_DLQ_URL] = names.registrations_dlq_url
     return env
+
+
+def subscribe_queue(sqs: Any, events: Any, name: str, bus: str) -> str:
+    """A queue ``name`` that a rule on ``bus`` fills with every announcement, as a
+    consumer's would be; returns its URL."""
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    events.put_rule(
+        Name=name, EventBusName=bus, EventPattern=json.dumps({"source": [EVENT_SOURCE]})
+    )
+    events.put_targets(Rule=name, EventBusName=bus, Targets=[{"Id": "tap", "Arn": _arn(sqs, url)}])
+    return str(url)

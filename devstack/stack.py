@@ -36,12 +36,12 @@ from botocore.exceptions import ClientError
 from devstack.apigw import HttpApiServer, http_api_event
 from devstack.eventsources import QueueTap, Schedule, SqsEventSource
 from devstack.lambda_context import LambdaContext
-from devstack.resources import create_resources, environment
+from devstack.resources import create_resources, environment, subscribe_queue
 from infra import spec
 from infra.spec import ResourceNames
 from sume.core import runtime
 from sume.core.errors import ConfigurationError
-from sume.core.names import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH, Env
+from sume.core.names import DETAIL_TYPES, REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH, Env
 from sume.core.settings import TableSettings
 from sume.polling.settings import PollerSettings
 from sume.receiving.settings import ReceiverSettings
@@ -95,6 +95,14 @@ class DevStackSettings:
     """False: no timer; call ``DevStack.poll()`` by hand."""
     lambda_env: dict[str, str] = field(default_factory=dict)
     """Extra or overriding Lambda environment (e.g. shorter timings for tests)."""
+    region: str = REGION
+    """The region the stack's clients and functions sign for (moto keeps regions apart)."""
+    moto_endpoint: str | None = None
+    """A moto server already running (another process's): the stack creates its
+    resources there and starts none; ``moto_port`` is then unused."""
+    jobs_table: str | None = None
+    """The jobs table exists already, as a global table's replica does: it is used, not
+    created. None: the stack creates its own."""
 
 
 @dataclass(frozen=True)
@@ -239,22 +247,26 @@ class DevStack:
         return self
 
     def _start(self) -> None:
-        from moto.server import ThreadedMotoServer
-
-        from devstack import moto_atomic, moto_limits
-
-        moto_atomic.install()
-        moto_limits.install()
-        # moto's werkzeug logs every AWS call; the journal says what matters.
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
         ensure_free(self.settings.port, "webhook")
-        ensure_free(self.settings.moto_port, "moto")
-        self._moto = ThreadedMotoServer(
-            ip_address=HOST, port=self.settings.moto_port, verbose=False
-        )
-        self._moto.start()
-        self.moto_port = int(self._moto.get_host_and_port()[1])
-        self.endpoint_url = f"http://{HOST}:{self.moto_port}"
+        if self.settings.moto_endpoint:
+            # The process running that server makes it faithful (moto_atomic, moto_limits).
+            self.endpoint_url = self.settings.moto_endpoint
+        else:
+            from moto.server import ThreadedMotoServer
+
+            from devstack import moto_atomic, moto_limits
+
+            moto_atomic.install()
+            moto_limits.install()
+            # moto's werkzeug logs every AWS call; the journal says what matters.
+            logging.getLogger("werkzeug").setLevel(logging.ERROR)
+            ensure_free(self.settings.moto_port, "moto")
+            self._moto = ThreadedMotoServer(
+                ip_address=HOST, port=self.settings.moto_port, verbose=False
+            )
+            self._moto.start()
+            self.moto_port = int(self._moto.get_host_and_port()[1])
+            self.endpoint_url = f"http://{HOST}:{self.moto_port}"
         self._apply_env(self.client_environment())
 
         self.names = create_resources(
@@ -263,6 +275,7 @@ class DevStack:
             endpoint_url=self.endpoint_url,
             signing_secret=self.signing_secret,
             api_token=self.api_token,
+            jobs_table=self.settings.jobs_table,
         )
         self.announcements_queue_url = self._subscribe_announcements()
         self._apply_env(self.lambda_environment())
@@ -318,6 +331,7 @@ class DevStack:
             f"{self.prefix}-poller",
             spec.POLLER_TIMEOUT,
             self._on_poll,
+            region=self.settings.region,
         )
         if self.settings.poller:
             self._loops.append(self._schedule)
@@ -348,6 +362,13 @@ class DevStack:
         event = http_api_event("POST", WEBHOOK_PATH, headers, raw)
         self._contained(receiver_handler)(event, LambdaContext("warm-up", spec.RECEIVER_TIMEOUT))
 
+    def stop_receiver(self) -> None:
+        """Take the webhook route down, as a region's outage would: connections are
+        refused from now on, while the worker and the poller carry on."""
+        if self._http:
+            self._http.stop()
+            self._http = None
+
     def stop(self) -> None:
         global _running  # noqa: PLW0603
         for loop in reversed(self._loops):
@@ -374,8 +395,8 @@ class DevStack:
         return {
             "AWS_ENDPOINT_URL": self.endpoint_url,
             **FAKE_CREDENTIALS,
-            "AWS_DEFAULT_REGION": REGION,
-            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": self.settings.region,
+            "AWS_REGION": self.settings.region,
         }
 
     def lambda_environment(self) -> dict[str, str]:
@@ -435,7 +456,7 @@ class DevStack:
                 self._session = boto3.session.Session(
                     aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
                     aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-                    region_name=REGION,
+                    region_name=self.settings.region,
                 )
             return self._session
 
@@ -631,21 +652,12 @@ class DevStack:
     def _subscribe_announcements(self) -> str:
         """A queue subscribed to the bus, as any consumer of the announcements would."""
         assert self.names is not None
-        sqs, events = self.client("sqs"), self.client("events")
-        url = sqs.create_queue(QueueName=f"{self.prefix}-announcements")["QueueUrl"]
-        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
-        rule = f"{self.prefix}-announcements"
-        events.put_rule(
-            Name=rule,
-            EventBusName=self.names.event_bus,
-            EventPattern=json.dumps({"source": [EVENT_SOURCE]}),
+        return subscribe_queue(
+            self.client("sqs"),
+            self.client("events"),
+            f"{self.prefix}-announcements",
+            self.names.event_bus,
         )
-        events.put_targets(
-            Rule=rule, EventBusName=self.names.event_bus, Targets=[{"Id": "tap", "Arn": arn}]
-        )
-        return url
 
     # Console
 
@@ -680,7 +692,7 @@ class DevStack:
             "  look inside:      AWS_ENDPOINT_URL="
             + self.endpoint_url
             + " AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_DEFAULT_REGION="
-            + REGION
+            + self.settings.region
         )
         yield (
             "LOCAL ONLY: "

@@ -321,18 +321,25 @@ class Sume:
         unreachable: bool = False,
         signing_secrets: Sequence[str] | None = None,
         attempts: int | None = None,
+        url: str | Callable[[], str] | None = None,
     ) -> Delivery:
-        """Deliver ``raw`` with Sume's retry rules until a 2xx or the last attempt."""
-        url = self.webhook_url
+        """Deliver ``raw`` with Sume's retry rules until a 2xx or the last attempt.
+
+        ``url`` replaces the webhook URL for this delivery; a callable is asked
+        before every attempt, as Sume resolves the host afresh (a DNS failover
+        record may point elsewhere by the next retry).
+        """
+        target = url or self.webhook_url
         if unreachable:
-            url = "http://{}:{}/webhooks/sume".format(*self._black_hole.getsockname()[:2])
+            target = "http://{}:{}/webhooks/sume".format(*self._black_hole.getsockname()[:2])
         delivery = Delivery(job_id)
         last = attempts or self.attempts
         for number in range(1, last + 1):
             if number > 1:
                 time.sleep(self.spacing)
             drop = drop_first_response and number == 1
-            attempt = self._attempt(number, url, raw, signing_secrets, drop)
+            where = target() if callable(target) else target
+            attempt = self._attempt(number, where, raw, signing_secrets, drop)
             delivery.attempts.append(attempt)
             over = attempt.acknowledged or number == last
             if self.on_attempt:

@@ -7,7 +7,10 @@ Handlers map errors to answers by kind, never by listing classes:
 - ``ConfigurationError``: the function is deployed wrong; fail loudly, never degrade.
 
 AWS's own failures (botocore's ``ClientError`` and ``BotoCoreError``) are
-retryable too: ``RETRYABLE`` is the kind as a handler catches it.
+retryable too: ``RETRYABLE`` is the kind as a handler catches it. Among them is
+MRSC's ``ReplicatedWriteConflictException`` (a write racing one from another
+region, not applied): never a failed condition, which only
+``ConditionalCheckFailedException`` is (docs/regions.md).
 """
 
 from __future__ import annotations

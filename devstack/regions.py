@@ -1,0 +1,369 @@
+"""Two regional stacks on one moto server, their jobs table one MRSC global table.
+
+What AWS would run in two regions of one MRSC region set runs here as one
+process per region (``python -m devstack.regions CONFIG``), each a whole
+``DevStack`` (API and receiver, queue and worker, poller, buckets, bus) signing
+for its own region, as the three functions would in their own containers. The
+moto server runs in the process that holds ``Regions``, with
+``devstack.moto_mrsc`` installed: every region's DynamoDB calls reach one
+table, and writes racing another region's can be answered with
+``ReplicatedWriteConflictException``. ``Failover`` plays Route 53's failover
+record in front of the two webhook URLs. docs/regions.md says how it works and
+what it does not show.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+import boto3
+
+from devstack.resources import subscribe_queue
+from devstack.stack import FAKE_CREDENTIALS
+from infra.spec import ResourceNames
+from sume.core.names import Env
+from sume.core.settings import TableSettings
+from sume.store.compose import build_jobs
+from sume.store.jobs import JobsTable
+
+HOST = "127.0.0.1"
+START_TIMEOUT_SECONDS = 120.0
+STOP_RECEIVER = "stop-receiver"
+_FAKE_CREDENTIALS = {k.lower(): v for k, v in FAKE_CREDENTIALS.items()}
+
+
+@dataclass(frozen=True)
+class JournalLine:
+    kind: str
+    job_id: str | None
+    detail: str
+
+
+@dataclass
+class Region:
+    """One regional stack, running in its own process."""
+
+    name: str
+    url: str
+    names: ResourceNames
+    process: subprocess.Popen[str]
+    journal: list[JournalLine] = field(default_factory=list)
+    announcements: list[dict[str, Any]] = field(default_factory=list)
+    """Read from the consumer's queue on this region's bus (``Regions.read_announcements``)."""
+    consumer_queue_url: str = ""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stopped: threading.Event = field(default_factory=threading.Event)
+
+    def entries(self, kind: str) -> list[JournalLine]:
+        with self._lock:
+            return [line for line in self.journal if line.kind == kind]
+
+
+class Regions:
+    """moto with one MRSC table, and one child process per region, the first its home."""
+
+    def __init__(
+        self,
+        regions: Sequence[str],
+        *,
+        conflict_share: float = 0.0,
+        window_seconds: float = 1.0,
+        seed: int = 0,
+        api_token: str | None = None,
+        lambda_env: Mapping[str, str] | None = None,
+        poll_every_seconds: float = 1.0,
+        retry_delay_seconds: int = 1,
+    ) -> None:
+        from devstack.moto_mrsc import Replication
+
+        if len(set(regions)) < 2:
+            raise ValueError("a global table spans at least two regions")
+        self.replication = Replication(
+            home=regions[0],
+            regions=frozenset(regions),
+            conflict_share=conflict_share,
+            window_seconds=window_seconds,
+            seed=seed,
+        )
+        self.order = list(regions)
+        self.signing_secret = f"whsec_dev_{secrets.token_hex(16)}"
+        self.api_token = api_token or f"sume_dev_{secrets.token_hex(12)}"
+        self.prefix = f"sume-{secrets.token_hex(3)}"
+        self.table = ""
+        """The one jobs table, named by the home region, which creates it."""
+        self._lambda_env = dict(lambda_env or {})
+        self._poll_every = poll_every_seconds
+        self._retry_delay = retry_delay_seconds
+        self._moto: Any = None
+        self.endpoint_url = ""
+        self.regions: dict[str, Region] = {}
+        self._session = boto3.session.Session(**_FAKE_CREDENTIALS)
+
+    def __enter__(self) -> Regions:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> Regions:
+        from moto.server import ThreadedMotoServer
+
+        from devstack import moto_atomic, moto_limits, moto_mrsc
+
+        moto_atomic.install()
+        moto_limits.install()
+        moto_mrsc.install(self.replication)
+        # moto's werkzeug logs every AWS call; the journals say what matters.
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        try:
+            self._moto = ThreadedMotoServer(ip_address=HOST, port=0, verbose=False)
+            self._moto.start()
+            self.endpoint_url = "http://{}:{}".format(*self._moto.get_host_and_port())
+            # One after the other: the home region creates the table the others use.
+            for name in self.order:
+                self.regions[name] = region = self._launch(name)
+                self.table = region.names.table
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _launch(self, name: str) -> Region:
+        config = {
+            "region": name,
+            "moto_endpoint": self.endpoint_url,
+            "prefix": f"{self.prefix}-{name}",
+            "jobs_table": self.table or None,
+            "signing_secret": self.signing_secret,
+            "api_token": self.api_token,
+            "lambda_env": self._lambda_env,
+            "poll_every_seconds": self._poll_every,
+            "retry_delay_seconds": self._retry_delay,
+        }
+        process = subprocess.Popen(  # noqa: S603 - this interpreter, this module
+            [sys.executable, "-m", "devstack.regions", json.dumps(config)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"},
+        )
+        assert process.stdout is not None
+        ready = _ready(process.stdout, START_TIMEOUT_SECONDS)
+        region = Region(name, ready["url"], ResourceNames(**ready["names"]), process)
+        threading.Thread(target=_follow, args=(region,), daemon=True).start()
+        region.consumer_queue_url = subscribe_queue(
+            self.client("sqs", name),
+            self.client("events", name),
+            f"{region.names.event_bus}-consumer",
+            region.names.event_bus,
+        )
+        return region
+
+    def stop_receiver(self, name: str) -> None:
+        """Take one region's webhook route down; its worker and poller carry on."""
+        region = self.regions[name]
+        assert region.process.stdin is not None
+        region.process.stdin.write(STOP_RECEIVER + "\n")
+        region.process.stdin.flush()
+        if not region._stopped.wait(30):
+            raise TimeoutError(f"{name}'s receiver did not stop")
+
+    def stop(self) -> None:
+        from devstack import moto_mrsc
+
+        for region in self.regions.values():
+            if region.process.stdin is not None:
+                region.process.stdin.close()
+        for region in self.regions.values():
+            try:
+                region.process.wait(30)
+            except subprocess.TimeoutExpired:
+                region.process.kill()
+                region.process.wait()
+        self.regions.clear()
+        if self._moto:
+            self._moto.stop()
+            self._moto = None
+        moto_mrsc.uninstall()
+
+    def client(self, service: str, region: str) -> Any:
+        return self._session.client(service, region_name=region, endpoint_url=self.endpoint_url)
+
+    def jobs(self, region: str | None = None) -> JobsTable:
+        """The one jobs table, as the functions of ``region`` (default: the home) see it."""
+        name = region or self.order[0]
+        env = {
+            Env.JOBS_TABLE_NAME: self.table,
+            Env.JOBS_QUEUE_URL: self.regions[name].names.queue_url,
+        }
+        return build_jobs(TableSettings.table_from(env), self.client("dynamodb", name))
+
+    def read_announcements(self) -> None:
+        """Move what each region's bus announced since the last read to its ``announcements``."""
+        for region in self.regions.values():
+            sqs = self.client("sqs", region.name)
+            while True:
+                messages = sqs.receive_message(
+                    QueueUrl=region.consumer_queue_url, MaxNumberOfMessages=10
+                ).get("Messages", [])
+                if not messages:
+                    break
+                for message in messages:
+                    region.announcements.append(json.loads(message["Body"]))
+                    sqs.delete_message(
+                        QueueUrl=region.consumer_queue_url, ReceiptHandle=message["ReceiptHandle"]
+                    )
+
+
+def _ready(stdout: IO[str], timeout: float) -> dict[str, Any]:
+    """The child's first JSON line, ``{"ready": ...}``; a child that dies first fails."""
+    found: dict[str, Any] = {}
+
+    def read() -> None:
+        for line in stdout:
+            message = _message(line)
+            if "ready" in message:
+                found.update(message["ready"])
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if not found:
+        raise RuntimeError("a regional stack did not start (its stderr says why)")
+    return found
+
+
+def _follow(region: Region) -> None:
+    assert region.process.stdout is not None
+    for line in region.process.stdout:
+        message = _message(line)
+        if "entry" in message:
+            with region._lock:
+                region.journal.append(JournalLine(**message["entry"]))
+        elif message.get("stopped") == "receiver":
+            region._stopped.set()
+
+
+def _message(line: str) -> dict[str, Any]:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return {}
+    return message if isinstance(message, dict) else {}
+
+
+class Failover:
+    """Route 53's failover record over two webhook URLs: the primary while its health
+    check passes, the secondary once ``threshold`` checks in a row have failed, and
+    the primary again once as many pass (fail back).
+
+    The check is Route 53's TCP kind, a connection to the primary's port: a
+    stopped receiver refuses it. (The deployed record checks ``GET /health``,
+    which also proves the receiver reaches its table.)
+    """
+
+    def __init__(
+        self, primary: str, secondary: str, interval_seconds: float = 0.1, threshold: int = 2
+    ) -> None:
+        self.primary = primary
+        self.secondary = secondary
+        self._address = _address(primary)
+        self._interval = interval_seconds
+        self._threshold = threshold
+        self._healthy = True
+        self._streak = 0
+        self.failed_over_at: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._check, name="route53", daemon=True)
+
+    def __enter__(self) -> Failover:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def resolve(self) -> str:
+        return self.primary if self._healthy else self.secondary
+
+    def _check(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                with socket.create_connection(self._address, timeout=self._interval):
+                    passed = True
+            except OSError:
+                passed = False
+            self._streak = self._streak + 1 if passed != self._healthy else 0
+            if self._streak >= self._threshold:
+                self._healthy, self._streak = passed, 0
+                if not passed:
+                    self.failed_over_at = time.time()
+
+
+def _address(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    return parts.hostname or HOST, parts.port or 80
+
+
+def child(config: Mapping[str, Any]) -> int:
+    """One regional stack: a JSON line when ready, one per journal entry, until stdin ends.
+
+    ``stop-receiver`` on stdin takes its webhook route down.
+    """
+    from devstack.stack import DevStack, DevStackSettings, Entry
+
+    out = threading.Lock()
+
+    def emit(message: dict[str, Any]) -> None:
+        with out:
+            sys.stdout.write(json.dumps(message) + "\n")
+            sys.stdout.flush()
+
+    def echo(entry: Entry) -> None:
+        emit({"entry": {"kind": entry.kind, "job_id": entry.job_id, "detail": entry.detail}})
+
+    stack = DevStack(
+        DevStackSettings(
+            port=0,
+            moto_port=0,
+            signing_secret=config["signing_secret"],
+            api_token=config["api_token"],
+            prefix=config["prefix"],
+            poll_every_seconds=config["poll_every_seconds"],
+            retry_delay_seconds=config["retry_delay_seconds"],
+            lambda_env=dict(config["lambda_env"]),
+            region=config["region"],
+            moto_endpoint=config["moto_endpoint"],
+            jobs_table=config["jobs_table"],
+        ),
+        echo=echo,
+    )
+    stack.start()
+    try:
+        assert stack.names is not None
+        emit({"ready": {"url": stack.url, "names": asdict(stack.names)}})
+        for line in sys.stdin:
+            if line.strip() == STOP_RECEIVER:
+                stack.stop_receiver()
+                emit({"stopped": "receiver"})
+    finally:
+        stack.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(child(json.loads(sys.argv[1])))

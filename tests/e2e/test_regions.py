@@ -1,0 +1,198 @@
+"""Exactly once across two regions: one MRSC jobs table, racing writes answered with
+``ReplicatedWriteConflictException``, and a storm of deliveries split by a failover.
+
+Two regional stacks (devstack.regions), each in its own process, on one moto
+server; Sume (the simulator) delivers through a failover record whose primary's
+receiver is stopped halfway, and sends racing twins to the other region.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from devstack.regions import Failover, Region, Regions
+from devstack.simulator import Delivery, Sume, SumeJob
+from sume.contract import envelope
+from sume.contract.envelope import JobEvent
+from sume.core.names import Env
+from sume.polling import registry
+from sume.store.jobs import Job, Source, State
+from tests.e2e.conftest import E2E_TIMINGS
+
+# Two replicas of one MRSC region set (the witness, us-east-1, holds no data).
+PRIMARY, SECONDARY = "us-east-2", "us-west-2"
+EVENTS = ("job.completed", "job.completed", "job.failed", "job.canceled")
+JOBS = 20
+POLLED = 2
+CRASHED = 2
+# Deliveries start this far apart, and the primary's receiver stops halfway through.
+STAGGER_SECONDS = 0.15
+SPACING_SECONDS = 0.5
+SETTLE_SECONDS = 120.0
+# Two stacks' processes start one after the other before the storm.
+pytestmark = pytest.mark.timeout(300)
+# Strays (a twin's message, a sweep) that could still announce a job twice
+# have had this long once every job is finished and every queue is empty.
+QUIET_SECONDS = 4.0
+
+
+@pytest.fixture(scope="module")
+def regions() -> Iterator[Regions]:
+    with Regions(
+        (PRIMARY, SECONDARY),
+        conflict_share=0.5,
+        window_seconds=1.0,
+        lambda_env=E2E_TIMINGS,
+        poll_every_seconds=1.0,
+    ) as running:
+        yield running
+
+
+def queued(regions: Regions, region: Region) -> int:
+    sqs = regions.client("sqs", region.name)
+    total = 0
+    for url in (region.names.queue_url, region.names.dlq_url):
+        attributes = sqs.get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            ],
+        )["Attributes"]
+        total += sum(int(v) for v in attributes.values())
+    return total
+
+
+def settle(regions: Regions, job_ids: list[str]) -> dict[str, Job]:
+    """Every job finished and every queue empty; then quiet for a while."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    jobs: dict[str, Job] = {}
+    while time.monotonic() < deadline:
+        table = regions.jobs()
+        found = {job_id: table.get(job_id) for job_id in job_ids}
+        jobs = {job_id: job for job_id, job in found.items() if job is not None}
+        finished = len(jobs) == len(job_ids) and all(
+            job.state in (State.PROCESSED, State.PROCESSING_ERROR) for job in jobs.values()
+        )
+        if finished and not any(queued(regions, r) for r in regions.regions.values()):
+            break
+        time.sleep(0.5)
+    time.sleep(QUIET_SECONDS)
+    regions.read_announcements()
+    return jobs
+
+
+def stored_objects(regions: Regions, region: Region, job_id: str) -> list[str]:
+    s3 = regions.client("s3", region.name)
+    listing = s3.list_objects_v2(Bucket=region.names.artifacts_bucket, Prefix=f"jobs/{job_id}/")
+    return [o["Key"] for o in listing.get("Contents", [])]
+
+
+def test_a_storm_split_by_a_failover_makes_one_of_everything_per_job(
+    regions: Regions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    primary, secondary = regions.regions[PRIMARY], regions.regions[SECONDARY]
+    with (
+        Sume(
+            primary.url,
+            [regions.signing_secret],
+            spacing_seconds=SPACING_SECONDS,
+            api_token=regions.api_token,
+        ) as sume,
+        Failover(primary.url, secondary.url) as dns,
+    ):
+        jobs = [
+            sume.new_job(EVENTS[i % len(EVENTS)], artifacts=2 if i % len(EVENTS) < 2 else 0)
+            for i in range(JOBS)
+        ]
+        # Registered, and never delivered: both regions' pollers find them due.
+        polled = [sume.new_job(artifacts=1) for _ in range(POLLED)]
+        # The application's registry call reads its first poll's delay from its environment.
+        monkeypatch.setenv(Env.POLL_INITIAL_SECONDS, E2E_TIMINGS[Env.POLL_INITIAL_SECONDS])
+        for job in polled:
+            assert registry.expect(
+                job.job_id,
+                job.status_url,
+                table_name=regions.table,
+                dynamodb=regions.client("dynamodb", PRIMARY),
+            )
+
+        # Recorded and never queued, as by a receiver that died between its write
+        # and its send: both regions' sweepers find them due at once, and only a
+        # sweep can queue them, so their being processed (once) is the sweepers' doing.
+        crashed = [sume.new_job(artifacts=1) for _ in range(CRASHED)]
+        now = int(time.time())
+        for job in crashed:
+            event = envelope.parse(job.body)
+            assert isinstance(event, JobEvent)
+            assert regions.jobs().record(event, Source.WEBHOOK, now, sweep_at=now).new
+
+        def storm(i: int, job: SumeJob) -> list[Delivery]:
+            time.sleep(i * STAGGER_SECONDS)
+            # Every third one's first answer is lost: Sume retries a processed delivery.
+            through_dns = {"url": dns.resolve, "drop_first_response": i % 3 == 0}
+            if i % 2 == 0:
+                return [sume.deliver(job, **through_dns)]
+            # A racing twin, sent at the same instant to the other region (a
+            # Sume worker whose lookup answered it, as a latency record would).
+            with ThreadPoolExecutor(2) as twins:
+                one = twins.submit(sume.deliver, job, **through_dns)
+                other = twins.submit(sume.deliver, job, url=secondary.url)
+                return [one.result(), other.result()]
+
+        with ThreadPoolExecutor(JOBS) as pool:
+            futures = [pool.submit(storm, i, job) for i, job in enumerate(jobs)]
+            time.sleep(JOBS * STAGGER_SECONDS / 2)
+            regions.stop_receiver(PRIMARY)
+            deliveries = [d for f in futures for d in f.result()]
+
+        every = jobs + polled + crashed
+        stored = settle(regions, [job.job_id for job in every])
+
+    # Sume: every delivery acknowledged, though the primary went away.
+    assert all(d.delivered for d in deliveries), [d.results() for d in deliveries]
+    assert dns.failed_over_at is not None
+    assert primary.entries("received") and secondary.entries("received")
+
+    # One item per job, each finished once, by one claim, from the right source.
+    assert sorted(stored) == sorted(job.job_id for job in every)
+    for job in every:
+        item = stored[job.job_id]
+        assert item.state == State.PROCESSED, item
+        assert item.outcome == job.outcome
+        assert item.source == (Source.POLL if job in polled else Source.WEBHOOK)
+        assert item.attempts == 1, item
+
+    # One announcement per job across both buses, none lost.
+    announced = Counter(
+        str(a["detail"]["job_id"]) for r in regions.regions.values() for a in r.announcements
+    )
+    assert announced == Counter(job.job_id for job in every)
+    assert primary.announcements and secondary.announcements
+
+    # One artifact copy each, in the region whose worker won the claim (the one
+    # that announced it), fetched from Sume once.
+    for job in every:
+        (home,) = (
+            r
+            for r in regions.regions.values()
+            if any(a["detail"]["job_id"] == job.job_id for a in r.announcements)
+        )
+        away = secondary if home is primary else primary
+        assert len(stored_objects(regions, home, job.job_id)) == len(job.artifacts)
+        assert stored_objects(regions, away, job.job_id) == []
+        records = stored[job.job_id].artifacts or []
+        assert {r["bucket"] for r in records} <= {home.names.artifacts_bucket}
+    artifact_hits = {p: n for p, n in sume.hits.items() if p.startswith("/artifacts/")}
+    assert len(artifact_hits) == sum(len(job.artifacts) for job in every)
+    assert set(artifact_hits.values()) == {1}
+
+    # The fault mode answered racing writes, and nothing ended in a DLQ.
+    assert regions.replication.total_conflicts() > 0
+    assert not any(r.entries("dlq") for r in regions.regions.values())
