@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+from decimal import Decimal
 
 import pytest
 
@@ -76,6 +77,9 @@ def test_the_announcement_detail_is_the_documented_shape():
         status="OK",
         processed_at=1_800_000_000,
         artifacts=[artifact],
+        sequence=3,
+        metadata={"order": "o-1", "price": Decimal("9.99")},
+        lost_at=1_799_999_000,
     )
     assert announcement.detail_type == DETAIL_TYPES["completed"] == "Sume Job Completed"
     detail = announcement.contents()[0]
@@ -93,7 +97,12 @@ def test_the_announcement_detail_is_the_documented_shape():
         "artifacts_truncated": False,
         "processed_at": "2027-01-15T08:00:00Z",
         "replay": False,
+        "sequence": 3,
+        "metadata": {"order": "o-1", "price": Decimal("9.99")},
+        "lost_at": "2027-01-15T07:43:20Z",
     }
+    # The fraction goes out with every digit it was registered with.
+    assert '"price":9.99' in to_json(detail)
 
 
 def test_a_processing_error_has_its_own_detail_type():
