@@ -96,7 +96,7 @@ def lose(table: JobsTable, job_id: str, at: int) -> None:
     """Give the job up as the poller does, with the polled job's window."""
     polled = table.get(job_id)
     assert polled is not None
-    assert table.mark_lost(job_id, at, "http_503", window_at=polled.unreported_at())
+    assert table.mark_lost(job_id, at, at + 300, "http_503", window_at=polled.unreported_at())
 
 
 @pytest.fixture
