@@ -64,6 +64,10 @@ LOCAL_ONLY = {
 }
 
 OUTCOME_OF_DETAIL_TYPE = {v: k for k, v in DETAIL_TYPES.items()}
+# Every announcement. A queue the stack offered to readers would be shared by
+# all of them, each taking messages from the others, so the banner gives this
+# pattern instead: one rule and queue per reader, as on a deployed stage.
+ANNOUNCEMENTS_PATTERN = {"source": [EVENT_SOURCE]}
 # How each handler reads its settings (and fails on a bad one).
 HANDLER_SETTINGS: dict[str, Callable[[Mapping[str, str]], object]] = {
     "receiver": ReceiverSettings.from_env,
@@ -214,7 +218,7 @@ class DevStack:
         self.port = 0
         self.moto_port = 0
         self.names: ResourceNames | None = None
-        self.announcements_queue_url = ""
+        self.journal_queue_url = ""
 
     # Lifecycle
 
@@ -264,7 +268,7 @@ class DevStack:
             signing_secret=self.signing_secret,
             api_token=self.api_token,
         )
-        self.announcements_queue_url = self._subscribe_announcements()
+        self.journal_queue_url = self._subscribe_journal()
         self._apply_env(self.lambda_environment())
         check_settings(os.environ)
         runtime.reset()
@@ -284,7 +288,7 @@ class DevStack:
         self.port = self._http.port
         self.url = f"http://{HOST}:{self.port}{WEBHOOK_PATH}"
         sqs = self.client("sqs")
-        self._loops.append(QueueTap(sqs, self.announcements_queue_url, self._on_announcement))
+        self._loops.append(QueueTap(sqs, self.journal_queue_url, self._on_announcement))
         if self.settings.worker:
             worker = importlib.import_module("worker")
             self._loops.append(
@@ -628,19 +632,20 @@ class DevStack:
         job = self.jobs().get(job_id, consistent=False) if job_id and self.names else None
         return job.source if job else None
 
-    def _subscribe_announcements(self) -> str:
-        """A queue subscribed to the bus, as any consumer of the announcements would."""
+    def _subscribe_journal(self) -> str:
+        """The journal's own rule and queue on the bus, as any consumer of the
+        announcements has: whoever else read this queue would take lines from it."""
         assert self.names is not None
         sqs, events = self.client("sqs"), self.client("events")
-        url = sqs.create_queue(QueueName=f"{self.prefix}-announcements")["QueueUrl"]
+        url = sqs.create_queue(QueueName=f"{self.prefix}-journal")["QueueUrl"]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
         ]
-        rule = f"{self.prefix}-announcements"
+        rule = f"{self.prefix}-journal"
         events.put_rule(
             Name=rule,
             EventBusName=self.names.event_bus,
-            EventPattern=json.dumps({"source": [EVENT_SOURCE]}),
+            EventPattern=json.dumps(ANNOUNCEMENTS_PATTERN),
         )
         events.put_targets(
             Rule=rule, EventBusName=self.names.event_bus, Targets=[{"Id": "tap", "Arn": arn}]
@@ -675,12 +680,15 @@ class DevStack:
         )
         yield f"  signing secret    {n.signing_secret_arn}"
         yield f"  API token secret  {n.api_token_secret_arn}"
-        yield f"  announcements     {self.announcements_queue_url}   (a rule on the bus; read here)"
         yield (
-            "  look inside:      AWS_ENDPOINT_URL="
-            + self.endpoint_url
-            + " AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_DEFAULT_REGION="
-            + REGION
+            "  announcements     make your own rule on the bus, pattern "
+            f"{json.dumps(ANNOUNCEMENTS_PATTERN)}, and queue "
+            "(docs/integrating.md#on-the-local-stack)"
+        )
+        # Both region variables: boto3 and the AWS CLI read AWS_DEFAULT_REGION, the
+        # SDK for JavaScript only AWS_REGION.
+        yield "  any AWS SDK/CLI:  " + " ".join(
+            f"{k}={v}" for k, v in self.client_environment().items()
         )
         yield (
             "LOCAL ONLY: "

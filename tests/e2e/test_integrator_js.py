@@ -27,9 +27,12 @@ def integrate(stack: DevStack, name: str, *args: str) -> subprocess.CompletedPro
         "the example's dependencies are missing (make test installs them): "
         "make examples/integrator-js/node_modules/.package-lock.json"
     )
+    # Exactly what the banner tells an application to set, nothing of the tests'.
+    (line,) = [line for line in stack.describe() if line.startswith("  any AWS SDK/CLI:")]
+    banner = dict(word.split("=", 1) for word in line.partition(":")[2].split())
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
-        **stack.client_environment(),
+        **banner,
         "SUME_EVENT_BUS": stack.names.event_bus,
     }
     return subprocess.run(
