@@ -20,7 +20,8 @@ INTEGRATOR_JS := examples/integrator-js/node_modules/.package-lock.json
 CDK_ARGS := --no-notices -c stage=$(STAGE) $(CONTEXT)
 
 # jsii (behind aws-cdk-lib) and the CDK CLI: quiet, offline, caches in-tree.
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# jsii's end-of-life warning stays on: the Node releases it supports are the
+# ones package.json's engines names.
 export JSII_RUNTIME_PACKAGE_CACHE_ROOT := $(CURDIR)/.cache/jsii
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export CDK_DISABLE_VERSION_CHECK := 1
@@ -46,8 +47,8 @@ $(VENV)/.synced: pyproject.toml uv.lock $(MAKEFILE) | $(UV)
 	$(UV) sync --frozen --all-extras --quiet --compile-bytecode
 	@touch $@
 
-## install: the .venv from uv.lock (uv is bootstrapped with pip when absent)
-install: $(VENV)/.synced
+## install: the .venv from uv.lock (uv is bootstrapped with pip when absent) and the pinned CDK CLI, so `npx cdk` works
+install: $(VENV)/.synced $(CDK)
 
 ## test: the whole test suite (unit, integration, infra, e2e)
 test: install $(INTEGRATOR_JS)
