@@ -126,19 +126,20 @@ function announcementOf(body) {
   }
 }
 
-// The first announcement of jobId to arrive before the deadline (a Date), or null.
-// Every message read is deleted: the queue is this application's own, and in a
-// real one the other jobs' announcements would be handled here, deduped on
-// (job_id, sequence) since EventBridge delivers at least once.
+// The first announcement about jobId to arrive before the deadline (a Date), or
+// null: how the job ended, or that its registration was refused. Every message read
+// is deleted: the queue is this application's own, and in a real one the other
+// jobs' announcements would be handled here, deduped on (job_id, sequence) since
+// EventBridge delivers at least once.
 export async function nextAnnouncement({ sqs, queueUrl, jobId, deadline }) {
   for (;;) {
-    const left = Math.floor((deadline - Date.now()) / 1000);
-    if (left < 0) return null;
+    const left = deadline - Date.now();
+    if (left <= 0) return null;
     const { Messages = [] } = await sqs.send(
       new ReceiveMessageCommand({
         QueueUrl: queueUrl,
         MaxNumberOfMessages: 10,
-        WaitTimeSeconds: Math.min(left, MAX_LONG_POLL_SECONDS),
+        WaitTimeSeconds: Math.min(Math.ceil(left / 1000), MAX_LONG_POLL_SECONDS),
       }),
     );
     if (Messages.length) {
@@ -177,11 +178,17 @@ function options(argv) {
   if (!bus || !values["job-id"] || !values["status-url"] || !(wait >= 0)) {
     throw new Error(USAGE);
   }
+  let metadata;
+  try {
+    metadata = values.metadata === undefined ? undefined : JSON.parse(values.metadata);
+  } catch {
+    throw new Error(`--metadata is not JSON: ${values.metadata.slice(0, 80)}`);
+  }
   return {
     bus,
     jobId: values["job-id"],
     statusUrl: values["status-url"],
-    metadata: values.metadata === undefined ? undefined : JSON.parse(values.metadata),
+    metadata,
     name: values.name,
     waitSeconds: wait,
     keep: values.keep,

@@ -102,6 +102,26 @@ def test_a_job_that_never_ends_is_announced_lost(stack: DevStack) -> None:
     assert stored.state == "lost"
 
 
+def test_a_refused_registration_is_announced_to_the_application(stack: DevStack) -> None:
+    # Not on the local stack's allow-list (127.0.0.1): it can never be polled.
+    run = integrate(
+        stack,
+        "orders-js-refused",
+        "--job-id",
+        "job_js_refused",
+        "--status-url",
+        "https://api.sume.example/v1/jobs/job_js_refused",
+    )
+
+    event = announcement(run)
+    assert (event["source"], event["detail-type"]) == (
+        "sume.webhooks",
+        "Sume Job Registration Refused",
+    )
+    assert event["detail"]["job_id"] == "job_js_refused"
+    assert stack.jobs().get("job_js_refused") is None
+
+
 def test_without_a_bus_it_says_how_to_run_it(stack: DevStack) -> None:
     run = subprocess.run(
         ["node", "integrate.mjs", "--job-id", "job_x"],
