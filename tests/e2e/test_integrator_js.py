@@ -122,7 +122,7 @@ def test_a_refused_registration_is_announced_to_the_application(stack: DevStack)
     assert stack.jobs().get("job_js_refused") is None
 
 
-def test_without_a_bus_it_says_how_to_run_it(stack: DevStack) -> None:
+def test_without_a_bus_it_says_how_to_run_it() -> None:
     run = subprocess.run(
         ["node", "integrate.mjs", "--job-id", "job_x"],
         cwd=EXAMPLE,
