@@ -14,6 +14,7 @@ from typing import Any
 
 from devstack.simulator import Sume
 from devstack.stack import DevStack
+from sume.store.jobs import State
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "integrator-js"
 # Longer than the e2e stack's cut-off (tests/e2e/conftest.py), so a lost job is
@@ -99,7 +100,7 @@ def test_a_job_that_never_ends_is_announced_lost(stack: DevStack) -> None:
     assert detail["lost_at"] >= detail["registered_at"]
     stored = stack.jobs().get(job.job_id)
     assert stored is not None
-    assert stored.state == "lost"
+    assert stored.state == State.LOST
 
 
 def test_a_refused_registration_is_announced_to_the_application(stack: DevStack) -> None:
