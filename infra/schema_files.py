@@ -22,7 +22,13 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from infra.spec import SCHEMAS_DIR
-from sume.core.names import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE
+from sume.core.names import (
+    DETAIL_TYPES,
+    EVENT_SOURCE,
+    REGISTRATION_DETAIL_TYPE,
+    REGISTRATION_REFUSED_DETAIL_TYPE,
+)
+from sume.polling.registration import REFUSAL_REASONS
 
 DRAFT_4: Final = "http://json-schema.org/draft-04/schema#"
 # What sume.working.announce writes: processed_at, and each artifact's ARN.
@@ -33,6 +39,28 @@ STRING: Final = {"type": "string"}
 NULL: Final = {"type": "null"}
 BOOLEAN: Final = {"type": "boolean"}
 COUNT: Final = {"type": "integer", "minimum": 0}
+ISO_SECOND_OR_NULL: Final = {"type": ["string", "null"], "pattern": ISO_SECOND}
+# The results a processed job is announced with (DETAIL_TYPES less "lost").
+PROCESSED: Final = [r for r in DETAIL_TYPES if r != "lost"]
+# What every announcement of a job carries besides its own fields.
+JOB_FIELDS: Final = {
+    "sequence": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "The job's announcement number: copies of one announcement share it, "
+        "each later one (a replay, a completion after lost) is higher. Dedupe on "
+        "(job_id, sequence).",
+    },
+    "metadata": {
+        "type": ["object", "null"],
+        "description": "The registration's metadata, as registered; null without one.",
+    },
+    "lost_at": {
+        **ISO_SECOND_OR_NULL,
+        "description": "When the poller gave the job up as lost before this announcement; "
+        "null if it never was.",
+    },
+}
 
 ARTIFACT: Final = {
     "type": "object",
@@ -137,6 +165,7 @@ def announcement(result: str) -> dict[str, Any]:
             "artifacts_truncated",
             "processed_at",
             "replay",
+            *JOB_FIELDS,
         ],
         "properties": {
             "version": {"type": "integer", "enum": [1]},
@@ -146,7 +175,7 @@ def announcement(result: str) -> dict[str, Any]:
                 if finished
                 else {
                     "type": ["string", "null"],
-                    "enum": [*(r for r in DETAIL_TYPES if r != result), None],
+                    "enum": [*(r for r in PROCESSED if r != result), None],
                     "description": "Sume's outcome; null when the stored event was unreadable.",
                 }
             ),
@@ -180,6 +209,7 @@ def announcement(result: str) -> dict[str, Any]:
             },
             "processed_at": {"type": "string", "format": "date-time", "pattern": ISO_SECOND},
             "replay": {"type": "boolean", "description": "An operator replayed the job."},
+            **JOB_FIELDS,
         },
     }
     definitions: dict[str, Any] = {"Artifact": ARTIFACT}
@@ -200,6 +230,89 @@ def announcement(result: str) -> dict[str, Any]:
     )
 
 
+def lost() -> dict[str, Any]:
+    """The schema of the announcement of a job the poller gave up."""
+    detail_type = DETAIL_TYPES["lost"]
+    detail: dict[str, Any] = {
+        "type": "object",
+        "description": "Version 1. Fields are only ever added; a change of meaning bumps version.",
+        "required": [
+            "version",
+            "job_id",
+            *JOB_FIELDS,
+            "registered_at",
+            "polls",
+            "last_poll_error",
+            "replay",
+        ],
+        "properties": {
+            "version": {"type": "integer", "enum": [1]},
+            "job_id": {"type": "string", "minLength": 1},
+            **JOB_FIELDS,
+            "lost_at": {"type": "string", "format": "date-time", "pattern": ISO_SECOND},
+            "registered_at": {
+                **ISO_SECOND_OR_NULL,
+                "description": "When the job was registered for status polling.",
+            },
+            "polls": {**COUNT, "description": "Status polls made."},
+            "last_poll_error": {
+                "type": ["string", "null"],
+                "description": "Why the last status poll got no answer (a code, e.g. "
+                "refused_host, http_404); null if it got one.",
+            },
+            "replay": BOOLEAN,
+        },
+    }
+    return _event(
+        detail_type,
+        f"Announced by sume-webhooks when no terminal answer came before a registered job's "
+        f"cut-off: {detail_type}.",
+        detail,
+        EVENT_SOURCE,
+        {"type": "array", "maxItems": 0},
+        {},
+    )
+
+
+def registration_refused() -> dict[str, Any]:
+    """The schema of the announcement of a refused registration event."""
+    detail: dict[str, Any] = {
+        "type": "object",
+        "description": "Version 1. Fields are only ever added; a change of meaning bumps version.",
+        "required": [
+            "version",
+            "reason",
+            "message",
+            "job_id",
+            "registration_event_id",
+            "refused_at",
+        ],
+        "properties": {
+            "version": {"type": "integer", "enum": [1]},
+            "reason": {"type": "string", "enum": list(REFUSAL_REASONS)},
+            "message": {"type": "string", "description": "Why, for people."},
+            "job_id": {
+                "type": ["string", "null"],
+                "description": "The job_id the event named, when it could be read.",
+            },
+            "registration_event_id": {
+                "type": ["string", "null"],
+                "description": "The id of the application's refused EventBridge event.",
+            },
+            "refused_at": {"type": "string", "format": "date-time", "pattern": ISO_SECOND},
+        },
+    }
+    return _event(
+        REGISTRATION_REFUSED_DETAIL_TYPE,
+        "Announced by sume-webhooks when a registration event is refused for good (it is "
+        "also in the registrations DLQ).",
+        detail,
+        EVENT_SOURCE,
+        {"type": "array", "maxItems": 0},
+        {},
+    )
+
+
 def registration() -> dict[str, Any]:
     """The schema of the event an application puts to register a submitted job."""
     detail = {
@@ -213,8 +326,9 @@ def registration() -> dict[str, Any]:
                 "type": "string",
                 "maxLength": 2048,
                 "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://",
-                "description": "The job's status URL as Sume returned it; its host must be "
-                "on the stack's status_allowed_hosts.",
+                "description": "The job's status URL as Sume returned it: https (http only "
+                "on the local stack), no user info, its host on the stack's "
+                "status_allowed_hosts; else refused with the poller's reason code.",
             },
             "metadata": {
                 "type": ["object", "null"],
@@ -239,7 +353,9 @@ def registration() -> dict[str, Any]:
 
 def schemas() -> dict[str, dict[str, Any]]:
     """File name -> schema, one per detail-type on the bus."""
-    built = {file_name(DETAIL_TYPES[result]): announcement(result) for result in DETAIL_TYPES}
+    built = {file_name(DETAIL_TYPES[result]): announcement(result) for result in PROCESSED}
+    built[file_name(DETAIL_TYPES["lost"])] = lost()
+    built[file_name(REGISTRATION_REFUSED_DETAIL_TYPE)] = registration_refused()
     built[file_name(REGISTRATION_DETAIL_TYPE)] = registration()
     return built
 

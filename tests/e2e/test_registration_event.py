@@ -87,6 +87,4 @@ def test_a_refused_registration_waits_in_the_dlq_with_its_reason(stack: DevStack
         )["Messages"]
         if json.loads(message["Body"])["detail"]["job_id"] == "job_refused"
     ]
-    assert [m["MessageAttributes"]["reason"]["StringValue"] for m in parked] == [
-        "invalid_registration"
-    ]
+    assert [m["MessageAttributes"]["reason"]["StringValue"] for m in parked] == ["refused_host"]

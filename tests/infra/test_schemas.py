@@ -22,6 +22,8 @@ def test_the_schema_registry_holds_the_committed_schemas_as_they_are(dev: Stage)
         f"{EVENT_SOURCE}@SumeJobFailed",
         f"{EVENT_SOURCE}@SumeJobCanceled",
         f"{EVENT_SOURCE}@SumeJobProcessingError",
+        f"{EVENT_SOURCE}@SumeJobLost",
+        f"{EVENT_SOURCE}@SumeJobRegistrationRefused",
         "SumeJobSubmitted",
     }
     assert set(published) == names

@@ -8,7 +8,12 @@ from jsonschema import Draft4Validator
 from infra import schema_files as schemas
 from infra.schema_files import file_name
 from infra.spec import SCHEMAS_DIR
-from sume.core.names import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE
+from sume.core.names import (
+    DETAIL_TYPES,
+    EVENT_SOURCE,
+    REGISTRATION_DETAIL_TYPE,
+    REGISTRATION_REFUSED_DETAIL_TYPE,
+)
 
 
 def load(detail_type):
@@ -20,14 +25,17 @@ def test_the_committed_files_are_the_ones_the_description_builds(capsys):
     assert sorted(p.name for p in SCHEMAS_DIR.glob("*.json")) == sorted(schemas.schemas())
 
 
-@pytest.mark.parametrize("detail_type", [*DETAIL_TYPES.values(), REGISTRATION_DETAIL_TYPE])
+@pytest.mark.parametrize(
+    "detail_type",
+    [*DETAIL_TYPES.values(), REGISTRATION_REFUSED_DETAIL_TYPE, REGISTRATION_DETAIL_TYPE],
+)
 def test_each_detail_type_has_a_draft_4_schema_naming_it(detail_type):
     schema = load(detail_type)
     Draft4Validator.check_schema(schema)
     assert schema["$schema"] == "http://json-schema.org/draft-04/schema#"
     assert schema["x-amazon-events-detail-type"] == detail_type
     assert schema["properties"]["detail-type"]["enum"] == [detail_type]
-    announced = detail_type in DETAIL_TYPES.values()
+    announced = detail_type != REGISTRATION_DETAIL_TYPE
     assert schema.get("x-amazon-events-source") == (EVENT_SOURCE if announced else None)
 
 

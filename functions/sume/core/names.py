@@ -32,7 +32,10 @@ DETAIL_TYPES: Final = {
     "failed": "Sume Job Failed",
     "canceled": "Sume Job Canceled",
     "processing_error": "Sume Job Processing Error",
+    "lost": "Sume Job Lost",
 }
+# Put by the poller when an application's registration event is refused for good.
+REGISTRATION_REFUSED_DETAIL_TYPE: Final = "Sume Job Registration Refused"
 # What an application puts on the same bus to register a job it submitted
 # (sume.polling.registration); its source is the application's own.
 REGISTRATION_DETAIL_TYPE: Final = "Sume Job Submitted"
@@ -112,6 +115,7 @@ class Metric:
     CONFIGURATION_ERRORS: Final = "ConfigurationErrors"
     # worker
     JOBS_SKIPPED: Final = "JobsSkipped"
+    LOST_JOBS_ANNOUNCED: Final = "LostJobsAnnounced"
     JOBS_PROCESSED: Final = "JobsProcessed"
     JOBS_COMPLETED: Final = "JobsCompleted"
     JOBS_FAILED: Final = "JobsFailed"

@@ -8,10 +8,14 @@ the same checks and the same conditional write as the Python call.
 
 An event that can never register (not a registration, a field missing or
 unknown, a value ``expect`` refuses, a write DynamoDB refuses as invalid) is
-parked in the registrations DLQ at once, with why as message attributes, and
-reported as refused. A failure that may pass (DynamoDB or SQS unavailable) is
-raised instead, so SQS retries the message and moves it to that same DLQ after
-its last receive.
+announced on the bus (``Sume Job Registration Refused``: the reason code, why,
+the job_id when readable, the application's event id), so the application
+learns of it, then parked in the registrations DLQ at once, with why as
+message attributes, and reported as refused. A failure that may pass
+(DynamoDB, SQS or EventBridge unavailable) is raised instead, so SQS retries
+the message and moves it to that same DLQ after its last receive; a retry
+after a failed park announces again, with the same event id, which is what a
+consumer dedupes on.
 
 Numbers are read as Decimals, so metadata keeps every digit it was sent with
 (``expect`` refuses what DynamoDB cannot keep exactly).
@@ -19,7 +23,8 @@ Numbers are read as Decimals, so metadata keeps every digit it was sent with
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -27,14 +32,39 @@ from typing import Any
 from sume.contract.envelope import MAX_DEPTH, MalformedEvent, load_json
 from sume.core.bounded import bounded_text
 from sume.core.errors import PermanentError
-from sume.core.names import REGISTRATION_DETAIL_TYPE
-from sume.polling.registry import InvalidRegistration, Registry
+from sume.core.names import REGISTRATION_DETAIL_TYPE, REGISTRATION_REFUSED_DETAIL_TYPE
+from sume.net.fetch import URL_REFUSALS
+from sume.polling.registry import (
+    INVALID_REGISTRATION,
+    REFUSED_BY_DYNAMODB,
+    InvalidRegistration,
+    Registry,
+)
+from sume.store.bus import EventBus, iso_time
 from sume.store.queue import DeadLetterQueue
 
+MALFORMED_EVENT = "malformed_event"
+NOT_A_REGISTRATION = "not_a_registration"
+UNKNOWN_FIELD = "unknown_field"
+MISSING_FIELD = "missing_field"
+# Every reason a registration event is refused for: the DLQ message's
+# ``reason`` attribute and the refusal announcement's (its schema's enum).
+REFUSAL_REASONS = (
+    MALFORMED_EVENT,
+    NOT_A_REGISTRATION,
+    UNKNOWN_FIELD,
+    MISSING_FIELD,
+    INVALID_REGISTRATION,
+    *URL_REFUSALS,
+    REFUSED_BY_DYNAMODB,
+)
 FIELDS = ("job_id", "status_url", "metadata")
 REQUIRED = ("job_id", "status_url")
 # A refused event's id and source go into log lines: whatever was sent, cut.
 MAX_LOGGED_BYTES = 256
+# A refusal's message in its announcement.
+MAX_MESSAGE_BYTES = 1024
+DETAIL_VERSION = 1
 
 
 class Refused(PermanentError):
@@ -58,23 +88,47 @@ class Registration:
     message: str = ""
 
 
+def event_id(body: str) -> str | None:
+    """The ``id`` of the EventBridge event an SQS message body carries, if readable."""
+    try:
+        event = load_json(body, Decimal)
+    except (MalformedEvent, ValueError):
+        return None
+    value = event.get("id") if isinstance(event, Mapping) else None
+    return _logged(value)
+
+
+def refusal_detail(
+    refused: Refused, job_id: Any, registration_event_id: str | None, now: int
+) -> dict[str, Any]:
+    """The detail of ``Sume Job Registration Refused`` (docs/announcements.md)."""
+    return {
+        "version": DETAIL_VERSION,
+        "reason": refused.reason,
+        "message": bounded_text(str(refused), MAX_MESSAGE_BYTES),
+        "job_id": _logged(job_id),
+        "registration_event_id": registration_event_id,
+        "refused_at": iso_time(now),
+    }
+
+
 def registration_event(body: str) -> tuple[Mapping[str, Any], Any]:
     """The detail and source of the registration event an SQS message body carries."""
     try:
         event = load_json(body, Decimal)
     except MalformedEvent:
         raise Refused(
-            "malformed_event", f"the message nests deeper than {MAX_DEPTH} levels"
+            MALFORMED_EVENT, f"the message nests deeper than {MAX_DEPTH} levels"
         ) from None
     except ValueError:
-        raise Refused("malformed_event", "the message is not a JSON event") from None
+        raise Refused(MALFORMED_EVENT, "the message is not a JSON event") from None
     if not isinstance(event, Mapping):
-        raise Refused("malformed_event", "the message is not a JSON object")
+        raise Refused(MALFORMED_EVENT, "the message is not a JSON object")
     if event.get("detail-type") != REGISTRATION_DETAIL_TYPE:
-        raise Refused("not_a_registration", f"detail-type is not {REGISTRATION_DETAIL_TYPE!r}")
+        raise Refused(NOT_A_REGISTRATION, f"detail-type is not {REGISTRATION_DETAIL_TYPE!r}")
     detail = event.get("detail")
     if not isinstance(detail, Mapping):
-        raise Refused("malformed_event", "detail is not a JSON object")
+        raise Refused(MALFORMED_EVENT, "detail is not a JSON object")
     return detail, event.get("source")
 
 
@@ -82,10 +136,10 @@ def check_fields(detail: Mapping[str, Any]) -> None:
     # A misspelt "metadata" would otherwise register the job without it.
     unknown = sorted(str(name) for name in detail if name not in FIELDS)
     if unknown:
-        raise Refused("unknown_field", f"detail has fields it cannot take: {', '.join(unknown)}")
+        raise Refused(UNKNOWN_FIELD, f"detail has fields it cannot take: {', '.join(unknown)}")
     missing = [name for name in REQUIRED if name not in detail]
     if missing:
-        raise Refused("missing_field", f"detail lacks {', '.join(missing)}")
+        raise Refused(MISSING_FIELD, f"detail lacks {', '.join(missing)}")
 
 
 def _logged(value: Any) -> str | None:
@@ -93,9 +147,17 @@ def _logged(value: Any) -> str | None:
 
 
 class Registrations:
-    def __init__(self, registry: Registry, dead_letters: DeadLetterQueue) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        dead_letters: DeadLetterQueue,
+        bus: EventBus,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._registry = registry
         self._dead_letters = dead_letters
+        self._bus = bus
+        self._clock = clock
 
     def handle(self, body: str) -> Registration:
         """Register the job ``body`` names, or park ``body`` in the DLQ saying why."""
@@ -116,6 +178,9 @@ class Registrations:
 
     def _park(self, body: str, refused: Refused, job_id: Any, source: Any) -> Registration:
         message = str(refused)
+        now = int(self._clock())
+        detail = refusal_detail(refused, job_id, event_id(body), now)
+        self._bus.put(REGISTRATION_REFUSED_DETAIL_TYPE, detail, now, [])
         self._dead_letters.park(body, refused.reason, message)
         return Registration(
             _logged(job_id), _logged(source), refused=refused.reason, message=message
