@@ -77,6 +77,8 @@ def test_a_registered_job_is_announced_to_the_applications_own_queue(stack: DevS
     assert (event["source"], event["detail-type"]) == ("sume.webhooks", "Sume Job Completed")
     assert event["detail"]["job_id"] == job.job_id
     assert len(event["detail"]["artifacts"]) == 1
+    # What the application registered comes back, and this is the job's first word.
+    assert (event["detail"]["metadata"], event["detail"]["sequence"]) == ({"order": "o-7"}, 1)
     # The journal reads its own queue: the application took nothing from it.
     assert [e.job_id for e in stack.journal.entries("recovered")].count(job.job_id) == 1
     assert stack.announced()[job.job_id] == 1
@@ -96,6 +98,7 @@ def test_a_job_that_never_ends_is_announced_lost(stack: DevStack) -> None:
     assert (event["source"], event["detail-type"]) == ("sume.webhooks", "Sume Job Lost")
     detail = event["detail"]
     assert detail["job_id"] == job.job_id
+    assert (detail["sequence"], detail["metadata"]) == (1, None)
     assert detail["polls"] >= 1
     assert detail["lost_at"] >= detail["registered_at"]
     stored = stack.jobs().get(job.job_id)
@@ -119,7 +122,10 @@ def test_a_refused_registration_is_announced_to_the_application(stack: DevStack)
         "sume.webhooks",
         "Sume Job Registration Refused",
     )
-    assert event["detail"]["job_id"] == "job_js_refused"
+    detail = event["detail"]
+    assert (detail["job_id"], detail["reason"]) == ("job_js_refused", "refused_host")
+    # The application can tell which of its events was refused.
+    assert f"(event {detail['registration_event_id']})" in run.stderr
     assert stack.jobs().get("job_js_refused") is None
 
 
