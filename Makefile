@@ -16,10 +16,12 @@ CONTEXT ?=
 ARGS ?=
 # cdk.json runs the app with the .venv's Python, so a bare `cdk` works too.
 CDK := node_modules/.bin/cdk
+INTEGRATOR_JS := examples/integrator-js/node_modules/.package-lock.json
 CDK_ARGS := --no-notices -c stage=$(STAGE) $(CONTEXT)
 
 # jsii (behind aws-cdk-lib) and the CDK CLI: quiet, offline, caches in-tree.
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# jsii's end-of-life warning stays on: the Node releases it supports are the
+# ones package.json's engines names.
 export JSII_RUNTIME_PACKAGE_CACHE_ROOT := $(CURDIR)/.cache/jsii
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export CDK_DISABLE_VERSION_CHECK := 1
@@ -45,11 +47,11 @@ $(VENV)/.synced: pyproject.toml uv.lock $(MAKEFILE) | $(UV)
 	$(UV) sync --frozen --all-extras --quiet --compile-bytecode
 	@touch $@
 
-## install: the .venv from uv.lock (uv is bootstrapped with pip when absent)
-install: $(VENV)/.synced
+## install: the .venv from uv.lock (uv is bootstrapped with pip when absent) and the pinned CDK CLI, so `npx cdk` works
+install: $(VENV)/.synced $(CDK)
 
 ## test: the whole test suite (unit, integration, infra, e2e)
-test: install
+test: install $(INTEGRATOR_JS)
 	$(PY) -m pytest
 
 ## test-fast: unit and integration tests only
@@ -84,6 +86,12 @@ bench: install
 synth: install
 	CDK_OUTDIR=cdk.out $(PY) app.py -c stage=$(STAGE) $(CONTEXT)
 	@echo "template: cdk.out/SumeWebhooks-$(STAGE).template.json (cloud assembly in cdk.out/)"
+
+# The JavaScript integrator example's pinned AWS SDK, which tests/e2e runs
+# (npm writes node_modules/.package-lock.json on every install).
+$(INTEGRATOR_JS): examples/integrator-js/package.json examples/integrator-js/package-lock.json
+	cd examples/integrator-js && npm ci --no-audit --no-fund --silent
+	@touch $@
 
 node_modules/.bin/cdk: package.json package-lock.json
 	npm ci --no-audit --no-fund --silent

@@ -144,12 +144,14 @@ def environment(names: ResourceNames) -> dict[str, str]:
     return env
 
 
+# What a consumer of every announcement subscribes with (the banner prints it).
+ANNOUNCEMENTS_PATTERN = {"source": [EVENT_SOURCE]}
+
+
 def subscribe_queue(sqs: Any, events: Any, name: str, bus: str) -> str:
     """A queue ``name`` that a rule on ``bus`` fills with every announcement, as a
     consumer's would be; returns its URL."""
     url = sqs.create_queue(QueueName=name)["QueueUrl"]
-    events.put_rule(
-        Name=name, EventBusName=bus, EventPattern=json.dumps({"source": [EVENT_SOURCE]})
-    )
+    events.put_rule(Name=name, EventBusName=bus, EventPattern=json.dumps(ANNOUNCEMENTS_PATTERN))
     events.put_targets(Rule=name, EventBusName=bus, Targets=[{"Id": "tap", "Arn": _arn(sqs, url)}])
     return str(url)

@@ -186,7 +186,7 @@ def settle(stack: DevStack, run: Run, timeout: float) -> bool:
         if (
             wanted <= set(stack.announced())
             and stack.queue_depth(stack.names.queue_url) == 0
-            and stack.queue_depth(stack.announcements_queue_url) == 0
+            and stack.queue_depth(stack.journal_queue_url) == 0
         ):
             return True
         time.sleep(0.2)

@@ -36,7 +36,12 @@ from botocore.exceptions import ClientError
 from devstack.apigw import HttpApiServer, http_api_event
 from devstack.eventsources import QueueTap, Schedule, SqsEventSource
 from devstack.lambda_context import LambdaContext
-from devstack.resources import create_resources, environment, subscribe_queue
+from devstack.resources import (
+    ANNOUNCEMENTS_PATTERN,
+    create_resources,
+    environment,
+    subscribe_queue,
+)
 from infra import spec
 from infra.spec import ResourceNames
 from sume.core import runtime
@@ -65,6 +70,9 @@ FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "loca
 LOCAL_ONLY = spec.LOCAL_URLS
 
 OUTCOME_OF_DETAIL_TYPE = {v: k for k, v in DETAIL_TYPES.items()}
+# Every announcement. A queue the stack offered to readers would be shared by
+# all of them, each taking messages from the others, so the banner gives this
+# pattern instead: one rule and queue per reader, as on a deployed stage.
 # How each handler reads its settings (and fails on a bad one).
 HANDLER_SETTINGS: dict[str, Callable[[Mapping[str, str]], object]] = {
     "receiver": ReceiverSettings.from_env,
@@ -232,7 +240,7 @@ class DevStack:
         self.port = 0
         self.moto_port = 0
         self.names: ResourceNames | None = None
-        self.announcements_queue_url = ""
+        self.journal_queue_url = ""
 
     # Lifecycle
 
@@ -287,7 +295,7 @@ class DevStack:
             api_token=self.api_token,
             jobs_table=self.settings.jobs_table,
         )
-        self.announcements_queue_url = self._subscribe_announcements()
+        self.journal_queue_url = self._subscribe_journal()
         self._apply_env(self.lambda_environment())
         check_settings(os.environ)
         runtime.reset()
@@ -307,7 +315,7 @@ class DevStack:
         self.port = self._http.port
         self.url = f"http://{HOST}:{self.port}{WEBHOOK_PATH}"
         sqs = self.client("sqs")
-        self._loops.append(QueueTap(sqs, self.announcements_queue_url, self._on_announcement))
+        self._loops.append(QueueTap(sqs, self.journal_queue_url, self._on_announcement))
         if self.settings.worker:
             worker = importlib.import_module("worker")
             self._loops.append(
@@ -676,13 +684,14 @@ class DevStack:
         job = self.jobs().get(job_id, consistent=False) if job_id and self.names else None
         return job.source if job else None
 
-    def _subscribe_announcements(self) -> str:
-        """A queue subscribed to the bus, as any consumer of the announcements would."""
+    def _subscribe_journal(self) -> str:
+        """The journal's own rule and queue on the bus, as any consumer of the
+        announcements has: whoever else read this queue would take lines from it."""
         assert self.names is not None
         return subscribe_queue(
             self.client("sqs"),
             self.client("events"),
-            f"{self.prefix}-announcements",
+            f"{self.prefix}-journal",
             self.names.event_bus,
         )
 
@@ -714,12 +723,15 @@ class DevStack:
         )
         yield f"  signing secret    {n.signing_secret_arn}"
         yield f"  API token secret  {n.api_token_secret_arn}"
-        yield f"  announcements     {self.announcements_queue_url}   (a rule on the bus; read here)"
         yield (
-            "  look inside:      AWS_ENDPOINT_URL="
-            + self.endpoint_url
-            + " AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_DEFAULT_REGION="
-            + self.settings.region
+            "  announcements     make your own rule on the bus, pattern "
+            f"{json.dumps(ANNOUNCEMENTS_PATTERN)}, and queue "
+            "(docs/integrating.md#on-the-local-stack)"
+        )
+        # Both region variables: boto3 and the AWS CLI read AWS_DEFAULT_REGION, the
+        # SDK for JavaScript only AWS_REGION.
+        yield "  any AWS SDK/CLI:  " + " ".join(
+            f"{k}={v}" for k, v in self.client_environment().items()
         )
         yield (
             "LOCAL ONLY: "

@@ -20,6 +20,15 @@ from devstack.simulator import ERRORS, MAX_ATTEMPTS, SPACING_SECONDS, TIMEOUT_SE
 from sume.core.names import Env
 
 INTERRUPTED = 130
+# Answers in a row after which a wrong secret, not a glitch, is the likely cause.
+MISMATCH_RUN = 3
+# The receiver's answer when no secret it holds made the signature.
+MISMATCH = {"error": "signature_mismatch"}
+MISMATCH_HINT = (
+    "{count} x 401 signature_mismatch in a row: the receiver holds another secret. "
+    "Sign with the one its `make run` banner prints (line 'signing secret'), "
+    "or for a deployed stage the one in the secret named by SigningSecretArn"
+)
 
 
 def print_attempt(attempt: Attempt, next_in: float | None) -> None:
@@ -31,6 +40,24 @@ def print_attempt(attempt: Attempt, next_in: float | None) -> None:
         at = time.strftime("%H:%M:%S", time.localtime(time.time() + next_in))
         line += f"; next in {next_in:g} s (at {at}); Ctrl-C stops"
     print(line, flush=True)
+
+
+class AttemptPrinter:
+    """``print_attempt``, and once, after a run of signature mismatches (or when the
+    delivery ends on one), which secret to sign with."""
+
+    def __init__(self) -> None:
+        self._mismatches = 0
+        self._hinted = False
+
+    def __call__(self, attempt: Attempt, next_in: float | None) -> None:
+        print_attempt(attempt, next_in)
+        mismatch = attempt.status == 401 and attempt.answer == MISMATCH
+        self._mismatches = self._mismatches + 1 if mismatch else 0
+        run_long = self._mismatches >= MISMATCH_RUN
+        if not self._hinted and self._mismatches and (run_long or next_in is None):
+            self._hinted = True
+            print(MISMATCH_HINT.format(count=self._mismatches), flush=True)
 
 
 def _secrets(args: argparse.Namespace) -> list[str]:
@@ -52,7 +79,7 @@ def _sume(args: argparse.Namespace, **options: Any) -> Sume:
 
 
 def _send(args: argparse.Namespace) -> int:
-    with _sume(args, attempts=args.attempts, on_attempt=print_attempt) as sume:
+    with _sume(args, attempts=args.attempts, on_attempt=AttemptPrinter()) as sume:
         if args.event == "webhook.test":
             delivery = sume.ping()
         else:

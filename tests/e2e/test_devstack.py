@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -135,6 +136,46 @@ def test_a_processing_error_line_carries_its_code(stack: DevStack) -> None:
     [entry] = [e for e in stack.journal.entries() if e.job_id == job.job_id][1:]
     assert entry.kind == "processing_error"
     assert entry.detail.startswith("http_404: ")
+
+
+def test_the_banner_says_to_subscribe_with_a_rule_of_your_own_and_that_one_gets_everything(
+    stack: DevStack,
+) -> None:
+    """A queue offered to readers was the journal's own: each reader took lines from it."""
+    assert stack.names is not None
+    banner = "\n".join(stack.describe())
+    assert stack.journal_queue_url not in banner
+    (line,) = [line for line in banner.splitlines() if line.startswith("  announcements ")]
+    pattern = line.partition("pattern ")[2].rpartition(", and queue")[0]
+    sqs, events = stack.client("sqs"), stack.client("events")
+    url = sqs.create_queue(QueueName="outside-reader")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    events.put_rule(Name="outside-reader", EventBusName=stack.names.event_bus, EventPattern=pattern)
+    events.put_targets(
+        Rule="outside-reader",
+        EventBusName=stack.names.event_bus,
+        Targets=[{"Id": "reader", "Arn": arn}],
+    )
+    with Sume(stack.url, [stack.signing_secret]) as sume:
+        job = sume.new_job(event="job.failed")
+        assert sume.deliver(job).delivered
+
+    read: list[str] = []
+    deadline = time.monotonic() + 30
+    while job.job_id not in read and time.monotonic() < deadline:
+        for message in sqs.receive_message(QueueUrl=url, WaitTimeSeconds=1).get("Messages", []):
+            read.append(json.loads(message["Body"])["detail"]["job_id"])
+    events.remove_targets(Rule="outside-reader", EventBusName=stack.names.event_bus, Ids=["reader"])
+    events.delete_rule(Name="outside-reader", EventBusName=stack.names.event_bus)
+    sqs.delete_queue(QueueUrl=url)
+    assert job.job_id in read
+    # The journal saw it too: the reader took nothing from it.
+    deadline = time.monotonic() + 30
+    while not stack.announced()[job.job_id] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stack.announced()[job.job_id] == 1
 
 
 def test_the_journal_prints_a_replay_as_a_replay(stack: DevStack) -> None:

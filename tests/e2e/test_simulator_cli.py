@@ -34,6 +34,7 @@ def test_send_signs_with_every_secret_given(
     out = capsys.readouterr().out
     assert code == 0
     assert 'attempt 1: 200 {"result": "new", "job_id": "job_cli_rotation"}' in out
+    assert "in a row" not in out
     job = stack.jobs().get("job_cli_rotation")
     assert job is not None
     assert (job.event, job.status, job.deliveries) == ("job.canceled", "ERROR", 1)
@@ -64,6 +65,20 @@ def test_send_retries_every_refusal_then_gives_up(
     assert "; next in 0 s (at " in attempts[0]
     assert "NOT delivered" in out
     assert stack.jobs().get("job_cli_forged") is None
+    # Told which secret to use right after the third refusal, and once.
+    lines = out.splitlines()
+    hint = lines.index(cli.MISMATCH_HINT.format(count=3))
+    assert lines[hint - 1] == attempts[2]
+    assert out.count("signature_mismatch in a row") == 1
+    assert "'signing secret'" in lines[hint]
+
+
+def test_a_delivery_that_ends_on_a_mismatch_says_which_secret_even_before_a_run_of_them(
+    stack: DevStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main(["send", stack.url, "--secret", "wrong", "--attempts", "1"])
+    assert code == 1
+    assert capsys.readouterr().out.splitlines()[2] == cli.MISMATCH_HINT.format(count=1)
 
 
 def test_send_tells_each_attempt_as_it_happens_and_ctrl_c_stops_it(stack: DevStack) -> None:

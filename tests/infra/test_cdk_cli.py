@@ -1,0 +1,41 @@
+"""`npx cdk` works right after `make install`, as the README says: the install puts
+the pinned CDK CLI where npx finds it, and cdk.json runs the app the synth tests run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_make_install_installs_the_pinned_cdk_cli() -> None:
+    # As if the lock had changed: make prints what install would run, runs nothing.
+    plan = subprocess.run(
+        ["make", "-n", "-W", "package-lock.json", "install"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "npm ci" in plan.stdout
+
+
+def test_npx_cdk_is_the_pinned_cli_and_runs_the_projects_app() -> None:
+    pinned = json.loads((ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
+    assert (ROOT / "node_modules" / ".bin" / "cdk").exists(), "run make install"
+    version = subprocess.run(
+        ["npx", "--no-install", "cdk", "--version"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert version.stdout.split()[0] == pinned
+    app = json.loads((ROOT / "cdk.json").read_text())["app"].split()
+    # The interpreter make install creates, on the app the synth tests synthesize.
+    assert app == [".venv/bin/python", "app.py"]
+    assert (ROOT / app[0]).exists()
