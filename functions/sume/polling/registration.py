@@ -28,8 +28,28 @@ from sume.contract.envelope import MAX_DEPTH, MalformedEvent, load_json
 from sume.core.bounded import bounded_text
 from sume.core.errors import PermanentError
 from sume.core.names import REGISTRATION_DETAIL_TYPE
-from sume.polling.registry import InvalidRegistration, Registry
+from sume.polling.registry import (
+    INVALID_REGISTRATION,
+    REFUSED_BY_DYNAMODB,
+    InvalidRegistration,
+    Registry,
+)
 from sume.store.queue import DeadLetterQueue
+
+# Why an event was refused: the ``reason`` of its DLQ message, and the enum the
+# published schemas list (infra.schema_files reads REASONS).
+MALFORMED_EVENT = "malformed_event"
+NOT_A_REGISTRATION = "not_a_registration"
+UNKNOWN_FIELD = "unknown_field"
+MISSING_FIELD = "missing_field"
+REASONS = (
+    INVALID_REGISTRATION,
+    REFUSED_BY_DYNAMODB,
+    UNKNOWN_FIELD,
+    MISSING_FIELD,
+    MALFORMED_EVENT,
+    NOT_A_REGISTRATION,
+)
 
 FIELDS = ("job_id", "status_url", "metadata")
 REQUIRED = ("job_id", "status_url")
@@ -64,17 +84,17 @@ def registration_event(body: str) -> tuple[Mapping[str, Any], Any]:
         event = load_json(body, Decimal)
     except MalformedEvent:
         raise Refused(
-            "malformed_event", f"the message nests deeper than {MAX_DEPTH} levels"
+            MALFORMED_EVENT, f"the message nests deeper than {MAX_DEPTH} levels"
         ) from None
     except ValueError:
-        raise Refused("malformed_event", "the message is not a JSON event") from None
+        raise Refused(MALFORMED_EVENT, "the message is not a JSON event") from None
     if not isinstance(event, Mapping):
-        raise Refused("malformed_event", "the message is not a JSON object")
+        raise Refused(MALFORMED_EVENT, "the message is not a JSON object")
     if event.get("detail-type") != REGISTRATION_DETAIL_TYPE:
-        raise Refused("not_a_registration", f"detail-type is not {REGISTRATION_DETAIL_TYPE!r}")
+        raise Refused(NOT_A_REGISTRATION, f"detail-type is not {REGISTRATION_DETAIL_TYPE!r}")
     detail = event.get("detail")
     if not isinstance(detail, Mapping):
-        raise Refused("malformed_event", "detail is not a JSON object")
+        raise Refused(MALFORMED_EVENT, "detail is not a JSON object")
     return detail, event.get("source")
 
 
@@ -82,10 +102,10 @@ def check_fields(detail: Mapping[str, Any]) -> None:
     # A misspelt "metadata" would otherwise register the job without it.
     unknown = sorted(str(name) for name in detail if name not in FIELDS)
     if unknown:
-        raise Refused("unknown_field", f"detail has fields it cannot take: {', '.join(unknown)}")
+        raise Refused(UNKNOWN_FIELD, f"detail has fields it cannot take: {', '.join(unknown)}")
     missing = [name for name in REQUIRED if name not in detail]
     if missing:
-        raise Refused("missing_field", f"detail lacks {', '.join(missing)}")
+        raise Refused(MISSING_FIELD, f"detail lacks {', '.join(missing)}")
 
 
 def _logged(value: Any) -> str | None:
