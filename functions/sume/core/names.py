@@ -32,7 +32,10 @@ DETAIL_TYPES: Final = {
     "failed": "Sume Job Failed",
     "canceled": "Sume Job Canceled",
     "processing_error": "Sume Job Processing Error",
+    "lost": "Sume Job Lost",
 }
+# Put by the poller when an application's registration event is refused for good.
+REGISTRATION_REFUSED_DETAIL_TYPE: Final = "Sume Job Registration Refused"
 # What an application puts on the same bus to register a job it submitted
 # (sume.polling.registration); its source is the application's own.
 REGISTRATION_DETAIL_TYPE: Final = "Sume Job Submitted"
