@@ -17,6 +17,9 @@ ARGS ?=
 # cdk.json runs the app with the .venv's Python, so a bare `cdk` works too.
 CDK := node_modules/.bin/cdk
 CDK_ARGS := --no-notices -c stage=$(STAGE) $(CONTEXT)
+# quicktype and ajv, pinned, for the tests that use schemas/ as integrators do.
+SCHEMA_CHECK := tools/schema-check
+SCHEMA_TOOLS := $(SCHEMA_CHECK)/node_modules/.bin/quicktype
 
 # jsii (behind aws-cdk-lib) and the CDK CLI: quiet, offline, caches in-tree.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
@@ -49,11 +52,11 @@ $(VENV)/.synced: pyproject.toml uv.lock $(MAKEFILE) | $(UV)
 install: $(VENV)/.synced
 
 ## test: the whole test suite (unit, integration, infra, e2e)
-test: install
+test: install $(SCHEMA_TOOLS)
 	$(PY) -m pytest
 
 ## test-fast: unit and integration tests only
-test-fast: install
+test-fast: install $(SCHEMA_TOOLS)
 	$(PY) -m pytest tests/unit tests/integration
 
 ## lint: ruff (lint + format check), mypy, and the import contracts between slices
@@ -87,6 +90,10 @@ synth: install
 
 node_modules/.bin/cdk: package.json package-lock.json
 	npm ci --no-audit --no-fund --silent
+	@touch $@
+
+$(SCHEMA_TOOLS): $(SCHEMA_CHECK)/package.json $(SCHEMA_CHECK)/package-lock.json
+	npm ci --prefix $(SCHEMA_CHECK) --no-audit --no-fund --silent
 	@touch $@
 
 ## check-aws: are there AWS credentials (and a region)? no AWS call; deploy & co. run it first
