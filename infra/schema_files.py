@@ -46,7 +46,7 @@ from sume.core.names import (
     REGISTRATION_DETAIL_TYPE,
     REGISTRATION_REFUSED_DETAIL_TYPE,
 )
-from sume.polling.registration import REASONS
+from sume.polling.registration import REFUSAL_REASONS
 
 DRAFT_4: Final = "http://json-schema.org/draft-04/schema#"
 DETAIL_DIR: Final = "detail"
@@ -114,7 +114,7 @@ DEFINITIONS: Final = {
     },
     "RefusalReason": {
         "type": "string",
-        "enum": list(REASONS),
+        "enum": list(REFUSAL_REASONS),
         "description": "Why the registration event was refused (docs/integrating.md).",
     },
 }
@@ -279,7 +279,7 @@ def lost_detail() -> dict[str, Any]:
         "The poller gave the job up: no terminal answer before the registration's cut-off.",
         {
             **_job_fields(),
-            "registered_at": _iso_second("When the job was registered."),
+            "registered_at": _iso_second("When the job was registered for status polling.", True),
             "lost_at": _iso_second("When the poller gave the job up as lost."),
             "polls": {**COUNT, "description": "Status polls made."},
             "last_poll_error": {
@@ -299,14 +299,18 @@ def refused_detail() -> dict[str, Any]:
         {
             "version": VERSION,
             "reason": _shared("RefusalReason"),
-            "message": {"type": "string", "description": "Which rule it broke."},
+            "message": {
+                "type": "string",
+                "description": "Which rule it broke, for people; at most 1 KiB.",
+            },
             "job_id": {
                 "type": ["string", "null"],
                 "description": "The event's job_id when it could be read; null otherwise.",
             },
             "registration_event_id": {
-                "type": "string",
-                "description": "The id of the application's event that was refused.",
+                "type": ["string", "null"],
+                "description": "The id of the application's event that was refused; null "
+                "when the message was no readable event.",
             },
             "refused_at": _iso_second("When the poller refused it."),
         },
@@ -324,8 +328,9 @@ def registration_detail() -> dict[str, Any]:
                 "type": "string",
                 "maxLength": 2048,
                 "pattern": "^[Hh][Tt][Tt][Pp][Ss]?://",
-                "description": "The job's status URL as Sume returned it; its host must be "
-                "on the stack's status_allowed_hosts.",
+                "description": "The job's status URL as Sume returned it: https (http only "
+                "on the local stack), no user info, its host on the stack's "
+                "status_allowed_hosts; else refused with the poller's reason code.",
             },
             "metadata": {
                 "type": ["object", "null"],

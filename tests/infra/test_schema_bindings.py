@@ -17,7 +17,7 @@ from infra import schema_files
 from infra.spec import SCHEMAS_DIR
 from sume.contract.envelope import TERMINAL_EVENTS
 from sume.core.names import DETAIL_TYPES, REGISTRATION_DETAIL_TYPE, REGISTRATION_REFUSED_DETAIL_TYPE
-from sume.polling.registration import REASONS
+from sume.polling.registration import REFUSAL_REASONS
 from tests.schema_tools import code_block, installed
 
 DETAILS = {
@@ -31,7 +31,7 @@ TYPES = {*DETAILS, *(f"{d}Event" for d in DETAILS), *SHARED, "Source"}
 ENUMS = {
     "Outcome": set(TERMINAL_EVENTS.values()),
     "Event": set(TERMINAL_EVENTS),
-    "RefusalReason": set(REASONS),
+    "RefusalReason": set(REFUSAL_REASONS),
 }
 
 

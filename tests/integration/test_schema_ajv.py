@@ -83,7 +83,7 @@ LOST = {
 }
 REFUSED = {
     "version": 1,
-    "reason": registration.REASONS[0],
+    "reason": registration.REFUSAL_REASONS[0],
     "message": "status_url must be an absolute http(s) URL",
     "job_id": "job_1",
     "registration_event_id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
@@ -146,7 +146,7 @@ def test_what_no_sender_may_put_and_no_announcement_may_carry_is_refused(tmp_pat
         [None, {**lost, "source": "com.example.orders"}],
         [None, {**refused, "detail": {**REFUSED, "reason": "not_a_reason"}}],
         [None, {**refused, "detail": {**REFUSED, "refused_at": "2026-12-01 12:00"}}],
-        [REGISTRATION_REFUSED_DETAIL_TYPE, {**REFUSED, "registration_event_id": None}],
+        [REGISTRATION_REFUSED_DETAIL_TYPE, {**REFUSED, "registration_event_id": 7}],
     ]
     answers = problems(tmp_path, wrong)
     assert [case for case, answer in zip(wrong, answers, strict=True) if not answer] == []

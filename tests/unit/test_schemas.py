@@ -89,7 +89,7 @@ def test_the_details_share_one_definition_of_each_type():
 
 def test_the_refusal_reasons_are_the_codes_the_registration_refuses_with():
     reason = load("detail/definitions.json")["definitions"]["RefusalReason"]
-    assert reason["enum"] == list(registration.REASONS)
+    assert reason["enum"] == list(registration.REFUSAL_REASONS)
     assert {"invalid_registration", "refused_by_dynamodb", "malformed_event"} <= set(reason["enum"])
 
 

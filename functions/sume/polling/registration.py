@@ -37,12 +37,12 @@ from sume.polling.registry import (
 from sume.store.queue import DeadLetterQueue
 
 # Why an event was refused: the ``reason`` of its DLQ message, and the enum the
-# published schemas list (infra.schema_files reads REASONS).
+# published schemas list (infra.schema_files reads REFUSAL_REASONS).
 MALFORMED_EVENT = "malformed_event"
 NOT_A_REGISTRATION = "not_a_registration"
 UNKNOWN_FIELD = "unknown_field"
 MISSING_FIELD = "missing_field"
-REASONS = (
+REFUSAL_REASONS = (
     INVALID_REGISTRATION,
     REFUSED_BY_DYNAMODB,
     UNKNOWN_FIELD,
