@@ -11,9 +11,9 @@ SCHEMA_CHECK = ROOT / "tools" / "schema-check"
 INTEGRATING = ROOT / "docs" / "integrating.md"
 
 
-def installed(tool: str) -> Path:
-    """A tool's path; ``make test`` installs them (``npm ci`` in tools/schema-check)."""
-    path = SCHEMA_CHECK / "node_modules" / ".bin" / tool
+def installed(name: str) -> Path:
+    """``node_modules/<name>`` of tools/schema-check; ``make test`` installs it (npm ci)."""
+    path = SCHEMA_CHECK / "node_modules" / name
     assert path.exists(), f"{path} is missing: run `make test` (it runs npm ci there)"
     return path
 

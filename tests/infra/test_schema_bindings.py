@@ -42,7 +42,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (where / "schemas").symlink_to(SCHEMAS_DIR)
     script = code_block("### Bindings with quicktype", "bash")
     assert script.count("npx quicktype ") == 3
-    script = script.replace("npx quicktype ", f"{installed('quicktype')} ")
+    script = script.replace("npx quicktype ", f"{installed('.bin/quicktype')} ")
     subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
         cwd=where,

@@ -7,6 +7,7 @@ events no sender may put or no announcement may carry are refused.
 """
 
 import json
+import os
 import subprocess
 import time
 
@@ -31,7 +32,8 @@ console.log(JSON.stringify(answers));
 
 def problems(tmp_path, cases):
     """What the documented checks say of each case: [] when it is valid."""
-    installed("quicktype")  # npm ci put ajv beside it
+    for package in ("ajv", "ajv-draft-04", "ajv-formats"):
+        installed(package)
     path = tmp_path / "cases.json"
     path.write_text(json.dumps(cases))
     # Module code from stdin resolves its imports from the working directory.
@@ -39,7 +41,7 @@ def problems(tmp_path, cases):
         ["node", "--input-type=module"],
         input=code_block("### Validating with ajv", "js") + HARNESS,
         cwd=SCHEMA_CHECK,
-        env={"SCHEMAS": str(SCHEMAS_DIR), "CASES": str(path), "PATH": "/usr/bin:/bin"},
+        env={"SCHEMAS": str(SCHEMAS_DIR), "CASES": str(path), "PATH": os.environ["PATH"]},
         capture_output=True,
         text=True,
         check=True,
