@@ -18,7 +18,7 @@ from infra.spec import SCHEMAS_DIR
 from sume.contract.envelope import TERMINAL_EVENTS
 from sume.core.names import DETAIL_TYPES, REGISTRATION_DETAIL_TYPE, REGISTRATION_REFUSED_DETAIL_TYPE
 from sume.polling.registration import REFUSAL_REASONS
-from tests.schema_tools import code_block, installed
+from tests.schema_tools import ROOT, code_block, installed
 
 DETAILS = {
     t.replace(" ", "")
@@ -82,3 +82,24 @@ def test_java_has_each_type_once_named_after_its_detail_type(generated: Path) ->
         code = (generated / "java" / f"{enum}.java").read_text()
         assert f"public enum {enum} " in code
         assert set(re.findall(r'return "([^"]+)";', code)) == values
+
+
+@pytest.mark.parametrize("target", ["test", "test-fast"])
+def test_the_test_targets_install_the_pinned_tools_before_the_tests_run(target: str) -> None:
+    """A clean clone (.ci/run) has no node_modules in tools/schema-check."""
+    result = subprocess.run(
+        ["make", "-n", "-o", ".venv/.synced", "-W", "tools/schema-check/package-lock.json", target],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = result.stdout.splitlines()
+    npm = [
+        i for i, line in enumerate(lines) if line.startswith("npm ci --prefix tools/schema-check")
+    ]
+    tests = [i for i, line in enumerate(lines) if " -m pytest" in line]
+    assert len(npm) == 1
+    assert tests
+    assert npm[0] < tests[0]
