@@ -178,9 +178,9 @@ def _detail(
         "description": f"{description} Version 1: fields are only ever added; "
         "a change of meaning bumps version.",
         "type": "object",
-        **rest,
         "required": list(properties) if required is None else required,
         "properties": properties,
+        **rest,
     }
 
 
