@@ -41,7 +41,14 @@ from infra import spec
 from infra.spec import ResourceNames
 from sume.core import runtime
 from sume.core.errors import ConfigurationError
-from sume.core.names import DETAIL_TYPES, EVENT_SOURCE, REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH, Env
+from sume.core.names import (
+    DETAIL_TYPES,
+    EVENT_SOURCE,
+    REGISTRATION_DETAIL_TYPE,
+    REGISTRATION_REFUSED_DETAIL_TYPE,
+    WEBHOOK_PATH,
+    Env,
+)
 from sume.core.settings import TableSettings
 from sume.polling.settings import PollerSettings
 from sume.receiving.settings import ReceiverSettings
@@ -49,19 +56,14 @@ from sume.store.compose import build_jobs
 from sume.store.jobs import JobsTable, State
 from sume.working.settings import WorkerSettings
 
-HOST = "127.0.0.1"
+HOST = spec.LOCAL_HOST
 REGION = "us-east-1"
 FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
 
-# Only here may artifact and status URLs be plain http on loopback: the
-# simulator serves them from 127.0.0.1. The deployed stack refuses both. The
-# simulator's status server is this stack's Sume API (`status_allowed_hosts`
-# in a deployment), the one host the API token is sent to.
-LOCAL_ONLY = {
-    Env.ALLOW_HTTP_URLS: "true",
-    Env.ALLOW_PRIVATE_HOSTS: "true",
-    Env.STATUS_ALLOWED_HOSTS: HOST,
-}
+# Only here may artifact and status URLs be plain http on loopback; the
+# deployed stack refuses both. The simulator's status server is this stack's
+# Sume API, the one host the API token is sent to.
+LOCAL_ONLY = spec.LOCAL_URLS
 
 OUTCOME_OF_DETAIL_TYPE = {v: k for k, v in DETAIL_TYPES.items()}
 # How each handler reads its settings (and fails on a bad one).
@@ -128,6 +130,15 @@ class Journal:
 
     def count(self, kind: str) -> int:
         return len(self.entries(kind))
+
+
+def _announced_again(detail: Mapping[str, Any]) -> str:
+    """How the journal says an announcement is not the job's first (nothing if it is)."""
+    sequence = detail.get("sequence")
+    if not isinstance(sequence, int) or sequence <= 1:
+        return ""
+    lost = f", after lost at {detail['lost_at']}" if detail.get("lost_at") else ""
+    return f" (announcement #{sequence}{lost})"
 
 
 def printer(stream: TextIO = sys.stdout) -> Callable[[Entry], None]:
@@ -609,17 +620,34 @@ class DevStack:
     def _on_announcement(self, event: dict[str, Any]) -> None:
         detail = event.get("detail") or {}
         job_id = detail.get("job_id")
+        if event.get("detail-type") == REGISTRATION_REFUSED_DETAIL_TYPE:
+            # Not a job's announcement: journaled, not counted among them.
+            message = str(detail.get("message", ""))[:MAX_SHOWN_MESSAGE]
+            self.journal.add(
+                "announced", job_id, f"registration refused, {detail.get('reason')}: {message}"
+            )
+            return
         outcome = OUTCOME_OF_DETAIL_TYPE.get(event.get("detail-type", ""), "?")
         artifacts = detail.get("artifacts") or []
         words = outcome + (f", {len(artifacts)} artifact(s) stored" if artifacts else "")
+        # A job announced again is a new announcement, and says which one.
+        again = _announced_again(detail)
         problem = detail.get("processing_error")
-        if outcome == "processing_error" and isinstance(problem, dict):
+        if outcome == "lost":
+            error = detail.get("last_poll_error")
+            last = f", last poll error {error}" if error else ""
+            self.journal.add(
+                "lost", job_id, f"announced: no answer after {detail.get('polls')} poll(s){last}"
+            )
+        elif detail.get("replay") is True:
+            self.journal.add("replayed", job_id, words + again)
+        elif outcome == "processing_error" and isinstance(problem, dict):
             message = str(problem.get("message", ""))[:MAX_SHOWN_MESSAGE]
-            self.journal.add("processing_error", job_id, f"{problem.get('code')}: {message}")
+            self.journal.add("processing_error", job_id, f"{problem.get('code')}: {message}{again}")
         elif self._source_of(job_id) == "poll":
-            self.journal.add("recovered", job_id, f"by status_url poll: {words}")
+            self.journal.add("recovered", job_id, f"by status_url poll: {words}{again}")
         else:
-            self.journal.add("processed", job_id, words)
+            self.journal.add("processed", job_id, words + again)
         # Counted after the journal line, so whoever sees the count sees the line.
         with self._announced:
             self.announcements.append(event)

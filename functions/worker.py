@@ -49,6 +49,10 @@ def observe(result: JobResult) -> None:
             attempts=result.attempts,
         )
         return
+    if result.action is Action.LOST_ANNOUNCED:
+        metrics.add_metric(name=Metric.LOST_JOBS_ANNOUNCED, unit="Count", value=1)
+        logger.info("lost job announced", attempts=result.attempts)
+        return
     if result.action is Action.SKIPPED:
         metrics.add_metric(name=Metric.JOBS_SKIPPED, unit="Count", value=1)
         log = logger.warning if result.reason in ("absent", "not_received") else logger.info

@@ -199,11 +199,6 @@ def _job_fields() -> dict[str, Any]:
     }
 
 
-# Listed, but not required until the worker sends them (issue 19, branch endings):
-# the tests validate every announcement the worker puts against these files.
-NOT_YET_SENT: Final = ("sequence", "metadata", "lost_at")
-
-
 def _lost_before() -> dict[str, Any]:
     return _iso_second("When the poller gave the job up as lost; null if never.", True)
 
@@ -254,7 +249,7 @@ def announcement_detail(result: str) -> dict[str, Any]:
         "processed_at": _iso_second("When the job was processed."),
         "replay": {"type": "boolean", "description": "An operator replayed the job."},
     }
-    narrowed = (
+    narrowed: dict[str, Any] = (
         {
             "not": _only(
                 {
@@ -266,10 +261,7 @@ def announcement_detail(result: str) -> dict[str, Any]:
         if finished
         else {}
     )
-    required = [name for name in properties if name not in NOT_YET_SENT]
-    return _detail(
-        detail_type, f"A processed job: {detail_type}.", properties, required, **narrowed
-    )
+    return _detail(detail_type, f"A processed job: {detail_type}.", properties, **narrowed)
 
 
 def lost_detail() -> dict[str, Any]:

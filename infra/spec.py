@@ -166,6 +166,16 @@ LOCAL_TIMINGS: Final = {
     Env.SECRET_CACHE_SECONDS: "5",
 }
 
+# Only the local stack may fetch plain http from loopback: the simulator serves
+# artifacts and status answers from 127.0.0.1, its Sume API (`status_allowed_hosts`
+# in a deployment). Here because the ops CLI registers jobs by its rule too.
+LOCAL_HOST: Final = "127.0.0.1"
+LOCAL_URLS: Final = {
+    Env.ALLOW_HTTP_URLS: "true",
+    Env.ALLOW_PRIVATE_HOSTS: "true",
+    Env.STATUS_ALLOWED_HOSTS: LOCAL_HOST,
+}
+
 # Outputs for people rather than the ops CLI: where alarms go, what to open.
 OUTPUT_ALARM_TOPIC: Final = "AlarmTopicArn"
 OUTPUT_DASHBOARD: Final = "DashboardName"

@@ -137,7 +137,7 @@ class SumeWebhooksStack(Stack):
             is_dev=config.is_dev,
         )
         poller.take_registrations(
-            registrations.queue, registrations.dlq, config.registrations_max_concurrency
+            registrations.queue, registrations.dlq, bus, config.registrations_max_concurrency
         )
         registrations.watch(monitoring)
         schemas = EventSchemas(self, "Schemas", registry_name=f"{name}-events")

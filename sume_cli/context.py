@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 from infra import spec
 from sume.core.errors import ConfigurationError
 from sume.core.names import DUE_SHARDS, Env
+from sume.net.policy import HTTPS_ONLY, UrlPolicy
 from sume.polling.compose import build_registry
 from sume.polling.registry import Registry
 from sume.polling.settings import PollerSettings, RegistrySettings
@@ -100,19 +101,19 @@ class FirstPoll:
     seconds: int
     source: str
     """Where the figure comes from, for people."""
-    allowed_hosts: tuple[str, ...] = ()
-    """The same poller's ``STATUS_ALLOWED_HOSTS``: a status_url off it is refused."""
+    url_policy: UrlPolicy = HTTPS_ONLY
+    """The same poller's status URL policy: a status_url it would refuse is refused."""
 
 
 def local_first_poll(table: str, env: Mapping[str, str] = os.environ) -> FirstPoll:
     """The local stack's short first-poll delay (``make run`` reads the same variable)."""
     name = Env.POLL_INITIAL_SECONDS
-    value = {**env, name: env.get(name) or spec.LOCAL_TIMINGS[name]}
+    value = {**spec.LOCAL_URLS, **env, name: env.get(name) or spec.LOCAL_TIMINGS[name]}
     settings = RegistrySettings.from_env(value, table_name=table)
     return FirstPoll(
         settings.poll_initial_seconds,
         f"the local stack's {name}",
-        settings.status_allowed_hosts,
+        settings.status_urls,
     )
 
 
@@ -139,7 +140,7 @@ def deployed_first_poll(cloudformation: Any, lambda_: Any, stack_name: str) -> F
             return FirstPoll(
                 poller.policy.initial_seconds,
                 f"{Env.POLL_INITIAL_SECONDS} of {config['FunctionName']}",
-                poller.url_policy.allowed_hosts,
+                poller.url_policy,
             )
     raise OpsError(f"stack {stack_name} has no function with handler {POLLER_HANDLER}")
 
@@ -214,7 +215,7 @@ class Ops:
             return FirstPoll(
                 assumed.poll_initial_seconds,
                 f"assumed: the deployed poller's configuration could not be read ({reason})",
-                assumed.status_allowed_hosts,
+                assumed.status_urls,
             )
 
     @functools.cached_property
@@ -228,6 +229,6 @@ class Ops:
     def registry(self, first: FirstPoll) -> Registry:
         """Registering jobs as this deployment's poller has them: its first poll, its hosts."""
         settings = RegistrySettings(
-            self.stack.names.table, self.shards, first.seconds, first.allowed_hosts
+            self.stack.names.table, self.shards, first.seconds, first.url_policy
         )
         return build_registry(settings, self.clients)

@@ -74,12 +74,16 @@ def _send(args: argparse.Namespace) -> int:
 def _scenario(args: argparse.Namespace) -> int:
     expect = None
     if args.table:
-        from sume.core.names import DUE_SHARDS
+        from infra.spec import LOCAL_URLS
+        from sume.core.names import DUE_SHARDS, Env
+        from sume.net.policy import UrlPolicy
         from sume.polling.compose import build_registry
         from sume.polling.settings import RegistrySettings
 
-        # First poll soon, as the local stack's short timings would have it.
-        registry = build_registry(RegistrySettings(args.table, DUE_SHARDS, args.first_poll))
+        # First poll soon, as the local stack's short timings would have it;
+        # its status URLs as the local poller takes them.
+        local = UrlPolicy.from_env(LOCAL_URLS, Env.STATUS_ALLOWED_HOSTS)
+        registry = build_registry(RegistrySettings(args.table, DUE_SHARDS, args.first_poll, local))
 
         def expect(job_id: str, status_url: str) -> None:
             registry.expect(job_id, status_url)

@@ -1,4 +1,4 @@
-"""Subscribe a queue to completed Sume jobs: the EventBridge rule, as boto3 calls.
+"""Subscribe a queue to completed and lost Sume jobs: the EventBridge rule, as boto3 calls.
 
 ``docs/integrating.md`` has the same rule, queue and policy as CloudFormation.
 """
@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-# Every completed job; add "Sume Job Failed" etc. to the list for the others.
-PATTERN = {"source": ["sume.webhooks"], "detail-type": ["Sume Job Completed"]}
+# Every completed job, and every job the poller gave up (a lost job that completes
+# later is announced again, as completed); add "Sume Job Failed" etc. for the others.
+PATTERN = {"source": ["sume.webhooks"], "detail-type": ["Sume Job Completed", "Sume Job Lost"]}
 
 
 def subscribe(events: Any, sqs: Any, bus_name: str, name: str) -> str:

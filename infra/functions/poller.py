@@ -3,6 +3,7 @@ registers jobs by event."""
 
 from __future__ import annotations
 
+from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_s3 as s3
@@ -64,7 +65,9 @@ class PollerFunction(StackFunction):
         self.grant_payloads(payloads, "s3:PutObject")
         api_token.grant_read(self.function)
 
-    def take_registrations(self, queue: sqs.IQueue, dlq: sqs.IQueue, max_concurrency: int) -> None:
+    def take_registrations(
+        self, queue: sqs.IQueue, dlq: sqs.IQueue, bus: events.IEventBus, max_concurrency: int
+    ) -> None:
         """Registration events (``infra/registration.py``) from their queue.
 
         The poller parks a refused event in the DLQ itself, at once, with its reason.
@@ -82,6 +85,9 @@ class PollerFunction(StackFunction):
         )
         dlq.grant_send_messages(self.function)
         self.function.add_environment(Env.REGISTRATION_DLQ_URL, dlq.queue_url)
+        # A refused registration is announced on the bus it came from.
+        bus.grant_put_events_to(self.function)
+        self.function.add_environment(Env.EVENT_BUS_NAME, bus.event_bus_name)
         acknowledge(
             self.function,
             "Serverless-LambdaEventSourceMappingDestination",

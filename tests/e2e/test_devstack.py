@@ -135,3 +135,19 @@ def test_a_processing_error_line_carries_its_code(stack: DevStack) -> None:
     [entry] = [e for e in stack.journal.entries() if e.job_id == job.job_id][1:]
     assert entry.kind == "processing_error"
     assert entry.detail.startswith("http_404: ")
+
+
+def test_the_journal_prints_a_replay_as_a_replay(stack: DevStack) -> None:
+    with Sume(stack.url, [stack.signing_secret], spacing_seconds=0.05) as sume:
+        job = sume.new_job(artifacts=0)
+        assert sume.deliver(job).delivered
+        while stack.announced()[job.job_id] == 0:
+            time.sleep(0.05)
+    now = int(time.time())
+    assert stack.jobs().request_replay(job.job_id, now, now + 3600, "check the journal")
+    assert stack.names is not None
+    stack.client("sqs").send_message(QueueUrl=stack.names.queue_url, MessageBody=job.job_id)
+    while stack.announced()[job.job_id] < 2:
+        time.sleep(0.05)
+    lines = [(e.kind, e.detail) for e in stack.journal.entries() if e.job_id == job.job_id]
+    assert lines[-2:] == [("processed", "completed"), ("replayed", "completed (announcement #2)")]

@@ -76,5 +76,5 @@ def test_a_refused_registration_waits_in_the_dlq_with_its_reason(stack: DevStack
     (parked,) = stack.client("sqs").receive_message(
         QueueUrl=stack.names.registrations_dlq_url, MessageAttributeNames=["All"]
     )["Messages"]
-    assert parked["MessageAttributes"]["reason"]["StringValue"] == "invalid_registration"
+    assert parked["MessageAttributes"]["reason"]["StringValue"] == "refused_host"
     assert json.loads(parked["Body"])["detail"]["job_id"] == "job_refused"

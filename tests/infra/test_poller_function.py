@@ -26,7 +26,10 @@ def test_the_poller_environment_satisfies_its_settings(prod: Stage) -> None:
 
     registration = RegistrySettings.from_env(prod.environment("Poller"))
     assert registration.dead_letters() == "resolved-RegistrationsDeadLetters"
-    assert registration.status_allowed_hosts == ("api.sume.example",)
+    # Registration refuses what the poller's fetch would: the same policy.
+    assert registration.status_urls == poller.url_policy
+    assert registration.status_urls.allow_http is False
+    assert registration.event_bus() == "resolved-AnnouncementsBus"
 
 
 def test_the_poller_may_do_only_what_its_code_does(dev: Stage) -> None:
@@ -39,6 +42,8 @@ def test_the_poller_may_do_only_what_its_code_does(dev: Stage) -> None:
         "SecretsSumeApiToken": SECRET,
         "RegistrationsQueue": CONSUME,
         "RegistrationsDeadLetters": SEND,
+        # Refused registrations are announced.
+        "AnnouncementsBus": {"events:PutEvents"},
     }
 
 

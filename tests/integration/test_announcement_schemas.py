@@ -125,6 +125,8 @@ def test_a_replay_is_announced_as_its_schema_says(aws, server, local_urls):
 
     first, again = world.announcements()
     assert again["detail"]["replay"] is True
+    # A replay is a new announcement of the job, not a copy of the first.
+    assert (first["detail"]["sequence"], again["detail"]["sequence"]) == (1, 2)
     for event in (first, again):
         validator(event["detail-type"]).validate(event)
 

@@ -27,8 +27,10 @@ from infra.spec import ResourceNames
 from sume.contract.envelope import JobEvent, parse
 from sume.contract.signature import SignatureError
 from sume.net.fetch import FetchError
+from sume.net.policy import UrlPolicy
 from sume.polling.registration import Registrations
 from sume.polling.registry import Registry
+from sume.store.bus import EventBus
 from sume.store.jobs import JobsTable, Source, State
 from sume.store.queue import DeadLetterQueue
 from sume.working.processing import MAX_MESSAGE_BYTES, failure_details
@@ -37,6 +39,10 @@ from sume_cli.main import main
 from tests.builders import SECRET, job_body, raw_of, registration_entry, verify
 
 ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"
+
+# What the local stack's poller fetches: plain http from its loopback Sume API
+# (infra.spec.LOCAL_URLS); registering there refuses any other status_url.
+LOCAL_STATUS = "http://127.0.0.1:8081/jobs/"
 
 
 def reset(endpoint: str) -> None:
@@ -216,7 +222,7 @@ def test_output_json_works_for_every_command_before_or_after_it(
     boto3.client("sqs", endpoint_url=endpoint).send_message(
         QueueUrl=names.dlq_url, MessageBody="job_o1"
     )
-    url = "https://api.sume.example/jobs/job_o3"
+    url = LOCAL_STATUS + "job_o3"
     runs = {
         "status": ["status", "job_o1", "--output", "json"],
         "list": ["--output", "json", "list"],
@@ -415,7 +421,7 @@ def test_unreachable_endpoint_is_a_one_line_error(capsys):
 
 
 def test_expect_registers_once_and_validates(cli, table):
-    url = "https://api.sume.example/jobs/job_w/status"
+    url = LOCAL_STATUS + "job_w/status"
     code, out, _ = cli("expect", "job_w", url, "--metadata", "order=42", "--metadata", "u=a=b")
     assert code == 0
     assert out.startswith("registered job_w: first status poll at ")
@@ -431,7 +437,7 @@ def test_expect_registers_once_and_validates(cli, table):
 
     code, _, err = cli("expect", "job_v", "ftp://x/status")
     assert code == 2
-    assert "http(s)" in one_line_error(err)
+    assert "scheme 'ftp' is not allowed" in one_line_error(err)
     code, _, err = cli("expect", "job_v", url, "--metadata", "novalue")
     assert code == 2
     assert "KEY=VALUE" in one_line_error(err)
@@ -448,7 +454,7 @@ def test_expect_prints_why_a_status_url_is_off_the_allow_list(cli, table, monkey
 
 def test_list_awaiting_and_owed_from_the_due_index(cli, table):
     for job in ("job_a1", "job_a2"):
-        assert cli("expect", job, f"https://api.sume.example/jobs/{job}")[0] == 0
+        assert cli("expect", job, LOCAL_STATUS + job)[0] == 0
     received(table, "job_r1")
     received(table, "job_p1")
     table.claim("job_p1", int(time.time()), lease_seconds=300)
@@ -482,7 +488,7 @@ def test_list_awaiting_and_owed_from_the_due_index(cli, table):
 
 
 def test_list_without_a_state_shows_every_unfinished_job(cli, table):
-    assert cli("expect", "job_u1", "https://api.sume.example/jobs/job_u1")[0] == 0
+    assert cli("expect", "job_u1", LOCAL_STATUS + "job_u1")[0] == 0
     received(table, "job_u2")
     received(table, "job_u3")
     table.claim("job_u3", int(time.time()), lease_seconds=300)
@@ -747,8 +753,9 @@ def test_registrations_dlq_peek_says_why_each_event_is_there_then_redrive_sends_
     jobs = JobsTable(boto3.client("dynamodb", endpoint_url=endpoint), names.table, 16)
     # The poller's own code, with a list that lacks the status host: refused and parked.
     registrations = Registrations(
-        Registry(jobs, 900, allowed_hosts=("api.sume.example",)),
+        Registry(jobs, 900, url_policy=UrlPolicy(False, False, ("api.sume.example",))),
         DeadLetterQueue(sqs, names.registrations_dlq_url),
+        EventBus(boto3.client("events", endpoint_url=endpoint), names.event_bus),
     )
     put_registration(
         endpoint,
@@ -756,7 +763,7 @@ def test_registrations_dlq_peek_says_why_each_event_is_there_then_redrive_sends_
         {"job_id": "job_reg_refused", "status_url": STATUS_URL + "r", "metadata": METADATA},
     )
     (message,) = sqs.receive_message(QueueUrl=names.registrations_queue_url)["Messages"]
-    assert registrations.handle(message["Body"]).refused == "invalid_registration"
+    assert registrations.handle(message["Body"]).refused == "refused_host"
     sqs.delete_message(
         QueueUrl=names.registrations_queue_url, ReceiptHandle=message["ReceiptHandle"]
     )
@@ -781,7 +788,7 @@ def test_registrations_dlq_peek_says_why_each_event_is_there_then_redrive_sends_
     assert header.split() == ["SENT", "JOB_ID", "SOURCE", "REASON", "MESSAGE"]
     assert len(rows) == 3
     by_reason = {row.split()[3]: row.split(None, 4) for row in rows}
-    refused = by_reason["invalid_registration"]
+    refused = by_reason["refused_host"]
     assert refused[1:3] == ["job_reg_refused", "com.example.orders"]
     assert refused[4] == (
         "status_url host 'status.sume.example' is not on STATUS_ALLOWED_HOSTS (api.sume.example)"
@@ -797,9 +804,9 @@ def test_registrations_dlq_peek_says_why_each_event_is_there_then_redrive_sends_
     code, out, _ = cli("dlq", "peek", "--registrations", "--json")
     assert code == 0
     parked = {row["reason"]: row for row in json.loads(out)}
-    assert set(parked) == {"invalid_registration", "retries_exhausted", "undeliverable"}
-    assert parked["invalid_registration"]["job_id"] == "job_reg_refused"
-    assert parked["invalid_registration"]["source"] == "com.example.orders"
+    assert set(parked) == {"refused_host", "retries_exhausted", "undeliverable"}
+    assert parked["refused_host"]["job_id"] == "job_reg_refused"
+    assert parked["refused_host"]["source"] == "com.example.orders"
     assert "metadata" not in out and "c-1234" not in out
 
     code, out, _ = cli("dlq", "redrive", "--registrations")
@@ -1081,7 +1088,7 @@ def test_expect_uses_the_deployed_pollers_first_poll_delay(
 
 def test_expect_on_the_local_stack_uses_its_short_timings(cli, table, monkeypatch):
     monkeypatch.delenv("POLL_INITIAL_SECONDS", raising=False)
-    code, out, _ = cli("expect", "job_here", "https://api.sume.example/jobs/job_here")
+    code, out, _ = cli("expect", "job_here", LOCAL_STATUS + "job_here")
     assert code == 0
     assert "(after 2 s: the local stack's POLL_INITIAL_SECONDS)" in out
     item = table.get("job_here")

@@ -99,7 +99,7 @@ def test_a_refused_registration_is_put_right_by_fixing_the_cause_and_redriving(m
         code, out = cli(stack, capsys, "dlq", "peek", "--registrations", "--json")
         assert code == 0
         (parked,) = json.loads(out)
-        assert (parked["job_id"], parked["reason"]) == ("job_cli_reg", "invalid_registration")
+        assert (parked["job_id"], parked["reason"]) == ("job_cli_reg", "refused_host")
         assert "'status.sume.example' is not on STATUS_ALLOWED_HOSTS" in parked["message"]
         code, _ = cli(stack, capsys, "status", "job_cli_reg")
         assert code == 1

@@ -82,7 +82,10 @@ def make_poller(clock: Clock):
 
 
 def register(aws, clock: Clock, job_id: str, url: str, metadata=None) -> bool:
-    return Registry(table(aws), first_poll_after=900, clock=clock).expect(job_id, url, metadata)
+    # The poller's own status URL policy (http to loopback, as the fixture sets).
+    policy = PollerSettings.from_env().url_policy
+    registry = Registry(table(aws), first_poll_after=900, clock=clock, url_policy=policy)
+    return registry.expect(job_id, url, metadata)
 
 
 def drain_queue(aws) -> list[str]:
@@ -212,12 +215,12 @@ def test_a_status_url_off_the_list_is_refused_counted_visible_and_still_lost(
     aws, sume, monkeypatch, capsys
 ):
     use_api_token(monkeypatch)
-    monkeypatch.setenv("STATUS_ALLOWED_HOSTS", "api.sume.example")
     monkeypatch.setenv("MAX_POLL_AGE_SECONDS", "3600")
     now = time.time()
     # Registered before the list was set (registration now refuses it).
     register(aws, Clock(now - 1000), "job_off", sume.job_url("job_off"))
     register(aws, Clock(now - 4000), "job_off_old", sume.job_url("job_off_old"))
+    monkeypatch.setenv("STATUS_ALLOWED_HOSTS", "api.sume.example")
 
     summary = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
     assert (summary["polled"], summary["refused"], summary["lost"]) == (2, 2, 1)
@@ -284,7 +287,8 @@ def test_a_status_url_answering_about_another_job_never_finishes_this_one(
     lost = table(aws).get("job_A_old")
     assert lost is not None
     assert (lost.state, lost.event, lost.last_poll_error) == (State.LOST, None, "job_id_mismatch")
-    assert drain_queue(aws) == []
+    # Queued only so the worker announces it lost.
+    assert drain_queue(aws) == ["job_A_old"]
     emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
     # StatusAnswersForOtherJobs is the metric the stack alarms on.
     assert emitted[-1]["StatusAnswersForOtherJobs"] == [2.0]
@@ -373,11 +377,12 @@ def test_backoff_doubles_up_to_its_cap_and_the_job_is_lost_at_the_cut_off(aws, s
     assert item is not None
     assert item.state == State.LOST
     assert item.lost_at == T0 + 20000
-    assert item.poll_attempts == 5
-    assert (item.due_at, item.due_shard) == (None, None)
-    assert "job_slow" not in indexed_job_ids(aws)
+    assert item.poll_attempts == 6
+    # Its announcement is owed: queued now, swept later should that message fail.
+    assert item.due_at == T0 + 20000 + PollerSettings.from_env().sweep_after_seconds
+    assert "job_slow" in indexed_job_ids(aws)
     assert sume.polls_of("job_slow") == 6
-    assert drain_queue(aws) == []
+    assert drain_queue(aws) == ["job_slow"]
 
 
 def test_a_late_webhook_completes_a_lost_job(aws, sume, monkeypatch):
@@ -391,8 +396,9 @@ def test_a_late_webhook_completes_a_lost_job(aws, sume, monkeypatch):
     assert json.loads(answer["body"])["result"] == "new"
     item = table(aws).get("job_late")
     assert item is not None
-    assert (item.state, item.metadata) == (State.RECEIVED, {"k": "v"})
-    assert drain_queue(aws) == ["job_late"]
+    assert (item.state, item.metadata, item.sequence) == (State.RECEIVED, {"k": "v"}, 2)
+    # Once queued as lost, once as received: the worker announces what the item says.
+    assert drain_queue(aws) == ["job_late", "job_late"]
 
 
 def test_crash_left_in_received_is_re_enqueued_after_its_deadline(aws, sume):

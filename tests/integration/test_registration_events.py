@@ -10,18 +10,34 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from jsonschema import Draft4Validator
 
 import poller
 from devstack.eventsources import sqs_records
-from sume.core.names import DUE_SHARDS, REGISTRATION_DETAIL_TYPE
+from infra.schema_files import bundled, file_name
+from infra.spec import SCHEMAS_DIR
+from sume.core.names import (
+    DUE_SHARDS,
+    EVENT_SOURCE,
+    REGISTRATION_DETAIL_TYPE,
+    REGISTRATION_REFUSED_DETAIL_TYPE,
+)
 from sume.polling import compose
 from sume.polling.registration import MAX_LOGGED_BYTES, Registrations
 from sume.polling.registry import REFUSED_BY_DYNAMODB, Registry
+from sume.store.bus import EventBus
 from sume.store.jobs import Job, JobsTable, State
 from sume.store.queue import DeadLetterQueue
 from tests.builders import LambdaContext, registration_entry, scheduled_event
 
 URL = "https://api.sume.example/v1/jobs/"
+
+
+def refusal_schema() -> Draft4Validator:
+    path = SCHEMAS_DIR / file_name(REGISTRATION_REFUSED_DETAIL_TYPE)
+    return Draft4Validator(bundled(path), format_checker=Draft4Validator.FORMAT_CHECKER)
+
+
 METADATA = {"customer": "c-1234", "email": "someone@example.com"}
 
 
@@ -32,6 +48,8 @@ class Bus:
         self.names = names
         self.events = boto3.client("events")
         self.sqs = boto3.client("sqs")
+        self._capture: str | None = None
+        self.subscribe()
 
     def put(self, detail: Any, detail_type: str = REGISTRATION_DETAIL_TYPE) -> None:
         response = self.events.put_events(
@@ -54,6 +72,29 @@ class Bus:
         arn = "arn:aws:sqs:us-east-1:123456789012:registrations"
         result: dict[str, Any] = poller.handler(sqs_records(messages, arn), LambdaContext())
         return result
+
+    def announcements(self) -> list[dict[str, Any]]:
+        """What a subscriber to the stack's own announcements received."""
+        if self._capture is None:
+            raise AssertionError("subscribe() first")
+        return [json.loads(m["Body"]) for m in self.received(self._capture)]
+
+    def subscribe(self) -> None:
+        url = self.sqs.create_queue(QueueName="announcements")["QueueUrl"]
+        arn = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])[
+            "Attributes"
+        ]["QueueArn"]
+        self.events.put_rule(
+            Name="announcements",
+            EventBusName=self.names.event_bus,
+            EventPattern=json.dumps({"source": [EVENT_SOURCE]}),
+        )
+        self.events.put_targets(
+            Rule="announcements",
+            EventBusName=self.names.event_bus,
+            Targets=[{"Id": "q", "Arn": arn}],
+        )
+        self._capture = url
 
     def parked(self) -> list[dict[str, Any]]:
         return self.received(self.names.registrations_dlq_url)
@@ -142,11 +183,15 @@ BAD = {
     "missing status_url": ({"job_id": "job_b2", "metadata": METADATA}, "missing_field"),
     "host off the allow-list": (
         {"job_id": "job_b3", "status_url": "https://evil.example/x", "metadata": METADATA},
-        "invalid_registration",
+        "refused_host",
     ),
     "not an absolute URL": (
         {"job_id": "job_b4", "status_url": "/v1/jobs/b4", "metadata": METADATA},
-        "invalid_registration",
+        "refused_scheme",
+    ),
+    "plain http, which the deployed poller refuses": (
+        {"job_id": "job_b9", "status_url": "http://api.sume.example/v1/jobs/b9"},
+        "refused_scheme",
     ),
     "empty job id": ({"job_id": "", "status_url": URL + "b5"}, "invalid_registration"),
     "job id not a string": ({"job_id": 7, "status_url": URL + "b6"}, "invalid_registration"),
@@ -176,6 +221,20 @@ def test_a_bad_event_is_parked_counted_and_logged_without_its_metadata(
     attributes = {k: v["StringValue"] for k, v in parked["MessageAttributes"].items()}
     assert attributes["reason"] == reason
     assert attributes["message"]
+    # The application hears of it on the bus, without its metadata.
+    (announced,) = bus.announcements()
+    refusal_schema().validate(announced)
+    assert announced["detail-type"] == REGISTRATION_REFUSED_DETAIL_TYPE
+    job_id = detail.get("job_id")
+    assert announced["detail"] == {
+        "version": 1,
+        "reason": reason,
+        "message": attributes["message"],
+        "job_id": job_id if isinstance(job_id, str) else None,
+        "registration_event_id": event["id"],
+        "refused_at": announced["detail"]["refused_at"],
+    }
+    assert "c-1234" not in json.dumps(announced)
     assert emitted(capsys)["RegistrationsRejected"] == [1.0]
     (line,) = logs.lines("ERROR")
     assert line["reason"] == reason
@@ -304,7 +363,7 @@ def test_a_registration_dynamodb_refuses_as_invalid_is_parked_not_retried(
 ):
     jobs = JobsTable(Refusing(), aws.table, DUE_SHARDS)
     dead_letters = DeadLetterQueue(boto3.client("sqs"), aws.registrations_dlq_url)
-    refusing = Registrations(Registry(jobs, 900), dead_letters)
+    refusing = Registrations(Registry(jobs, 900), dead_letters, EventBus(bus.events, aws.event_bus))
     monkeypatch.setattr(compose, "registrations_service", lambda: refusing)
     bus.put({"job_id": "job_v1", "status_url": URL + "v1", "metadata": METADATA})
 
@@ -325,7 +384,7 @@ class Unavailable:
 def test_a_registration_dynamodb_could_not_take_is_retried_by_sqs(aws, bus, monkeypatch, capsys):
     jobs = JobsTable(Unavailable(), aws.table, DUE_SHARDS)
     dead_letters = DeadLetterQueue(boto3.client("sqs"), aws.registrations_dlq_url)
-    broken = Registrations(Registry(jobs, 900), dead_letters)
+    broken = Registrations(Registry(jobs, 900), dead_letters, EventBus(bus.events, aws.event_bus))
     monkeypatch.setattr(compose, "registrations_service", lambda: broken)
     bus.put({"job_id": "job_t1", "status_url": URL + "t1"})
     (message,) = bus.received()

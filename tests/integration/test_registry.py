@@ -11,6 +11,8 @@ import receiver
 from sume.core import aws as clients
 from sume.core.errors import ConfigurationError
 from sume.core.names import DUE_SHARDS, due_shard
+from sume.net.fetch import RefusedUrl, check_url
+from sume.net.policy import HTTPS_ONLY, UrlPolicy
 from sume.polling import registry
 from sume.polling.registry import INVALID_REGISTRATION, InvalidRegistration, Registry
 from sume.store.jobs import Job, JobsTable, State
@@ -151,9 +153,6 @@ class NoTable:
         ("job_\ud800", URL + "x", None, "job_id must not contain U\\+D800, a surrogate"),
         ("é" * 129, URL + "x", None, "job_id must be at most 256 UTF-8 bytes"),
         (42, URL + "x", None, "job_id must be a string"),
-        ("job", "ftp://sume.example/x", None, "status_url"),
-        ("job", "/v1/jobs/x", None, "status_url"),
-        ("job", "https://", None, "status_url"),
         ("job", URL + "x" * 3000, None, "status_url"),
         ("job", URL + "x", ["not", "an", "object"], "metadata"),
         ("job", URL + "x", {"when": object()}, "metadata"),
@@ -166,13 +165,42 @@ class NoTable:
         ("job", URL + "x", nested(100_000), "nests deeper than DynamoDB's 32 levels"),
         ("job", URL + "x", {"": 1}, "a key is empty"),
         ("job", URL + "x\ud800", None, "status_url: a lone surrogate"),
-        ("job", "https://[::1/x", None, "status_url is not a URL"),
     ],
 )
 def test_invalid_registrations_are_refused_before_any_write(job_id, url, metadata, message):
     with pytest.raises(InvalidRegistration, match=message) as refused:
         Registry(NoTable(), 900).expect(job_id, url, metadata)  # type: ignore[arg-type]
     assert refused.value.reason == INVALID_REGISTRATION
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("ftp://sume.example/x", "refused_scheme"),
+        ("/v1/jobs/x", "refused_scheme"),
+        ("http://api.sume.example/v1/jobs/x", "refused_scheme"),
+        ("https://", "invalid_url"),
+        ("https://[::1/x", "invalid_url"),
+        ("https://user:pw@api.sume.example/v1/jobs/x", "invalid_url"),
+    ],
+)
+def test_a_status_url_the_poller_would_refuse_is_refused_with_its_code(url, reason):
+    # The poller's own rule and codes (sume.net.fetch.check_url), before any write.
+    with pytest.raises(InvalidRegistration, match="status_url") as refused:
+        Registry(NoTable(), 900).expect("job", url)  # type: ignore[arg-type]
+    assert refused.value.reason == reason
+    with pytest.raises(RefusedUrl) as polled:
+        check_url(url, HTTPS_ONLY)
+    assert polled.value.code == reason
+
+
+def test_plain_http_is_registered_only_where_the_poller_fetches_it(aws):
+    url = "http://127.0.0.1:8080/v1/jobs/job_h"
+    local = UrlPolicy(allow_http=True, allow_private_hosts=True, allowed_hosts=("127.0.0.1",))
+    assert Registry(table(aws), 900, url_policy=local).expect("job_h", url)
+    with pytest.raises(InvalidRegistration) as refused:
+        Registry(table(aws), 900).expect("job_h2", url)
+    assert refused.value.reason == "refused_scheme"
 
 
 @pytest.mark.parametrize(
@@ -185,7 +213,8 @@ def test_invalid_registrations_are_refused_before_any_write(job_id, url, metadat
 )
 def test_a_status_url_off_the_allow_list_is_refused_before_any_write(url):
     allowed = ("api.sume.example", "*.eu.sume.example")
-    refusing = Registry(NoTable(), 900, allowed_hosts=allowed)  # type: ignore[arg-type]
+    policy = UrlPolicy(False, False, allowed)
+    refusing = Registry(NoTable(), 900, url_policy=policy)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="STATUS_ALLOWED_HOSTS"):
         refusing.expect("job", url)
 

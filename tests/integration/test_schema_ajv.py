@@ -1,22 +1,30 @@
 """docs/integrating.md's ajv code, run exactly, over the committed schemas.
 
-The events are the worker's own announcements on moto, in every outcome (so
-the files, the code and the documented ajv setup cannot drift apart), and the
-events applications put; each is checked whole and its detail alone, and
-events no sender may put or no announcement may carry are refused.
+Every event checked is one the code produced on moto: the worker's
+announcements in every outcome, a lost job's and a refused registration's, a
+registration event as the poller's queue receives it (so the files, the code
+and the documented ajv setup cannot drift apart). Each is checked whole and
+its detail alone; the same events made wrong are refused.
 """
+
+from __future__ import annotations
 
 import json
 import os
 import subprocess
 import time
+from typing import Any
 
+import poller
+from devstack.eventsources import sqs_records
 from infra.spec import SCHEMAS_DIR
 from sume.core.names import DETAIL_TYPES, REGISTRATION_DETAIL_TYPE, REGISTRATION_REFUSED_DETAIL_TYPE
-from sume.polling import registration
-from tests.builders import job_body
+from tests.builders import LambdaContext, job_body
 from tests.integration.test_announcement_schemas import CASES
-from tests.integration.test_worker import World, deliver, run
+from tests.integration.test_endings import give_up, world  # noqa: F401 - a fixture
+from tests.integration.test_poller import sume  # noqa: F401 - a fixture
+from tests.integration.test_registration_events import bus  # noqa: F401 - a fixture
+from tests.integration.test_worker import deliver, run
 from tests.schema_tools import SCHEMA_CHECK, code_block, installed
 
 # What the test adds after the documented code: every case checked, one answer each.
@@ -28,9 +36,13 @@ const answers = cases.map(([detailType, value]) =>
 );
 console.log(JSON.stringify(answers));
 """
+# Each outcome's announcement; the one cut to fit (hundreds of artifacts, slow on
+# moto) is checked against the same files by test_announcement_schemas.
+OUTCOMES = {name: case for name, case in CASES.items() if name != "truncated artifacts"}
+URL = "https://api.sume.example/v1/jobs/job_1"
 
 
-def problems(tmp_path, cases):
+def problems(tmp_path, cases: list[list[Any]]) -> list[list[str]]:
     """What the documented checks say of each case: [] when it is valid."""
     for package in ("ajv", "ajv-draft-04", "ajv-formats"):
         installed(package)
@@ -48,125 +60,93 @@ def problems(tmp_path, cases):
         timeout=60,
     )
     assert answer.stderr == ""
-    return json.loads(answer.stdout)
+    answers: list[list[str]] = json.loads(answer.stdout)
+    return answers
 
 
-def envelope(detail_type, source, detail, resources=()):
-    return {
-        "version": "0",
-        "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
-        "detail-type": detail_type,
-        "source": source,
-        "account": "123456789012",
-        "time": "2026-12-01T12:00:00Z",
-        "region": "eu-west-1",
-        "resources": list(resources),
-        "detail": detail,
-    }
-
-
-def both(event):
+def both(event: dict[str, Any]) -> list[list[Any]]:
     """The event whole, and its detail alone."""
     return [[None, event], [event["detail-type"], event["detail"]]]
 
 
-URL = "https://api.sume.example/v1/jobs/job_1"
-REGISTRATION = {"job_id": "job_1", "status_url": URL, "metadata": {"order": "o-7"}}
-LOST = {
-    "version": 1,
-    "job_id": "job_1",
-    "sequence": 1,
-    "metadata": {"order": "o-7"},
-    "registered_at": "2026-11-29T12:00:00Z",
-    "lost_at": "2026-12-01T12:00:00Z",
-    "polls": 12,
-    "last_poll_error": "http_503",
-    "replay": False,
-}
-REFUSED = {
-    "version": 1,
-    "reason": registration.REFUSAL_REASONS[0],
-    "message": "status_url must be an absolute http(s) URL",
-    "job_id": "job_1",
-    "registration_event_id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
-    "refused_at": "2026-12-01T12:00:00Z",
-}
+def accepted(tmp_path, wrong: list[list[Any]]) -> list[list[Any]]:
+    """The cases of ``wrong`` the documented checks took."""
+    answers = problems(tmp_path, wrong)
+    return [case for case, answer in zip(wrong, answers, strict=True) if not answer]
 
 
-def put_by_applications_and_the_poller():
-    return {
-        REGISTRATION_DETAIL_TYPE: envelope(
-            REGISTRATION_DETAIL_TYPE, "com.example.orders", REGISTRATION
-        ),
-        DETAIL_TYPES["lost"]: envelope(DETAIL_TYPES["lost"], "sume.webhooks", LOST),
-        REGISTRATION_REFUSED_DETAIL_TYPE: envelope(
-            REGISTRATION_REFUSED_DETAIL_TYPE, "sume.webhooks", REFUSED
-        ),
-    }
-
-
-# Each outcome's announcement; the one cut to fit (hundreds of artifacts, slow on
-# moto) is checked against the same files by test_announcement_schemas.
-OUTCOMES = {name: case for name, case in CASES.items() if name != "truncated artifacts"}
-
-
-def test_every_announcement_the_worker_puts_and_every_event_put_is_valid(
-    aws, server, local_urls, tmp_path
+def test_every_job_announcement_is_valid_and_one_made_wrong_is_not(
+    aws,
+    sume,  # noqa: F811
+    world,  # noqa: F811
+    server,
+    local_urls,
+    tmp_path,
 ):
-    world = World(aws)
     for make, _ in OUTCOMES.values():
         job_id = make(world, server)
         assert run(job_id)[1] == []
     assert world.table.request_replay(job_id, int(time.time()), int(time.time()) + 120)
     assert run(job_id)[1] == []
-    announced = world.announcements()
-    assert len(announced) == len(OUTCOMES) + 1
-    events = [*announced, *put_by_applications_and_the_poller().values()]
-    covered = {event["detail-type"] for event in events}
-    assert {f"{t.replace(' ', '')}.json" for t in covered} == {
-        p.name for p in SCHEMAS_DIR.glob("*.json")
-    }
+    give_up(aws, sume, "job_lost", time.time())
+    assert run("job_lost")[1] == []
+    deliver(job_body("job_lost", artifacts=[]))
+    assert run("job_lost")[1] == []
 
-    cases = [case for event in events for case in both(event)]
+    announced = world.announcements()
+    assert len(announced) == len(OUTCOMES) + 3
+    assert {event["detail-type"] for event in announced} == set(DETAIL_TYPES.values())
+    cases = [case for event in announced for case in both(event)]
     assert problems(tmp_path, cases) == [[]] * len(cases)
 
-
-def test_what_no_sender_may_put_and_no_announcement_may_carry_is_refused(tmp_path):
-    put = put_by_applications_and_the_poller()
-    registered = put[REGISTRATION_DETAIL_TYPE]
-    lost = put[DETAIL_TYPES["lost"]]
-    refused = put[REGISTRATION_REFUSED_DETAIL_TYPE]
-    wrong = [
-        [REGISTRATION_DETAIL_TYPE, {**REGISTRATION, "status_url": "ftp://x/y"}],
-        [REGISTRATION_DETAIL_TYPE, {**REGISTRATION, "metdata": {}}],
-        [REGISTRATION_DETAIL_TYPE, {"status_url": URL}],
-        # The whole-event schema wants what EventBridge adds: not a sender's check.
-        [None, {"detail-type": REGISTRATION_DETAIL_TYPE, "detail": REGISTRATION}],
-        [None, {**registered, "detail-type": "Sume Job Submitted again"}],
-        [None, {**lost, "detail": {**LOST, "lost_at": None}}],
+    by_type = {event["detail-type"]: event for event in announced}
+    completed, lost = by_type[DETAIL_TYPES["completed"]], by_type[DETAIL_TYPES["lost"]]
+    done, gone = completed["detail"], lost["detail"]
+    wrong: list[list[Any]] = [
+        [None, {**completed, "detail": {**done, "outcome": "failed"}}],
+        [None, {**completed, "detail": {**done, "event": "job.canceled"}}],
+        [None, {**completed, "detail-type": DETAIL_TYPES["failed"]}],
+        [None, {k: v for k, v in completed.items() if k != "account"}],
+        [DETAIL_TYPES["completed"], {**done, "sequence": 0}],
+        [DETAIL_TYPES["completed"], {**done, "metadata": [1]}],
+        [DETAIL_TYPES["completed"], {**done, "artifacts": [{"bucket": "b"}]}],
+        [DETAIL_TYPES["completed"], {**done, "lost_at": "yesterday"}],
+        [None, {**lost, "detail": {**gone, "lost_at": None}}],
         [None, {**lost, "resources": ["arn:aws:s3:::b/k"]}],
         [None, {**lost, "source": "com.example.orders"}],
-        [None, {**refused, "detail": {**REFUSED, "reason": "not_a_reason"}}],
-        [None, {**refused, "detail": {**REFUSED, "refused_at": "2026-12-01 12:00"}}],
-        [REGISTRATION_REFUSED_DETAIL_TYPE, {**REFUSED, "registration_event_id": 7}],
+        [DETAIL_TYPES["lost"], {k: v for k, v in gone.items() if k != "polls"}],
     ]
-    answers = problems(tmp_path, wrong)
-    assert [case for case, answer in zip(wrong, answers, strict=True) if not answer] == []
+    assert accepted(tmp_path, wrong) == []
 
 
-def test_an_announcement_of_one_ending_cannot_say_another(aws, server, local_urls, tmp_path):
-    world = World(aws)
-    job_id = deliver(job_body(artifacts=[server.route("/a.mp4", body=b"a")]))
-    assert run(job_id)[1] == []
-    (event,) = world.announcements()
-    detail = event["detail"]
-    wrong = [
-        [None, {**event, "detail": {**detail, "outcome": "failed"}}],
-        [None, {**event, "detail": {**detail, "event": "job.canceled"}}],
-        [DETAIL_TYPES["completed"], {**detail, "outcome": "lost"}],
-        [DETAIL_TYPES["completed"], {**detail, "artifacts": [{"bucket": "b"}]}],
-        [None, {**event, "detail-type": DETAIL_TYPES["failed"]}],
+def test_a_registration_and_its_refusal_are_valid_and_made_wrong_are_not(
+    aws,
+    bus,  # noqa: F811
+    tmp_path,
+):
+    bus.put({"job_id": "job_1", "status_url": URL, "metadata": {"order": "o-7"}})
+    # Valid as the schema says, refused by the stack: its host is not on the allow-list.
+    bus.put({"job_id": "job_2", "status_url": "https://elsewhere.example/v1/jobs/job_2"})
+    messages = bus.received()
+    put = [json.loads(m["Body"]) for m in messages]
+    arn = "arn:aws:sqs:us-east-1:123456789012:registrations"
+    poller.handler(sqs_records(messages, arn), LambdaContext())
+
+    (refusal,) = bus.announcements()
+    assert refusal["detail-type"] == REGISTRATION_REFUSED_DETAIL_TYPE
+    cases = [case for event in [*put, refusal] for case in both(event)]
+    assert problems(tmp_path, cases) == [[]] * len(cases)
+
+    registered = next(e for e in put if e["detail"]["job_id"] == "job_1")
+    detail, refused = registered["detail"], refusal["detail"]
+    wrong: list[list[Any]] = [
+        [REGISTRATION_DETAIL_TYPE, {**detail, "status_url": "ftp://x/y"}],
+        [REGISTRATION_DETAIL_TYPE, {**detail, "metdata": {}}],
+        [REGISTRATION_DETAIL_TYPE, {"status_url": URL}],
+        # The whole-event schema wants what EventBridge adds: not a sender's check.
+        [None, {"detail-type": REGISTRATION_DETAIL_TYPE, "detail": detail}],
+        [None, {**refusal, "detail": {**refused, "reason": "not_a_reason"}}],
+        [None, {**refusal, "detail": {**refused, "refused_at": "2026-12-01 12:00"}}],
+        [REGISTRATION_REFUSED_DETAIL_TYPE, {**refused, "registration_event_id": 7}],
     ]
-    answers = problems(tmp_path, wrong)
-    assert [case for case, answer in zip(wrong, answers, strict=True) if not answer] == []
-    assert problems(tmp_path, both(event)) == [[], []]
+    assert accepted(tmp_path, wrong) == []

@@ -2,17 +2,25 @@
 
 import hashlib
 import json
+from decimal import Decimal
 
 import pytest
 
 from sume.core.names import DETAIL_TYPES
 from sume.net.fetch import TransientFetchError
 from sume.net.urls import redact_url
+from sume.polling.registry import MAX_METADATA_BYTES, InvalidRegistration, _checked_metadata
 from sume.store.jobs import Job
 from sume.store.sizing import MAX_ITEM_BYTES
 from sume.store.sizing import plain_item_size as item_size
 from sume.store.sizing import plain_size as attribute_size
-from sume.working.announce import MAX_ENTRY_BYTES, Announcement, Announcer, to_json
+from sume.working.announce import (
+    MAX_ENTRY_BYTES,
+    Announcement,
+    Announcer,
+    LostAnnouncement,
+    to_json,
+)
 from sume.working.artifacts import (
     InvalidArtifacts,
     StoredArtifact,
@@ -76,6 +84,9 @@ def test_the_announcement_detail_is_the_documented_shape():
         status="OK",
         processed_at=1_800_000_000,
         artifacts=[artifact],
+        sequence=3,
+        metadata={"order": "o-1", "price": Decimal("9.99")},
+        lost_at=1_799_999_000,
     )
     assert announcement.detail_type == DETAIL_TYPES["completed"] == "Sume Job Completed"
     detail = announcement.contents()[0]
@@ -93,7 +104,12 @@ def test_the_announcement_detail_is_the_documented_shape():
         "artifacts_truncated": False,
         "processed_at": "2027-01-15T08:00:00Z",
         "replay": False,
+        "sequence": 3,
+        "metadata": {"order": "o-1", "price": Decimal("9.99")},
+        "lost_at": "2027-01-15T07:43:20Z",
     }
+    # The fraction goes out with every digit it was registered with.
+    assert '"price":9.99' in to_json(detail)
 
 
 def test_a_processing_error_has_its_own_detail_type():
@@ -261,3 +277,33 @@ def test_dynamodb_item_sizes_follow_its_documented_rules():
     assert attribute_size(["ab", 1]) == 3 + (1 + 2) + (1 + 2)
     assert attribute_size({"k": "v"}) == 3 + 1 + 1 + 1
     assert item_size({"job_id": "j1", "n": 7}) == 6 + 2 + 1 + 2
+
+
+def largest_metadata() -> dict:
+    """Metadata registration just takes: 64 KiB of JSON, every character escaped."""
+    metadata = {"k": "\u00e9" * ((MAX_METADATA_BYTES - 8) // 6)}
+    assert _checked_metadata(metadata) == metadata
+    with pytest.raises(InvalidRegistration):
+        _checked_metadata({"k": metadata["k"] + "\u00e9"})
+    return metadata
+
+
+def test_the_largest_metadata_leaves_the_entry_within_eventbridges_bound():
+    metadata = largest_metadata()
+    records = [record(i) for i in range(2000)]
+    processed = completed(
+        status="OK" * 100_000,
+        error={"message": "m" * 500_000},
+        artifacts=records,
+        metadata=metadata,
+        lost_at=1,
+    )
+    lost = LostAnnouncement("j", 1, 0, 10**6, "e" * 10_000, metadata=metadata)
+
+    for announcement in (processed, lost):
+        detail, resources = announcement.contents()
+        assert detail["metadata"] == metadata
+        assert len(to_json(detail)) + sum(len(arn) for arn in resources) <= MAX_ENTRY_BYTES
+    # The artifacts make room for it, and still say how many there were.
+    assert processed.contents()[0]["artifact_count"] == 2000
+    assert lost.contents()[0]["last_poll_error"] == "e" * 256

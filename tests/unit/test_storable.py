@@ -16,6 +16,8 @@ from sume.core.bounded import (
     nests_deeper,
     storable,
 )
+from sume.net.fetch import URL_REFUSALS
+from sume.net.policy import UrlPolicy
 from sume.polling.registry import INVALID_REGISTRATION, InvalidRegistration, Registry
 
 DIGITS_38 = 12345678901234567890123456789012345678
@@ -166,11 +168,12 @@ json_values = st.recursive(
 )
 def test_expect_refuses_only_with_its_documented_error(job_id, url, metadata) -> None:
     table = Accepting()
-    registry = Registry(table, 900, allowed_hosts=("api.sume.example",))  # type: ignore[arg-type]
+    policy = UrlPolicy(False, False, ("api.sume.example",))
+    registry = Registry(table, 900, url_policy=policy)  # type: ignore[arg-type]
     try:
         registry.expect(job_id, url, metadata)
     except InvalidRegistration as refused:
-        assert refused.reason == INVALID_REGISTRATION
+        assert refused.reason in (INVALID_REGISTRATION, *URL_REFUSALS)
         assert table.metadata == []
     else:
         (stored,) = table.metadata

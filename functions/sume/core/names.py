@@ -115,6 +115,7 @@ class Metric:
     CONFIGURATION_ERRORS: Final = "ConfigurationErrors"
     # worker
     JOBS_SKIPPED: Final = "JobsSkipped"
+    LOST_JOBS_ANNOUNCED: Final = "LostJobsAnnounced"
     JOBS_PROCESSED: Final = "JobsProcessed"
     JOBS_COMPLETED: Final = "JobsCompleted"
     JOBS_FAILED: Final = "JobsFailed"

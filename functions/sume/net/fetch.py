@@ -228,33 +228,40 @@ def address_refusal(ip: IPAddress, policy: UrlPolicy) -> str | None:
     return None
 
 
+INVALID_URL = "invalid_url"
+REFUSED_SCHEME = "refused_scheme"
+REFUSED_HOST = "refused_host"
+# The codes ``check_url`` refuses with: the fetch's, and registration's for a status_url.
+URL_REFUSALS = (INVALID_URL, REFUSED_SCHEME, REFUSED_HOST)
+
+
 def check_url(url: str, policy: UrlPolicy) -> Target:
     """Check everything about ``url`` that needs no DNS lookup; raise ``RefusedUrl``."""
     if not isinstance(url, str) or not url or len(url) > 8192:
-        raise RefusedUrl("invalid_url", "not a usable URL", str(url)[:200])
+        raise RefusedUrl(INVALID_URL, "not a usable URL", str(url)[:200])
     if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F or c == "\\" for c in url):
-        raise RefusedUrl("invalid_url", "URL contains whitespace or control characters", url)
+        raise RefusedUrl(INVALID_URL, "URL contains whitespace or control characters", url)
     try:
         parts = urlsplit(url)
         port = parts.port
         host = parts.hostname
     except ValueError as exc:
-        raise RefusedUrl("invalid_url", f"cannot parse URL: {exc}", url) from None
+        raise RefusedUrl(INVALID_URL, f"cannot parse URL: {exc}", url) from None
     scheme = parts.scheme.lower()
     if scheme not in ("https", "http"):
-        raise RefusedUrl("refused_scheme", f"scheme {scheme!r} is not allowed", url)
+        raise RefusedUrl(REFUSED_SCHEME, f"scheme {scheme!r} is not allowed", url)
     if scheme == "http" and not policy.allow_http:
-        raise RefusedUrl("refused_scheme", "plain http is not allowed (https only)", url)
+        raise RefusedUrl(REFUSED_SCHEME, "plain http is not allowed (https only)", url)
     if parts.username is not None or parts.password is not None:
-        raise RefusedUrl("invalid_url", "URLs with user info are not allowed", url)
+        raise RefusedUrl(INVALID_URL, "URLs with user info are not allowed", url)
     if not host:
-        raise RefusedUrl("invalid_url", "URL has no host", url)
+        raise RefusedUrl(INVALID_URL, "URL has no host", url)
     try:
         host = normal_host(host)
     except UnicodeError:
-        raise RefusedUrl("invalid_url", "host is not a valid domain name", url) from None
+        raise RefusedUrl(INVALID_URL, "host is not a valid domain name", url) from None
     if not host_allowed(host, policy.allowed_hosts):
-        raise RefusedUrl("refused_host", f"host {host!r} is not on the allow-list", url)
+        raise RefusedUrl(REFUSED_HOST, f"host {host!r} is not on the allow-list", url)
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 from urllib.parse import urlsplit
 
 from sume.core.names import Env
@@ -26,6 +27,10 @@ class UrlPolicy:
             allow_private_hosts=flag(env, Env.ALLOW_PRIVATE_HOSTS),
             allowed_hosts=names(env, hosts_var),
         )
+
+
+# What a deployed stage allows when nothing is set: https, public hosts, any host.
+HTTPS_ONLY: Final = UrlPolicy(allow_http=False, allow_private_hosts=False, allowed_hosts=())
 
 
 def normal_host(host: str) -> str:

@@ -14,6 +14,7 @@ from sume.polling.registration import Registrations
 from sume.polling.registry import Registry
 from sume.polling.settings import PollerSettings, RegistrySettings
 from sume.polling.status import StatusClient, TokenSource, status_getter, token_source
+from sume.store.bus import EventBus
 from sume.store.compose import build_intake, build_jobs
 from sume.store.queue import DeadLetterQueue, JobQueue
 
@@ -42,10 +43,13 @@ def build_poller(
 def build_registrations(
     settings: RegistrySettings, clients: Clients = aws.client, clock: Clock = time.time
 ) -> Registrations:
-    """Registration by event (in the poller): ``registry.expect``'s checks, refusals parked."""
+    """Registration by event (in the poller): ``registry.expect``'s checks, refusals
+    announced and parked."""
     return Registrations(
         build_registry(settings, clients, clock),
         DeadLetterQueue(clients("sqs"), settings.dead_letters()),
+        EventBus(clients("events", patient=True), settings.event_bus()),
+        clock,
     )
 
 
@@ -57,7 +61,7 @@ def build_registry(
         build_jobs(settings, clients("dynamodb")),
         settings.poll_initial_seconds,
         clock,
-        allowed_hosts=settings.status_allowed_hosts,
+        url_policy=settings.status_urls,
     )
 
 

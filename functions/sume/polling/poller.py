@@ -8,9 +8,10 @@ Two kinds of items are due (see docs/design.md):
   late webhook and a poll racing for the job are decided by DynamoDB. Otherwise
   (an answer about another job included: never recorded, noted and counted)
   the next poll is scheduled with backoff; past the maximum age the job is
-  marked ``lost``.
-- ``received`` / ``processing``: follow-up work owed past its deadline (a crash
-  between the write and the send, or a worker whose lease expired). The job id
+  marked ``lost`` and queued, so the worker announces it (``Sume Job Lost``).
+- ``received`` / ``processing`` / ``lost``: follow-up work (or a lost job's
+  announcement) owed past its deadline (a crash between the write and the
+  send, or a worker whose lease expired). The job id
   is sent to the queue again (the worker's claim makes a duplicate harmless)
   and the sweep deadline is pushed back with backoff.
 
@@ -32,8 +33,9 @@ from typing import Any
 from sume.core.errors import ConfigurationError
 from sume.core.observability import logger
 from sume.core.runtime import TimeLeft
+from sume.net.fetch import REFUSED_HOST
 from sume.polling.settings import POLL_FINISH_SECONDS, PollPolicy
-from sume.polling.status import REFUSED_HOST, StatusResult, Verdict
+from sume.polling.status import StatusResult, Verdict
 from sume.store.intake import JobIntake, Outcome
 from sume.store.jobs import Job, JobsTable, Source, State
 from sume.store.queue import JobQueue
@@ -197,7 +199,7 @@ class Poller:
         # Sweeps are quick DynamoDB and SQS calls; they run here while the
         # polls wait on HTTP in the pool.
         for job in jobs:
-            if job.state in (State.RECEIVED, State.PROCESSING):
+            if job.state in (State.RECEIVED, State.PROCESSING, State.LOST):
                 sweep = functools.partial(self._sweep, job, now)
                 tally.update(self._guarded(sweep, job, time_left, 0.0))
             elif job.state != State.AWAITING:
@@ -300,7 +302,11 @@ class Poller:
             if error == REFUSED_HOST:
                 tallies = (Tally.POLLED, Tally.REFUSED)
         if now >= cut_off:
-            if self._jobs.mark_lost(job_id, now, error):
+            sweep_at = now + policy.sweep_after_seconds
+            if self._jobs.mark_lost(job_id, now, sweep_at, error):
+                # The write made the announcement owed; should this send
+                # fail, the sweeper sends it at sweep_at.
+                self._queue.send(job_id)
                 logger.error(
                     "job lost: no terminal event before the cut-off",
                     job_id=job_id,

@@ -8,10 +8,14 @@ the same checks and the same conditional write as the Python call.
 
 An event that can never register (not a registration, a field missing or
 unknown, a value ``expect`` refuses, a write DynamoDB refuses as invalid) is
-parked in the registrations DLQ at once, with why as message attributes, and
-reported as refused. A failure that may pass (DynamoDB or SQS unavailable) is
-raised instead, so SQS retries the message and moves it to that same DLQ after
-its last receive.
+announced on the bus (``Sume Job Registration Refused``: the reason code, why,
+the job_id when readable, the application's event id), so the application
+learns of it, then parked in the registrations DLQ at once, with why as
+message attributes, and reported as refused. A failure that may pass
+(DynamoDB, SQS or EventBridge unavailable) is raised instead, so SQS retries
+the message and moves it to that same DLQ after its last receive; a retry
+after a failed park announces again, with the same event id, which is what a
+consumer dedupes on.
 
 Numbers are read as Decimals, so metadata keeps every digit it was sent with
 (``expect`` refuses what DynamoDB cannot keep exactly).
@@ -19,7 +23,8 @@ Numbers are read as Decimals, so metadata keeps every digit it was sent with
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -27,34 +32,39 @@ from typing import Any
 from sume.contract.envelope import MAX_DEPTH, MalformedEvent, load_json
 from sume.core.bounded import bounded_text
 from sume.core.errors import PermanentError
-from sume.core.names import REGISTRATION_DETAIL_TYPE
+from sume.core.names import REGISTRATION_DETAIL_TYPE, REGISTRATION_REFUSED_DETAIL_TYPE
+from sume.net.fetch import URL_REFUSALS
 from sume.polling.registry import (
     INVALID_REGISTRATION,
     REFUSED_BY_DYNAMODB,
     InvalidRegistration,
     Registry,
 )
+from sume.store.bus import EventBus, iso_time
 from sume.store.queue import DeadLetterQueue
 
-# Why an event was refused: the ``reason`` of its DLQ message, and the enum the
-# published schemas list (infra.schema_files reads REFUSAL_REASONS).
 MALFORMED_EVENT = "malformed_event"
 NOT_A_REGISTRATION = "not_a_registration"
 UNKNOWN_FIELD = "unknown_field"
 MISSING_FIELD = "missing_field"
+# Every reason a registration event is refused for: the DLQ message's
+# ``reason`` attribute and the refusal announcement's (its schema's enum).
 REFUSAL_REASONS = (
-    INVALID_REGISTRATION,
-    REFUSED_BY_DYNAMODB,
-    UNKNOWN_FIELD,
-    MISSING_FIELD,
     MALFORMED_EVENT,
     NOT_A_REGISTRATION,
+    UNKNOWN_FIELD,
+    MISSING_FIELD,
+    INVALID_REGISTRATION,
+    *URL_REFUSALS,
+    REFUSED_BY_DYNAMODB,
 )
-
 FIELDS = ("job_id", "status_url", "metadata")
 REQUIRED = ("job_id", "status_url")
 # A refused event's id and source go into log lines: whatever was sent, cut.
 MAX_LOGGED_BYTES = 256
+# A refusal's message in its announcement.
+MAX_MESSAGE_BYTES = 1024
+DETAIL_VERSION = 1
 
 
 class Refused(PermanentError):
@@ -76,6 +86,30 @@ class Registration:
     refused: str | None = None
     """The reason code when the event was refused and parked in the DLQ."""
     message: str = ""
+
+
+def event_id(body: str) -> str | None:
+    """The ``id`` of the EventBridge event an SQS message body carries, if readable."""
+    try:
+        event = load_json(body, Decimal)
+    except (MalformedEvent, ValueError):
+        return None
+    value = event.get("id") if isinstance(event, Mapping) else None
+    return _logged(value)
+
+
+def refusal_detail(
+    refused: Refused, job_id: Any, registration_event_id: str | None, now: int
+) -> dict[str, Any]:
+    """The detail of ``Sume Job Registration Refused`` (docs/announcements.md)."""
+    return {
+        "version": DETAIL_VERSION,
+        "reason": refused.reason,
+        "message": bounded_text(str(refused), MAX_MESSAGE_BYTES),
+        "job_id": _logged(job_id),
+        "registration_event_id": registration_event_id,
+        "refused_at": iso_time(now),
+    }
 
 
 def registration_event(body: str) -> tuple[Mapping[str, Any], Any]:
@@ -113,9 +147,17 @@ def _logged(value: Any) -> str | None:
 
 
 class Registrations:
-    def __init__(self, registry: Registry, dead_letters: DeadLetterQueue) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        dead_letters: DeadLetterQueue,
+        bus: EventBus,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._registry = registry
         self._dead_letters = dead_letters
+        self._bus = bus
+        self._clock = clock
 
     def handle(self, body: str) -> Registration:
         """Register the job ``body`` names, or park ``body`` in the DLQ saying why."""
@@ -136,6 +178,9 @@ class Registrations:
 
     def _park(self, body: str, refused: Refused, job_id: Any, source: Any) -> Registration:
         message = str(refused)
+        now = int(self._clock())
+        detail = refusal_detail(refused, job_id, event_id(body), now)
+        self._bus.put(REGISTRATION_REFUSED_DETAIL_TYPE, detail, now, [])
         self._dead_letters.park(body, refused.reason, message)
         return Registration(
             _logged(job_id), _logged(source), refused=refused.reason, message=message

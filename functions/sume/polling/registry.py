@@ -9,14 +9,14 @@ receiver's conditional write completes this same item, keeping ``metadata``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from sume.core.bounded import NotStorable, encode, storable
 from sume.core.errors import PermanentError
 from sume.core.ids import InvalidJobId, check_job_id
-from sume.net.policy import host_listed
+from sume.net.fetch import REFUSED_HOST, RefusedUrl, check_url
+from sume.net.policy import HTTPS_ONLY, UrlPolicy, url_host
 from sume.polling.settings import RegistrySettings
 from sume.store.jobs import InvalidWrite, JobsTable
 
@@ -31,9 +31,10 @@ REFUSED_BY_DYNAMODB = "refused_by_dynamodb"
 class InvalidRegistration(PermanentError, ValueError):
     """A registration that can never be stored; calling again cannot help.
 
-    ``reason`` is a code: ``INVALID_REGISTRATION`` when the job id, the URL or
-    the metadata breaks a rule (the message says which), ``REFUSED_BY_DYNAMODB``
-    when DynamoDB refused the write as invalid all the same.
+    ``reason`` is a code: ``INVALID_REGISTRATION`` when the job id, the URL's
+    form or the metadata breaks a rule (the message says which); a
+    ``URL_REFUSALS`` code when the poller's URL policy refuses the status_url;
+    ``REFUSED_BY_DYNAMODB`` when DynamoDB refused the write as invalid all the same.
     """
 
     def __init__(self, message: str, reason: str = INVALID_REGISTRATION) -> None:
@@ -41,7 +42,7 @@ class InvalidRegistration(PermanentError, ValueError):
         self.reason = reason
 
 
-def _checked_url(status_url: str, allowed_hosts: Sequence[str]) -> str:
+def _checked_url(status_url: str, policy: UrlPolicy) -> str:
     if not isinstance(status_url, str) or len(status_url) > MAX_URL_CHARS:
         raise InvalidRegistration(
             f"status_url must be a string of at most {MAX_URL_CHARS} characters"
@@ -51,18 +52,18 @@ def _checked_url(status_url: str, allowed_hosts: Sequence[str]) -> str:
         storable(status_url, "status_url")
     except NotStorable as exc:
         raise InvalidRegistration(str(exc)) from None
+    # The poller's own rule (sume.net.fetch.check_url): what it would refuse on
+    # every poll until the job is lost is refused now, with the same code.
     try:
-        parts = urlsplit(status_url)
-    except ValueError as exc:
-        raise InvalidRegistration(f"status_url is not a URL: {exc}") from None
-    if parts.scheme not in ("https", "http") or not parts.hostname:
-        raise InvalidRegistration("status_url must be an absolute http(s) URL")
-    # The poller would refuse it on every poll until the job is lost: say so now.
-    if allowed_hosts and not host_listed(status_url, allowed_hosts):
-        raise InvalidRegistration(
-            f"status_url host {parts.hostname!r} is not on STATUS_ALLOWED_HOSTS "
-            f"({', '.join(allowed_hosts)})"
-        )
+        check_url(status_url, policy)
+    except RefusedUrl as exc:
+        message = f"status_url: {exc.message}"
+        if exc.code == REFUSED_HOST:
+            message = (
+                f"status_url host {url_host(status_url)!r} is not on STATUS_ALLOWED_HOSTS "
+                f"({', '.join(policy.allowed_hosts)})"
+            )
+        raise InvalidRegistration(message, exc.code) from None
     return status_url
 
 
@@ -86,12 +87,12 @@ class Registry:
         jobs: JobsTable,
         first_poll_after: int,
         clock: Callable[[], float] = time.time,
-        allowed_hosts: Sequence[str] = (),
+        url_policy: UrlPolicy = HTTPS_ONLY,
     ) -> None:
         self._jobs = jobs
         self._first_poll_after = first_poll_after
         self._clock = clock
-        self._allowed_hosts = tuple(allowed_hosts)
+        self._url_policy = url_policy
 
     def expect(
         self, job_id: str, status_url: str, metadata: Mapping[str, Any] | None = None
@@ -101,7 +102,7 @@ class Registry:
             job_id = check_job_id(job_id)
         except InvalidJobId as exc:
             raise InvalidRegistration(str(exc)) from None
-        status_url = _checked_url(status_url, self._allowed_hosts)
+        status_url = _checked_url(status_url, self._url_policy)
         checked = _checked_metadata(metadata)
         now = int(self._clock())
         try:
@@ -128,9 +129,10 @@ def expect(
     Args:
         job_id: Sume's job id (the only idempotency key).
         status_url: the job's absolute ``https://`` status URL, as Sume returned it.
-            When ``STATUS_ALLOWED_HOSTS`` is set, its host must be on it (the
-            poller checks again at each poll, with the rest of its URL rules:
-            no private addresses, https only).
+            It must pass the poller's URL rule (``sume.net.fetch.check_url``:
+            https unless ``ALLOW_HTTP_URLS``, no user info, its host on
+            ``STATUS_ALLOWED_HOSTS`` when set); the poller checks again at each
+            poll, with the addresses the host resolves to.
         metadata: optional JSON object kept on the job item as ``metadata``
             (e.g. which user or order the job belongs to); at most 64 KiB as
             JSON, and only what DynamoDB stores exactly (``sume.core.bounded.storable``):
@@ -150,9 +152,10 @@ def expect(
     Raises:
         InvalidRegistration: a ``ValueError`` for a registration that can never
             be stored, so calling again cannot help: a job id ``sume.core.ids.check_job_id``
-            refuses (its message), a URL that is not absolute http(s) or whose
-            host is not on ``STATUS_ALLOWED_HOSTS``, metadata that breaks a rule
-            above (``reason`` ``invalid_registration``, nothing written); or a
+            refuses or metadata that breaks a rule above (``reason``
+            ``invalid_registration``), a status_url the poller would refuse
+            (``reason`` ``invalid_url``, ``refused_scheme`` or ``refused_host``,
+            its codes), nothing written; or a
             write DynamoDB refused as invalid (``reason`` ``refused_by_dynamodb``).
         botocore.exceptions.ClientError / BotoCoreError: DynamoDB failed (unavailable,
             throttled); calling again is safe.

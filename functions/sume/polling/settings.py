@@ -16,12 +16,11 @@ from sume.core.settings import (
     due_shards,
     integer,
     missing,
-    names,
     optional,
     required,
     seconds,
 )
-from sume.net.policy import UrlPolicy
+from sume.net.policy import HTTPS_ONLY, UrlPolicy
 
 # Items per index query: small enough that a run out of time leaves little
 # read-but-unhandled work, large enough to keep every poll thread busy.
@@ -136,10 +135,13 @@ class RegistrySettings:
     jobs_table_name: str
     due_shards: int
     poll_initial_seconds: int
-    status_allowed_hosts: tuple[str, ...] = ()
-    """The poller's ``STATUS_ALLOWED_HOSTS``: a status_url elsewhere is refused."""
+    status_urls: UrlPolicy = HTTPS_ONLY
+    """The poller's status URL policy (``STATUS_ALLOWED_HOSTS``, ``ALLOW_HTTP_URLS``):
+    a status_url it would refuse is refused at registration."""
     dead_letter_queue_url: str | None = None
     """The registrations DLQ, where the poller parks refused events at once."""
+    event_bus_name: str | None = None
+    """The stack's bus, where the poller announces refused events."""
 
     @classmethod
     def from_env(
@@ -149,8 +151,9 @@ class RegistrySettings:
             jobs_table_name=table_name or required(env, Env.JOBS_TABLE_NAME),
             due_shards=due_shards(env),
             poll_initial_seconds=poll_initial_seconds(env),
-            status_allowed_hosts=names(env, Env.STATUS_ALLOWED_HOSTS),
+            status_urls=UrlPolicy.from_env(env, Env.STATUS_ALLOWED_HOSTS),
             dead_letter_queue_url=optional(env, Env.REGISTRATION_DLQ_URL),
+            event_bus_name=optional(env, Env.EVENT_BUS_NAME),
         )
 
     def dead_letters(self) -> str:
@@ -158,3 +161,9 @@ class RegistrySettings:
         if self.dead_letter_queue_url is None:
             raise missing(Env.REGISTRATION_DLQ_URL)
         return self.dead_letter_queue_url
+
+    def event_bus(self) -> str:
+        """The bus refusals are announced on; registering by event cannot run without it."""
+        if self.event_bus_name is None:
+            raise missing(Env.EVENT_BUS_NAME)
+        return self.event_bus_name

@@ -7,7 +7,8 @@ named parts so each one reads as the rule it enforces.
 
 States (see docs/design.md)::
 
-    (absent) --register--> awaiting --past max age--> lost
+    (absent) --register--> awaiting --past max age--> lost (announcement owed)
+    lost (announcement owed) --claim_lost, announce, finish_lost--> lost
     (absent | awaiting | lost) --record--> received --claim--> processing
     processing --lease expired--> (claimable again)
     processing --finish--> processed | processing_error
@@ -16,7 +17,12 @@ States (see docs/design.md)::
 
 ``received`` and ``processing`` items carry the due-work keys (``due_shard``,
 ``due_at``) so the sweeper finds owed work a crash left behind; ``awaiting``
-items carry them for their next status poll. Finishing removes them.
+items carry them for their next status poll, and a ``lost`` item until its
+announcement is out. Finishing removes them.
+
+``sequence`` numbers the job's announcements: every transition that owes one
+(record, mark_lost, replay) adds 1 in its own write, and every copy of that
+announcement (a retry, a redelivery) carries the same number.
 
 ``attempts`` is the attempt budget of one round of work: claims since the work
 became owed. A claim given back for want of time takes its attempt back; a
@@ -167,7 +173,11 @@ class Job:
     last_poll_error: str | None = None
     """Why the latest status poll got no answer (e.g. ``refused_host``)."""
     lost_at: int | None = None
-    """When polling gave up before a terminal event arrived."""
+    """When polling gave up before a terminal event arrived; it stays when a late
+    event completes the job, whose announcement says so."""
+    sequence: int | None = None
+    """The number of the job's latest announcement, sent or owed: record, mark_lost
+    and replay each add 1 (absent on items written before it existed)."""
     expires_at: int | None = None
     """DynamoDB TTL: the item, and its dedupe, go after ``RETENTION_DAYS``."""
     other: dict[str, Any] = field(default_factory=dict)
@@ -228,6 +238,12 @@ EXISTS = f"attribute_exists({JobAttr.JOB_ID})"
 IS_OWED = "#state = :received"
 HAS_EXPIRED_LEASE = f"(#state = :processing AND {JobAttr.LEASE_UNTIL} < :now)"
 HOLDS_CLAIM = f"(#state = :processing AND {JobAttr.CLAIM_ID} = :claim)"
+# A lost job whose announcement is owed: due, and nobody's lease running.
+IS_LOST_UNANNOUNCED = (
+    f"(#state = :lost AND attribute_exists({JobAttr.DUE_AT}) AND "
+    f"(attribute_not_exists({JobAttr.LEASE_UNTIL}) OR {JobAttr.LEASE_UNTIL} < :now))"
+)
+HOLDS_LOST_CLAIM = f"(#state = :lost AND {JobAttr.CLAIM_ID} = :claim)"
 IS_AWAITING = "#state = :awaiting"
 IS_FINISHED = "#state IN (:processed, :processing_error)"
 IS_UNATTENDED = f"({IS_OWED} OR {HAS_EXPIRED_LEASE})"
@@ -235,7 +251,14 @@ IS_UNATTENDED = f"({IS_OWED} OR {HAS_EXPIRED_LEASE})"
 # Attribute names DynamoDB reserves, by the alias expressions use for them.
 _NAMES = {
     f"#{name}": name.value
-    for name in (JobAttr.STATE, JobAttr.SOURCE, JobAttr.EVENT, JobAttr.STATUS, JobAttr.ERROR)
+    for name in (
+        JobAttr.STATE,
+        JobAttr.SOURCE,
+        JobAttr.EVENT,
+        JobAttr.STATUS,
+        JobAttr.ERROR,
+        JobAttr.SEQUENCE,
+    )
 }
 
 # An operator's reason for a replay, as kept on the item.
@@ -494,7 +517,8 @@ class JobsTable:
         completed when it was only registered (awaiting) or given up (lost).
         Otherwise the condition fails and DynamoDB hands back the stored item
         (ALL_OLD), so a duplicate costs no extra read. Attributes set by
-        registration (status_url, metadata) are kept because this is an update.
+        registration (status_url, metadata) and ``lost_at`` are kept because
+        this is an update; ``sequence`` gains 1.
         """
         body: dict[str, str] = (
             {JobAttr.BODY_REF: body_ref} if body_ref else {JobAttr.BODY: event.raw}
@@ -510,6 +534,7 @@ class JobsTable:
             "deliveries": 1 if source is Source.WEBHOOK else 0,
             "shard": due_shard(event.job_id, self._shards),
             "due": sweep_at,
+            "one": 1,
             **body,
         }
         body_attr = next(iter(body))
@@ -518,7 +543,10 @@ class JobsTable:
             f"{body_attr} = :{body_attr}, {JobAttr.FIRST_SEEN} = :now, "
             f"{JobAttr.RECEIVED_AT} = :now, {JobAttr.LAST_DELIVERY_AT} = :now, "
             f"{JobAttr.DELIVERIES} = :deliveries, {JobAttr.DUE_SHARD} = :shard, "
-            f"{JobAttr.DUE_AT} = :due"
+            f"{JobAttr.DUE_AT} = :due ADD #sequence :one "
+            # A lost job's announcement claim, if one was taken, says nothing
+            # about this work: its attempt budget starts here.
+            f"REMOVE {JobAttr.ATTEMPTS}, {JobAttr.CLAIM_ID}, {JobAttr.LEASE_UNTIL}"
         )
         new, old = self._conditional(
             event.job_id,
@@ -667,17 +695,20 @@ class JobsTable:
         error: dict[str, Any],
         due_at: int,
         refund: bool = False,
+        lost: bool = False,
     ) -> bool:
         """Give the claim back after a failure a retry may fix, noting why.
 
         The lease ends at once, so the queue's retry can claim the job without
         waiting for it; the job stays due at ``due_at``, when the sweeper
         queues it should that retry never come. ``refund`` takes the claim's
-        attempt back (the work did not fail: time ran out). Raises
+        attempt back (the work did not fail: time ran out). ``lost``: the claim
+        is of a lost job's announcement (``claim_lost``). Raises
         ``InvalidWrite`` when DynamoDB refuses ``error``.
         """
+        held = State.LOST if lost else State.PROCESSING
         values = {
-            "processing": State.PROCESSING.value,
+            held.value: held.value,
             "claim": claim_id,
             "expired": now - 1,
             "error": error,
@@ -691,8 +722,9 @@ class JobsTable:
         if refund:
             values["refund"] = -1
             update += f" ADD {JobAttr.ATTEMPTS} :refund"
+        condition = HOLDS_LOST_CLAIM if lost else HOLDS_CLAIM
         with _refused_as_invalid():
-            done, _ = self._conditional(job_id, update, HOLDS_CLAIM, values)
+            done, _ = self._conditional(job_id, update, condition, values)
         return done
 
     def park(
@@ -779,13 +811,79 @@ class JobsTable:
         done, _ = self._conditional(job_id, update, IS_AWAITING, values)
         return done
 
-    def mark_lost(self, job_id: str, now: int, error: str | None = None) -> bool:
-        """Give up polling a job whose event never came; it stays visible as lost."""
-        values = {"awaiting": State.AWAITING.value, "lost": State.LOST.value, "now": now}
+    def mark_lost(self, job_id: str, now: int, sweep_at: int, error: str | None = None) -> bool:
+        """Give up polling a job whose event never came; its announcement becomes owed.
+
+        The item stays visible as lost and stays in the due-work index, due at
+        ``sweep_at``, like a recorded job: the caller queues it for the worker,
+        which announces it, and should that send never happen the sweeper does.
+        """
+        values = {
+            "awaiting": State.AWAITING.value,
+            "lost": State.LOST.value,
+            "now": now,
+            "due": sweep_at,
+            "one": 1,
+        }
         set_error, remove = _poll_error(values, error)
-        update = f"SET #state = :lost, {JobAttr.LOST_AT} = :now{set_error}"
-        update += f" REMOVE {', '.join([JobAttr.DUE_SHARD, JobAttr.DUE_AT, *remove])}"
+        # The poll that found it still unfinished is counted like any other.
+        update = (
+            f"SET #state = :lost, {JobAttr.LOST_AT} = :now, {JobAttr.DUE_AT} = :due, "
+            f"{JobAttr.LAST_POLLED_AT} = :now{set_error} "
+            f"ADD #sequence :one, {JobAttr.POLL_ATTEMPTS} :one"
+        )
+        update += f" REMOVE {', '.join(remove)}" if remove else ""
         done, _ = self._conditional(job_id, update, IS_AWAITING, values)
+        return done
+
+    def claim_lost(self, job_id: str, now: int, lease_seconds: int) -> Job:
+        """Take a lost job's owed announcement under a lease; the claimed job comes back.
+
+        The state stays ``lost``, so a late webhook still completes the job
+        (``record``) while the announcement is made. Raises ``NotClaimable``,
+        with the stored job, when it is not a lost job owing its announcement
+        or another worker's lease on it runs.
+        """
+        lease_until = now + lease_seconds
+        values = {
+            "lost": State.LOST.value,
+            "now": now,
+            "lease": lease_until,
+            "claim": uuid.uuid4().hex,
+            "one": 1,
+        }
+        update = (
+            f"SET {JobAttr.LEASE_UNTIL} = :lease, {JobAttr.CLAIM_ID} = :claim, "
+            f"{JobAttr.CLAIMED_AT} = :now, {JobAttr.DUE_AT} = :lease ADD {JobAttr.ATTEMPTS} :one"
+        )
+        ok, job = self._conditional(
+            job_id,
+            update,
+            IS_LOST_UNANNOUNCED,
+            values,
+            read_stored=True,
+            ReturnValues="ALL_NEW",
+        )
+        if not ok or job is None:
+            raise NotClaimable(job_id, job)
+        return job
+
+    def finish_lost(self, job_id: str, claim_id: str) -> bool:
+        """The lost job's announcement is out: it leaves the due-work index.
+
+        False when the claim is no longer ours, or a late event has made the
+        job ``received`` meanwhile (its own announcement follows).
+        """
+        values = {"lost": State.LOST.value, "claim": claim_id}
+        removed = [
+            JobAttr.DUE_SHARD,
+            JobAttr.DUE_AT,
+            JobAttr.LEASE_UNTIL,
+            JobAttr.CLAIM_ID,
+            JobAttr.ATTEMPTS,
+        ]
+        update = f"REMOVE {', '.join(removed)}"
+        done, _ = self._conditional(job_id, update, HOLDS_LOST_CLAIM, values)
         return done
 
     def defer_sweep(self, job_id: str, seen_due_at: int, next_due_at: int) -> bool:
@@ -797,12 +895,13 @@ class JobsTable:
         values = {
             "received": State.RECEIVED.value,
             "processing": State.PROCESSING.value,
+            "lost": State.LOST.value,
             "seen": seen_due_at,
             "next": next_due_at,
             "one": 1,
         }
         update = f"SET {JobAttr.DUE_AT} = :next ADD {JobAttr.SWEEPS} :one"
-        condition = f"#state IN (:received, :processing) AND {JobAttr.DUE_AT} = :seen"
+        condition = f"#state IN (:received, :processing, :lost) AND {JobAttr.DUE_AT} = :seen"
         done, _ = self._conditional(job_id, update, condition, values)
         return done
 
@@ -843,6 +942,9 @@ class JobsTable:
             sets.append(f"{JobAttr.REPLAY_REASON} = :reason")
         else:
             removed.append(JobAttr.REPLAY_REASON)
-        update = f"SET {', '.join(sets)} ADD {JobAttr.REPLAYS} :one REMOVE {', '.join(removed)}"
+        update = (
+            f"SET {', '.join(sets)} ADD {JobAttr.REPLAYS} :one, #sequence :one "
+            f"REMOVE {', '.join(removed)}"
+        )
         done, job = self._conditional(job_id, update, IS_FINISHED, values, ReturnValues="ALL_NEW")
         return job if done else None

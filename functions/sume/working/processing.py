@@ -6,8 +6,16 @@ so duplicate and concurrent deliveries of one job never reach the
 announcement. The holder announces, then finishes with a write conditional on
 still holding the claim. A crash between the two leaves the job owed and it is
 announced again by the retry: at least once across crashes, exactly once
-otherwise (subscribers dedupe on ``job_id``). Finishing first and announcing
-second would instead lose the announcement on such a crash.
+otherwise (subscribers dedupe on ``(job_id, sequence)``: every copy carries
+the item's ``sequence``). Finishing first and announcing second would instead
+lose the announcement on such a crash.
+
+A lost job's announcement is owed the same way: the poller's ``mark_lost``
+leaves it due and queues it, and the worker claims it (``claim_lost``, the
+state stays ``lost`` so a late webhook still completes the job), announces
+``Sume Job Lost`` and takes it out of the due-work index (``finish_lost``).
+It has no work that can fail for good, so it has no attempt budget: a failed
+announcement is retried by SQS, then by the sweeper.
 
 So the finish must never fail once the announcement is out: everything it
 writes is bounded (``sume.core.bounded``, the item's room for artifact records),
@@ -43,7 +51,7 @@ from sume.net.urls import redact_url, scrub_urls
 from sume.store.jobs import InvalidWrite, Job, JobAttr, JobsTable, NotClaimable, State
 from sume.store.payloads import PayloadStore
 from sume.store.sizing import MAX_ITEM_BYTES, plain_item_size, plain_size
-from sume.working.announce import AnnounceFailed, Announcement, Announcer
+from sume.working.announce import AnnounceFailed, Announcement, Announcer, LostAnnouncement
 from sume.working.artifacts import (
     ArtifactStore,
     InvalidArtifacts,
@@ -68,6 +76,8 @@ _CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 class Action(enum.StrEnum):
     PROCESSED = "processed"
+    LOST_ANNOUNCED = "lost_announced"
+    """A job the poller gave up was announced lost."""
     PROCESSING_ERROR = "processing_error"
     SKIPPED = "skipped"
     LEFT_TO_SWEEPER = "left_to_sweeper"
@@ -387,6 +397,8 @@ class JobProcessor:
             return write({"code": details["code"]})
 
     def _not_claimed(self, job_id: str, stored: Job | None, last: bool) -> JobResult:
+        if stored is not None and stored.state == State.LOST and stored.due_at is not None:
+            return self._announce_lost(job_id, last)
         if stored is None:
             return JobResult(job_id, Action.SKIPPED, "absent")
         if stored.state in (State.PROCESSED, State.PROCESSING_ERROR):
@@ -398,6 +410,43 @@ class JobProcessor:
                 return JobResult(job_id, Action.LEFT_TO_SWEEPER, JobBusy.__name__)
             raise JobBusy(f"job {job_id} is leased until {stored.lease_until}")
         return JobResult(job_id, Action.SKIPPED, "not_received")
+
+    def _announce_lost(self, job_id: str, last: bool) -> JobResult:
+        """Announce a lost job once its claim is ours (see the module docstring)."""
+        try:
+            claimed = self._jobs.claim_lost(job_id, self._now(), self._lease)
+        except NotClaimable as refused:
+            stored = refused.stored
+            if stored is None or stored.state != State.LOST or stored.due_at is None:
+                # Announced meanwhile, or a late event took the job over.
+                return self._not_claimed(job_id, stored, last)
+            if last:
+                return JobResult(job_id, Action.LEFT_TO_SWEEPER, JobBusy.__name__)
+            raise JobBusy(f"lost job {job_id} is leased until {stored.lease_until}") from None
+        claim_id = claimed.claim_id
+        assert claim_id is not None  # the claim has just written it
+        try:
+            self._announcer.announce(LostAnnouncement.of(claimed))
+        except WORK_FAILURES as exc:
+            now = self._now()
+            due = now if last else now + self._retries.retry_seconds + self._lease
+
+            def release(details: dict[str, str]) -> bool:
+                return self._jobs.release(job_id, claim_id, now, details, due, lost=True)
+
+            try:
+                self._give_back(release, failure_details(exc))
+            except Exception as release_error:
+                exc.add_note(f"releasing the claim failed too: {release_error!r}")
+            if last:
+                code = failure_details(exc)["code"]
+                return JobResult(
+                    job_id, Action.LEFT_TO_SWEEPER, code, attempts=claimed.attempts or 1
+                )
+            raise
+        if not self._jobs.finish_lost(job_id, claim_id):
+            return JobResult(job_id, Action.SKIPPED, "claim_lost")
+        return JobResult(job_id, Action.LOST_ANNOUNCED, "lost", attempts=claimed.attempts or 1)
 
     def _work_deadline(self, time_left: TimeLeft | None) -> float | None:
         """When work started now must end (``time.monotonic()``); None: no limit.
@@ -546,6 +595,9 @@ class JobProcessor:
                 processing_error=problem,
                 artifacts=progress.records(),
                 replay=bool(job.replay),
+                sequence=job.sequence or 1,
+                metadata=job.metadata,
+                lost_at=job.lost_at,
             )
         )
         state = State.PROCESSING_ERROR if problem else State.PROCESSED

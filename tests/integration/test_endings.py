@@ -1,0 +1,143 @@
+"""Every ending announced: a job the poller gives up, and the same job completed later.
+
+The poller against a loopback status host, the worker's and the receiver's
+handlers against moto, and a subscriber's queue on the bus; every
+announcement is checked against its published schema.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from sume.core.names import DETAIL_TYPES
+from sume.polling.settings import PollerSettings
+from sume.store.bus import iso_time
+from sume.store.jobs import State
+from tests.builders import job_body
+from tests.integration.test_announcement_schemas import validator
+from tests.integration.test_poller import (  # noqa: F401 - a fixture
+    FOREVER,
+    Clock,
+    StatusServer,
+    drain_queue,
+    indexed_job_ids,
+    make_poller,
+    register,
+    sume,
+)
+from tests.integration.test_worker import World, deliver, run
+
+METADATA = {"order": "o-42", "price": 12.5}
+MAX_AGE = 900
+
+
+@pytest.fixture
+def world(aws, sume: StatusServer, monkeypatch) -> World:  # noqa: F811 - the fixture
+    monkeypatch.setenv("MAX_POLL_AGE_SECONDS", str(MAX_AGE))
+    return World(aws)
+
+
+def give_up(aws, sume: StatusServer, job_id: str, now: float) -> Clock:  # noqa: F811
+    """Register ``job_id`` long enough ago, and let the poller ask one last time."""
+    clock = Clock(now - MAX_AGE - 100)
+    assert register(aws, clock, job_id, sume.job_url(job_id), METADATA)
+    sume.answer(job_id, {"status": "running"})
+    clock.now = now
+    assert make_poller(clock).run(lambda: FOREVER).lost == 1
+    return clock
+
+
+def test_a_job_given_up_is_announced_lost_once_with_its_metadata(aws, sume, world):  # noqa: F811
+    now = time.time()
+    give_up(aws, sume, "job_gone", now)
+    # The write that marked it lost made its announcement owed, and queued it.
+    assert drain_queue(aws) == ["job_gone"]
+
+    assert run("job_gone")[1] == []
+
+    (event,) = world.announcements()
+    validator(event["detail-type"]).validate(event)
+    assert event["detail-type"] == DETAIL_TYPES["lost"] == "Sume Job Lost"
+    assert event["resources"] == []
+    assert event["detail"] == {
+        "version": 1,
+        "job_id": "job_gone",
+        "sequence": 1,
+        "metadata": METADATA,
+        "registered_at": iso_time(int(now) - MAX_AGE - 100),
+        "lost_at": iso_time(int(now)),
+        "polls": 1,
+        "last_poll_error": None,
+        "replay": False,
+    }
+    item = world.item("job_gone")
+    assert item is not None
+    assert (item.state, item.due_at, item.claim_id, item.sequence) == (State.LOST, None, None, 1)
+    assert "job_gone" not in indexed_job_ids(aws)
+    # A second copy of the message finds it announced: nothing more is sent.
+    assert run("job_gone")[1] == []
+    assert world.announcements() == [event]
+
+
+def test_a_lost_job_whose_message_never_came_is_announced_by_the_sweeper(
+    aws,
+    sume,  # noqa: F811
+    world,
+):
+    now = time.time()
+    clock = give_up(aws, sume, "job_swept", now)
+    drain_queue(aws)  # the poller's send, as if it had never arrived
+    sweep_after = PollerSettings.from_env().sweep_after_seconds
+
+    clock.now = now + sweep_after
+    assert make_poller(clock).run(lambda: FOREVER).swept == 1
+    assert run("job_swept")[1] == []
+
+    (event,) = world.announcements()
+    assert (event["detail-type"], event["detail"]["job_id"]) == (DETAIL_TYPES["lost"], "job_swept")
+    clock.now = now + 100 * sweep_after
+    assert make_poller(clock).run(lambda: FOREVER).swept == 0
+
+
+def test_a_lost_job_whose_webhook_comes_later_completes_and_says_it_was_lost(
+    aws,
+    sume,  # noqa: F811
+    world,
+):
+    now = time.time()
+    give_up(aws, sume, "job_late", now)
+    assert run("job_late")[1] == []
+    deliver(job_body("job_late", artifacts=[]))
+
+    assert run("job_late")[1] == []
+
+    lost, completed = world.announcements()
+    for event in (lost, completed):
+        validator(event["detail-type"]).validate(event)
+    assert completed["detail-type"] == DETAIL_TYPES["completed"]
+    assert (lost["detail"]["sequence"], completed["detail"]["sequence"]) == (1, 2)
+    assert completed["detail"]["lost_at"] == lost["detail"]["lost_at"] == iso_time(int(now))
+    assert completed["detail"]["metadata"] == METADATA
+    item = world.item("job_late")
+    assert item is not None
+    assert (item.state, item.attempts) == (State.PROCESSED, 1)
+
+
+def test_a_webhook_before_the_lost_announcement_leaves_only_the_completion(
+    aws,
+    sume,  # noqa: F811
+    world,
+):
+    now = time.time()
+    give_up(aws, sume, "job_just", now)
+    deliver(job_body("job_just", artifacts=[]))
+
+    # Both messages (the lost one and the received one) reach the worker.
+    assert run("job_just", "job_just")[1] == []
+
+    (event,) = world.announcements()
+    validator(event["detail-type"]).validate(event)
+    assert event["detail-type"] == DETAIL_TYPES["completed"]
+    assert (event["detail"]["sequence"], event["detail"]["lost_at"]) == (2, iso_time(int(now)))
