@@ -8,13 +8,17 @@ announcement is checked against its published schema.
 from __future__ import annotations
 
 import time
+import types
 
 import pytest
 
+from infra import spec
+from sume.core import runtime
 from sume.core.names import DETAIL_TYPES
 from sume.polling.settings import PollerSettings
 from sume.store.bus import iso_time
 from sume.store.jobs import State
+from tests.awscalls import hooking_new_clients
 from tests.builders import job_body
 from tests.integration.test_announcement_schemas import validator
 from tests.integration.test_poller import (  # noqa: F401 - a fixture
@@ -141,3 +145,37 @@ def test_a_webhook_before_the_lost_announcement_leaves_only_the_completion(
     validator(event["detail-type"]).validate(event)
     assert event["detail-type"] == DETAIL_TYPES["completed"]
     assert (event["detail"]["sequence"], event["detail"]["lost_at"]) == (2, iso_time(int(now)))
+
+
+def refused_put_events(**_):
+    """EventBridge takes the call and refuses the entry, as when throttled."""
+    entry = {"ErrorCode": "ThrottlingException", "ErrorMessage": "Rate exceeded"}
+    return types.SimpleNamespace(status_code=200), {"FailedEntryCount": 1, "Entries": [entry]}
+
+
+def test_a_lost_announcement_eventbridge_refused_is_retried_until_sent(
+    aws,
+    sume,  # noqa: F811
+    world,
+):
+    give_up(aws, sume, "job_retry", time.time())
+    with hooking_new_clients(
+        lambda client: client.meta.events.register(
+            "before-call.events.PutEvents", refused_put_events
+        )
+    ):
+        runtime.reset()
+        ids, failed = run("job_retry")
+        assert failed == ids  # SQS retries it
+        # On the message's last receive it is acknowledged, left to the sweeper.
+        assert run("job_retry", receives=spec.MAX_RECEIVES)[1] == []
+
+    held = world.item("job_retry")
+    assert held is not None
+    assert (held.state, held.last_error["code"]) == (State.LOST, "AnnounceFailed")
+    assert held.lease_until is not None and held.lease_until < time.time()
+    assert "job_retry" in indexed_job_ids(aws)
+    runtime.reset()
+    assert run("job_retry")[1] == []
+    (event,) = world.announcements()
+    assert (event["detail-type"], event["detail"]["sequence"]) == (DETAIL_TYPES["lost"], 1)
