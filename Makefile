@@ -18,6 +18,9 @@ ARGS ?=
 CDK := node_modules/.bin/cdk
 INTEGRATOR_JS := examples/integrator-js/node_modules/.package-lock.json
 CDK_ARGS := --no-notices -c stage=$(STAGE) $(CONTEXT)
+# quicktype and ajv, pinned, for the tests that use schemas/ as integrators do.
+SCHEMA_CHECK := tools/schema-check
+SCHEMA_TOOLS := $(SCHEMA_CHECK)/node_modules/.bin/quicktype
 
 # jsii (behind aws-cdk-lib) and the CDK CLI: quiet, offline, caches in-tree.
 # jsii's end-of-life warning stays on: the Node releases it supports are the
@@ -51,11 +54,11 @@ $(VENV)/.synced: pyproject.toml uv.lock $(MAKEFILE) | $(UV)
 install: $(VENV)/.synced $(CDK)
 
 ## test: the whole test suite (unit, integration, infra, e2e)
-test: install $(INTEGRATOR_JS)
+test: install $(INTEGRATOR_JS) $(SCHEMA_TOOLS)
 	$(PY) -m pytest
 
 ## test-fast: unit and integration tests only
-test-fast: install
+test-fast: install $(SCHEMA_TOOLS)
 	$(PY) -m pytest tests/unit tests/integration
 
 ## lint: ruff (lint + format check), mypy, and the import contracts between slices
@@ -95,6 +98,10 @@ $(INTEGRATOR_JS): examples/integrator-js/package.json examples/integrator-js/pac
 
 node_modules/.bin/cdk: package.json package-lock.json
 	npm ci --no-audit --no-fund --silent
+	@touch $@
+
+$(SCHEMA_TOOLS): $(SCHEMA_CHECK)/package.json $(SCHEMA_CHECK)/package-lock.json
+	npm ci --prefix $(SCHEMA_CHECK) --no-audit --no-fund --silent
 	@touch $@
 
 ## check-aws: are there AWS credentials (and a region)? no AWS call; deploy & co. run it first

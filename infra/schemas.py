@@ -1,15 +1,16 @@
 """The events on the bus as a published API: an EventBridge schema registry.
 
-Each JSON Schema committed in ``schemas/`` becomes one schema of the registry,
-as it is: the files are the one source of truth, so consumers who download
-code bindings from the registry and those who read the repository see the
-same contract. Its name follows EventBridge's ``source@DetailType`` where the
-source is fixed (announcements), the detail-type alone otherwise.
+Each event's JSON Schema committed in ``schemas/`` becomes one schema of the
+registry, bundled with the files it refers to (``infra.schema_files.bundled``),
+since the registry takes self-contained documents: the files are the one
+source of truth, so consumers who download code bindings from the registry and
+those who read the repository see the same contract. Its name follows
+EventBridge's ``source@DetailType`` where the source is fixed (announcements),
+the detail-type alone otherwise.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +18,15 @@ from aws_cdk import aws_eventschemas as eventschemas
 from constructs import Construct
 
 from infra import spec
+from infra.schema_files import bundled, event_files, text, type_name
 
 SCHEMA_TYPE = "JSONSchemaDraft4"
 
 
 def schema_name(schema: dict[str, Any]) -> str:
+    name = type_name(schema["x-amazon-events-detail-type"])
     source = schema.get("x-amazon-events-source")
-    return f"{source}@{schema['title']}" if source else str(schema["title"])
+    return f"{source}@{name}" if source else name
 
 
 class EventSchemas(Construct):
@@ -43,17 +46,18 @@ class EventSchemas(Construct):
             description="Events on the Sume webhooks bus: announcements and registrations",
         )
         self.schemas = []
-        for path in sorted(directory.glob("*.json")):
-            text = path.read_text(encoding="utf-8")
-            schema = json.loads(text)
+        for path in event_files(directory):
+            schema = bundled(path)
             self.schemas.append(
                 eventschemas.CfnSchema(
                     self,
-                    schema["title"],
+                    # Logical ids stay the files' names: a new id would replace the schema
+                    # by one of the same name, which CloudFormation cannot create.
+                    path.stem,
                     registry_name=self.registry.attr_registry_name,
                     schema_name=schema_name(schema),
                     type=SCHEMA_TYPE,
-                    content=text,
+                    content=text(schema),
                     description=schema["description"],
                 )
             )

@@ -5,14 +5,13 @@ read as a subscriber gets them (a rule on the bus with a queue target), so
 the envelope EventBridge adds is validated too.
 """
 
-import json
 import time
 
 import boto3
 import pytest
 from jsonschema import Draft4Validator
 
-from infra.schema_files import file_name
+from infra.schema_files import bundled, file_name
 from infra.spec import SCHEMAS_DIR
 from sume.core.names import DETAIL_TYPES
 from sume.working.compose import build_worker
@@ -26,7 +25,7 @@ from tests.integration.test_worker_bounds import (  # noqa: F401 - a fixture
 
 
 def validator(detail_type):
-    schema = json.loads((SCHEMAS_DIR / file_name(detail_type)).read_text())
+    schema = bundled(SCHEMAS_DIR / file_name(detail_type))
     return Draft4Validator(schema, format_checker=Draft4Validator.FORMAT_CHECKER)
 
 

@@ -14,7 +14,7 @@ from jsonschema import Draft4Validator
 
 import poller
 from devstack.eventsources import sqs_records
-from infra.schema_files import file_name
+from infra.schema_files import bundled, file_name
 from infra.spec import SCHEMAS_DIR
 from sume.core.names import (
     DUE_SHARDS,
@@ -35,9 +35,7 @@ URL = "https://api.sume.example/v1/jobs/"
 
 def refusal_schema() -> Draft4Validator:
     path = SCHEMAS_DIR / file_name(REGISTRATION_REFUSED_DETAIL_TYPE)
-    return Draft4Validator(
-        json.loads(path.read_text()), format_checker=Draft4Validator.FORMAT_CHECKER
-    )
+    return Draft4Validator(bundled(path), format_checker=Draft4Validator.FORMAT_CHECKER)
 
 
 METADATA = {"customer": "c-1234", "email": "someone@example.com"}

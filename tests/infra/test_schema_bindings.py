@@ -1,0 +1,105 @@
+"""quicktype over every schema at once, as docs/integrating.md runs it: clean names.
+
+Each type once (one ``Artifact``, however many details list artifacts), each
+detail named after its detail-type, each whole event after it with ``Event``,
+and the shared enums, in TypeScript, Go and Java.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from infra import schema_files
+from infra.spec import SCHEMAS_DIR
+from sume.contract.envelope import TERMINAL_EVENTS
+from sume.core.names import DETAIL_TYPES, REGISTRATION_DETAIL_TYPE, REGISTRATION_REFUSED_DETAIL_TYPE
+from sume.polling.registration import REFUSAL_REASONS
+from tests.schema_tools import ROOT, code_block, installed
+
+DETAILS = {
+    t.replace(" ", "")
+    for t in [*DETAIL_TYPES.values(), REGISTRATION_REFUSED_DETAIL_TYPE, REGISTRATION_DETAIL_TYPE]
+}
+# Metadata has no fixed shape: a map in every language, no type of its own.
+SHARED = set(schema_files.DEFINITIONS) - {"Metadata"}
+# The announcements' one fixed source, sume.webhooks.
+TYPES = {*DETAILS, *(f"{d}Event" for d in DETAILS), *SHARED, "Source"}
+ENUMS = {
+    "Outcome": set(TERMINAL_EVENTS.values()),
+    "Event": set(TERMINAL_EVENTS),
+    "RefusalReason": set(REFUSAL_REASONS),
+}
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The documented commands' output, run where schemas/ is the repository's."""
+    where = tmp_path_factory.mktemp("bindings")
+    (where / "schemas").symlink_to(SCHEMAS_DIR)
+    script = code_block("### Bindings with quicktype", "bash")
+    assert script.count("npx quicktype ") == 3
+    script = script.replace("npx quicktype ", f"{installed('.bin/quicktype')} ")
+    subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=where,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return where
+
+
+def test_typescript_has_each_type_once_named_after_its_detail_type(generated: Path) -> None:
+    code = (generated / "sume-events.ts").read_text()
+    names = re.findall(r"^export (?:interface|enum|type) (\w+)", code, re.M)
+    assert sorted(names) == sorted(TYPES)
+    for enum, values in ENUMS.items():
+        body = re.search(rf"^export enum {enum} \{{\n(.*?)^\}}", code, re.M | re.S)
+        assert body, enum
+        assert set(re.findall(r'= "([^"]+)"', body.group(1))) == values
+    completed = re.search(r"^export interface SumeJobCompleted \{\n(.*?)^\}", code, re.M | re.S)
+    assert completed
+    assert re.search(r"^\s+outcome:\s+Outcome;$", completed.group(1), re.M)
+    assert re.search(r"^\s+artifacts:\s+Artifact\[\];$", completed.group(1), re.M)
+
+
+def test_go_has_each_type_once_named_after_its_detail_type(generated: Path) -> None:
+    code = (generated / "sume_events.go").read_text()
+    names = re.findall(r"^type (\w+) (?:struct|string)\b", code, re.M)
+    assert sorted(names) == sorted(TYPES)
+    for enum, values in ENUMS.items():
+        assert set(re.findall(rf'^\t\w+\s+{enum} = "([^"]+)"$', code, re.M)) == values
+
+
+def test_java_has_each_type_once_named_after_its_detail_type(generated: Path) -> None:
+    files = {p.stem for p in (generated / "java").glob("*.java")}
+    assert files == {*TYPES, "Converter"}
+    for enum, values in ENUMS.items():
+        code = (generated / "java" / f"{enum}.java").read_text()
+        assert f"public enum {enum} " in code
+        assert set(re.findall(r'return "([^"]+)";', code)) == values
+
+
+@pytest.mark.parametrize("target", ["test", "test-fast"])
+def test_the_test_targets_install_the_pinned_tools_before_the_tests_run(target: str) -> None:
+    """A clean clone (.ci/run) has no node_modules in tools/schema-check."""
+    result = subprocess.run(
+        ["make", "-n", "-o", ".venv/.synced", "-W", "tools/schema-check/package-lock.json", target],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = result.stdout.splitlines()
+    npm = [
+        i for i, line in enumerate(lines) if line.startswith("npm ci --prefix tools/schema-check")
+    ]
+    tests = [i for i, line in enumerate(lines) if " -m pytest" in line]
+    assert len(npm) == 1
+    assert tests
+    assert npm[0] < tests[0]
