@@ -18,7 +18,7 @@ _ATTRIBUTE_TYPES = {
 }
 
 
-def _key_attributes(definition: dict[str, Any], key_schema: list[dict[str, str]]) -> dict[str, Any]:
+def key_attributes(definition: dict[str, Any], key_schema: list[dict[str, str]]) -> dict[str, Any]:
     types = {a["AttributeName"]: a["AttributeType"] for a in definition["AttributeDefinitions"]}
     keys = {}
     for key in key_schema:
@@ -63,7 +63,7 @@ class JobsTableResource(Construct):
         self.table = dynamodb.Table(
             self,
             "Table",
-            **_key_attributes(definition, definition["KeySchema"]),
+            **key_attributes(definition, definition["KeySchema"]),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
@@ -76,7 +76,7 @@ class JobsTableResource(Construct):
         for index in definition["GlobalSecondaryIndexes"]:
             self.table.add_global_secondary_index(
                 index_name=index["IndexName"],
-                **_key_attributes(definition, index["KeySchema"]),
+                **key_attributes(definition, index["KeySchema"]),
                 projection_type=dynamodb.ProjectionType[index["Projection"]["ProjectionType"]],
                 warm_throughput=warm,
             )

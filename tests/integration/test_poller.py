@@ -6,12 +6,12 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-import poller
 import receiver
 import worker
 from bench.counting import CallCounter
@@ -20,6 +20,7 @@ from sume.core import aws as clients
 from sume.core import runtime
 from sume.core.names import due_shard
 from sume.polling.compose import build_poller
+from sume.polling.poller import RunSummary
 from sume.polling.registry import Registry
 from sume.polling.settings import PollerSettings
 from sume.store.jobs import JobsTable, Source, State
@@ -27,10 +28,10 @@ from tests.builders import (
     LambdaContext,
     delivery_event,
     job_body,
-    scheduled_event,
     sqs_event,
 )
 from tests.httpserver import LoopbackServer
+from tests.rounds import poller_round
 
 T0 = 1_900_000_000
 SHARDS = 4
@@ -77,8 +78,19 @@ def table(aws) -> JobsTable:
     return JobsTable(clients.client("dynamodb"), aws.table, SHARDS)
 
 
-def make_poller(clock: Clock):
-    return build_poller(PollerSettings.from_env(), clock=clock)
+class AllShards:
+    """A round of one run over every shard, at the clock's time."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._poller = build_poller(PollerSettings.from_env())
+        self._clock = clock
+
+    def run(self, remaining: Callable[[], float]) -> RunSummary:
+        return self._poller.run(remaining, int(self._clock()), range(SHARDS))
+
+
+def make_poller(clock: Clock) -> AllShards:
+    return AllShards(clock)
 
 
 def register(aws, clock: Clock, job_id: str, url: str, metadata=None) -> bool:
@@ -115,6 +127,17 @@ def indexed_job_ids(aws) -> set[str]:
             if start is None:
                 break
     return found
+
+
+def round_metrics(capsys) -> Counter[str]:
+    """What the last round's runs emitted (one per shard), added up by metric."""
+    out = capsys.readouterr().out.splitlines()
+    runs = [json.loads(line) for line in out if "JobsPolled" in line][-SHARDS:]
+    total: Counter[str] = Counter()
+    for emitted in runs:
+        for name in emitted["_aws"]["CloudWatchMetrics"][0]["Metrics"]:
+            total[name["Name"]] += sum(emitted[name["Name"]])
+    return total
 
 
 def use_api_token(monkeypatch, value: str = "sume-api-token") -> None:
@@ -219,7 +242,7 @@ def test_a_status_url_off_the_list_is_refused_counted_visible_and_still_lost(
     register(aws, Clock(now - 1000), "job_off", sume.job_url("job_off"))
     register(aws, Clock(now - 4000), "job_off_old", sume.job_url("job_off_old"))
 
-    summary = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+    summary = poller_round(60)
     assert (summary["polled"], summary["refused"], summary["lost"]) == (2, 2, 1)
     assert sume.requests == []
     item = table(aws).get("job_off")
@@ -232,8 +255,7 @@ def test_a_status_url_off_the_list_is_refused_counted_visible_and_still_lost(
     lost = table(aws).get("job_off_old")
     assert lost is not None
     assert (lost.state, lost.last_poll_error) == (State.LOST, "refused_host")
-    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
-    assert emitted[-1]["StatusUrlRefused"] == [2.0]
+    assert round_metrics(capsys)["StatusUrlRefused"] == 2
 
     # Once Sume's host is listed the next poll gets an answer, and the error goes.
     monkeypatch.setenv("STATUS_ALLOWED_HOSTS", "127.0.0.1")
@@ -273,7 +295,7 @@ def test_a_status_url_answering_about_another_job_never_finishes_this_one(
     register(aws, Clock(now - 1000), "job_A", sume.job_url("job_B"))
     register(aws, Clock(now - 4000), "job_A_old", sume.job_url("job_B"))
 
-    summary = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+    summary = poller_round(60)
 
     assert (summary["polled"], summary["recovered"], summary["lost"]) == (2, 0, 1)
     assert summary["other_job_answers"] == 2
@@ -285,9 +307,8 @@ def test_a_status_url_answering_about_another_job_never_finishes_this_one(
     assert lost is not None
     assert (lost.state, lost.event, lost.last_poll_error) == (State.LOST, None, "job_id_mismatch")
     assert drain_queue(aws) == []
-    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
     # StatusAnswersForOtherJobs is the metric the stack alarms on.
-    assert emitted[-1]["StatusAnswersForOtherJobs"] == [2.0]
+    assert round_metrics(capsys)["StatusAnswersForOtherJobs"] == 2
     errors = [e for e in logs.lines("ERROR") if "about another job" in e["message"]]
     assert sorted(e["job_id"] for e in errors) == ["job_A", "job_A_old"]
 
@@ -495,7 +516,7 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
     sume.answer("job_h0", job_body("job_h0"))
 
     # 20 s left minus the 10 s margin is less than one poll's worst case.
-    tight = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=20))
+    tight = poller_round(20)
     assert set(tight) == {
         "polled",
         "recovered",
@@ -508,11 +529,13 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
         "other_job_answers",
         "configuration_errors",
         "complete",
+        "shards",
+        "taken",
     }
     assert (tight["polled"], tight["rescheduled"], tight["complete"]) == (0, 0, False)
     assert tight["remaining"] >= 1
 
-    roomy = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+    roomy = poller_round(60)
     assert (roomy["polled"], roomy["recovered"], roomy["rescheduled"], roomy["lost"]) == (
         4,
         1,
@@ -524,10 +547,9 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
     imds = table(aws).get("job_imds")
     assert imds is not None
     assert (imds.state, imds.poll_attempts) == (State.AWAITING, 1)
-    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    emitted = round_metrics(capsys)
     # JobsLost is the metric the stack alarms on.
-    assert (emitted[-1]["JobsRecoveredByPoll"], emitted[-1]["JobsLost"]) == ([1.0], [1.0])
-    assert emitted[-1]["JobsPolled"] == [4.0]
+    assert (emitted["JobsRecoveredByPoll"], emitted["JobsLost"], emitted["JobsPolled"]) == (1, 1, 4)
 
 
 def test_the_due_index_is_sparse_and_never_scanned(aws, sume):
@@ -576,7 +598,7 @@ def test_a_slow_status_host_stalls_neither_the_run_nor_the_other_polls(aws, sume
     sume.route("/v1/jobs/job_trickle", body=lambda: itertools.repeat(b" ", 60), interval=0.5)
     context = LambdaContext(timeout_seconds=20)
 
-    summary = poller.handler(scheduled_event(), context)
+    summary = poller_round(context=lambda: context)
 
     assert context.get_remaining_time_in_millis() > 0
     assert (summary["polled"], summary["rescheduled"], summary["complete"]) == (5, 5, True)
@@ -600,7 +622,7 @@ def test_a_host_that_never_answers_is_lost_at_the_cut_off(aws, sume, short_polls
     )
     context = LambdaContext(timeout_seconds=20)
 
-    summary = poller.handler(scheduled_event(), context)
+    summary = poller_round(context=lambda: context)
 
     assert context.get_remaining_time_in_millis() > 0
     assert (summary["polled"], summary["lost"]) == (1, 1)
@@ -644,14 +666,13 @@ def test_a_poll_configuration_error_does_not_stop_the_sweeps(aws, sume, monkeypa
     assert sume.polls_of("job_cfg") == 0
     assert due_at(aws, "job_cfg") == due  # asked again next run
 
-    result = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+    result = poller_round(60)
     assert (result["configuration_errors"], result["swept"]) == (1, 0)
     errors = logs.lines("ERROR")
     assert [e["job_id"] for e in errors] == ["job_cfg", "job_cfg"]
     assert all("configuration error" in e["message"] for e in errors)
-    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
     # PollerConfigurationErrors is the metric the stack alarms on.
-    assert emitted[-1]["PollerConfigurationErrors"] == [1.0]
+    assert round_metrics(capsys)["PollerConfigurationErrors"] == 1
 
 
 def test_status_url_secrets_stay_out_of_the_logs(aws, sume, short_polls, logs):
@@ -663,7 +684,7 @@ def test_status_url_secrets_stay_out_of_the_logs(aws, sume, short_polls, logs):
     for job_id in ("job_busy", "job_denied", "job_hop"):
         register(aws, Clock(now - 1000), job_id, sume.job_url(job_id) + secret)
 
-    summary = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=30))
+    summary = poller_round(30)
 
     assert summary["polled"] == 3
     assert [line["message"] for line in logs.lines()].count("status poll failed") == 3

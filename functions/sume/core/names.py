@@ -55,6 +55,10 @@ class Env:
     SUME_API_TOKEN_ARN: Final = "SUME_API_TOKEN_ARN"
     REGISTRATION_DLQ_URL: Final = "REGISTRATION_DLQ_URL"
     DUE_SHARDS: Final = "DUE_SHARDS"
+    DUE_SHARDS_PREVIOUS: Final = "DUE_SHARDS_PREVIOUS"
+    POLL_SHARDS_QUEUE_URL: Final = "POLL_SHARDS_QUEUE_URL"
+    SHARD_LEASES_TABLE_NAME: Final = "SHARD_LEASES_TABLE_NAME"
+    POLL_SHARDS_PER_RUN: Final = "POLL_SHARDS_PER_RUN"
 
     # Secrets in plain text, for running without Secrets Manager.
     SUME_COM_WEBHOOK_SIGNING_SECRET: Final = "SUME_COM_WEBHOOK_SIGNING_SECRET"
@@ -132,6 +136,7 @@ class Metric:
     STATUS_ANSWERS_FOR_OTHER_JOBS: Final = "StatusAnswersForOtherJobs"
     POLLER_CONFIGURATION_ERRORS: Final = "PollerConfigurationErrors"
     POLLER_BACKLOG: Final = "PollerBacklog"
+    POLLER_RUNS_STARTED: Final = "PollerRunsStarted"
     # poller, registrations by event
     JOBS_REGISTERED: Final = "JobsRegistered"
     REGISTRATIONS_OF_KNOWN_JOBS: Final = "RegistrationsOfKnownJobs"
