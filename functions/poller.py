@@ -79,7 +79,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     records = event.get("Records")
     if records is None:
         return fan_out()
-    if compose.fanout_settings().is_shards_queue(records[0].get("eventSourceARN", "")):
+    if records and compose.fanout_settings().is_shards_queue(records[0]["eventSourceARN"]):
         return {"runs": [run(SQSRecord(record), context) for record in records]}
     return dict(
         process_partial_response(

@@ -157,6 +157,8 @@ OUTPUTS: Final = {
     "api_token_secret_arn": "SumeApiTokenSecretArn",
     "registrations_queue_url": "RegistrationQueueUrl",
     "registrations_dlq_url": "RegistrationDlqUrl",
+    "shards_queue_url": "PollShardsQueueUrl",
+    "leases_table": "ShardLeasesTableName",
 }
 
 

@@ -180,6 +180,14 @@ class SumeWebhooksStack(Stack):
                 registrations.dlq.queue_url,
                 "Registration events that did not register",
             ),
+            spec.OUTPUTS["shards_queue_url"]: (
+                schedule.shards_queue.queue_url,
+                "A poller round's assignments, one per group of due-work shards",
+            ),
+            spec.OUTPUTS["leases_table"]: (
+                schedule.leases.table_name,
+                "Which poller run holds each due-work shard",
+            ),
             spec.OUTPUT_REGISTRATION_DETAIL_TYPE: (
                 REGISTRATION_DETAIL_TYPE,
                 "Put this detail-type on the EventBusName bus to register a job",

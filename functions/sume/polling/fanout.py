@@ -21,7 +21,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from sume.core.errors import AWS_FAILURES, PermanentError, RetryableError
 from sume.core.names import DUE_SHARD
@@ -67,7 +67,7 @@ class Assignment:
         if not isinstance(data, dict):
             raise InvalidAssignment("not a JSON object")
         round_, shards = data.get("round"), data.get("shards")
-        if not isinstance(round_, int) or isinstance(round_, bool) or round_ <= 0:
+        if not _whole(round_) or round_ <= 0:
             raise InvalidAssignment("round is not a positive integer")
         if not isinstance(shards, list) or not shards:
             raise InvalidAssignment("shards is not a non-empty list")
@@ -78,7 +78,8 @@ class Assignment:
         return cls(round_, tuple(shards))
 
 
-def _whole(value: Any) -> bool:
+def _whole(value: Any) -> TypeGuard[int]:
+    # JSON's true and false are ints to Python, never a round or a shard.
     return isinstance(value, int) and not isinstance(value, bool)
 
 
