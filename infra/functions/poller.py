@@ -120,5 +120,6 @@ class PollerFunction(StackFunction):
             "Serverless-LambdaEventSourceMappingDestination",
             "An SQS event source takes no on-failure destination (Lambda has them for "
             "streams and Kafka): a registration that keeps failing goes to the registrations "
-            "queue's own DLQ after its receives, where refused ones are parked at once.",
+            "queue's own DLQ after its receives, where refused ones are parked at once; a "
+            "round's assignment expires with its round (infra/scheduling.py).",
         )
