@@ -1,25 +1,31 @@
-"""Poller capacity: what one scheduled run polls, and the backlog that keeps up with.
+"""Poller capacity: a round fanned out over 1, 4 and 16 parallel runs, each a process.
 
-Awaiting jobs are written straight into the jobs table on moto (in-process,
-batch writes), spread over the due-work shards by their job id as the
-registry spreads them, every one due. Their ``status_url`` is a loopback
-server that answers ``{"state": "running"}`` after a fixed delay, so every
-poll ends in a reschedule. Then one real run: ``build_poller`` with
-the default settings and the deployed time budget (the function's timeout
-less the handler's margin), its DynamoDB calls counted on botocore's
-``before-call``. The same run over a table with as many again items that are
-not due shows whether the calls follow due work or table size.
+One moto server (a process of its own) holds the stack's resources anew for
+each row, and the same backlog: ``ITEMS`` awaiting jobs, all due, spread
+over the 16 due-work shards by their job id as the registry spreads them.
+Their ``status_url`` is a loopback server (in the bench's process) that
+answers ``{"state": "running"}`` after ``DELAY_SECONDS``, so every poll ends
+in a reschedule and the work waits on Sume, as a poller's does. Then W
+processes (``python -m bench.capacity run``) each take 16 / W of the shards
+as one assignment of the round and work it through the real code
+(``polling.compose.build_shard_run``: the leases claimed, the shards
+polled, the leases freed), started together and given the same polling
+window. Each counts its own AWS calls on botocore's ``before-call``.
 
-What these figures are bound by here: the status latency over the parallel
-polls, and moto. Each poll's ``UpdateItem`` costs milliseconds of this
-process's CPU in moto, and moto's ``Query`` scans the whole table where
-DynamoDB reads only the index range, so on a shared 2-core machine the rate
-is a floor for what the same run does in AWS.
+What bounds the rows here: each run polls at most ``PARALLEL`` / latency
+jobs a second (``MAX_PARALLEL_POLLS`` set low so 16 runs fit this machine),
+and every process shares 2 cores with moto's server, whose ``UpdateItem``
+costs milliseconds of its CPU. In AWS each run has its own CPU share and
+DynamoDB's cost is not on it.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import subprocess
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -28,13 +34,19 @@ from typing import Any
 from urllib.parse import unquote
 
 from devstack.loopback import LoopbackHTTPServer, Served
-from sume.core.names import Env
+from sume.core.names import DUE_SHARDS, Env
 
-ITEMS = 10_000
-QUICK_ITEMS = 2_000
-DELAYS_SECONDS = (0.05, 0.5)
-QUICK_POLL_WINDOW_SECONDS = 10.0
-"""--quick: the run's polling window (the budget less the poll reserve)."""
+ITEMS = 3_000
+QUICK_ITEMS = 600
+RUNS = (1, 4, 16)
+DELAY_SECONDS = 1.5
+PARALLEL = 2
+"""MAX_PARALLEL_POLLS of each run here (32 deployed): 16 runs of 2 polls at 1.5 s are
+21 polls/s, what this shared 2-core machine carries beside moto's server."""
+WINDOW_SECONDS = 20.0
+QUICK_WINDOW_SECONDS = 6.0
+POLL_TIMEOUT_SECONDS = 2.0
+"""HTTP_TOTAL_TIMEOUT_SECONDS here: a poll's worst case, so a run's reserve, stays short."""
 STATUS_PATH = "/status/"
 
 
@@ -49,11 +61,11 @@ def poll_reserve(settings: Any) -> float:
 def keeps_up_with(
     polled_per_second: float, window_seconds: float, interval_seconds: float, every_seconds: float
 ) -> float:
-    """The largest backlog of awaiting jobs a schedule of runs keeps polling on time.
+    """The largest backlog of awaiting jobs a schedule of rounds keeps polling on time.
 
-    Each run polls for ``window_seconds``, at ``polled_per_second``, once
+    Each round polls for ``window_seconds``, at ``polled_per_second``, once
     every ``every_seconds``; each job is due once per ``interval_seconds``. A
-    backlog of N brings N x every / interval polls due per run, so it keeps
+    backlog of N brings N x every / interval polls due per round, so it keeps
     up while N <= rate x window x interval / every.
     """
     return polled_per_second * window_seconds * interval_seconds / every_seconds
@@ -90,56 +102,6 @@ class StatusServer(Served):
         return self.http.url(STATUS_PATH + job_id)
 
 
-@dataclass(frozen=True)
-class PollerRun:
-    delay: float
-    due: int
-    in_table: int
-    budget: float
-    """Seconds the run was given (its ``time_left`` at the start)."""
-    window: float
-    """Seconds in which it could start polls (budget less the poll reserve)."""
-    seconds: float
-    polled: int
-    remaining: int
-    complete: bool
-    calls: Counter[str]
-
-    @property
-    def polled_per_second(self) -> float:
-        return self.polled / self.seconds
-
-    @property
-    def dynamodb_calls(self) -> int:
-        return sum(n for call, n in self.calls.items() if call.startswith("dynamodb."))
-
-    @property
-    def calls_per_polled_job(self) -> float:
-        return self.dynamodb_calls / max(1, self.polled)
-
-
-@dataclass
-class CapacityReport:
-    budget: float
-    """Seconds a deployed run has: the function's timeout less the handler's margin."""
-    reserve: float
-    """Seconds before the end of the budget when no poll is started any more."""
-    every: int
-    """Seconds between scheduled runs."""
-    intervals: tuple[int, int]
-    """A job's first and longest poll interval, seconds."""
-    parallel: int
-    runs: list[PollerRun] = field(default_factory=list)
-
-    @property
-    def window(self) -> float:
-        """Seconds in which a deployed run starts polls."""
-        return self.budget - self.reserve
-
-    def backlog(self, run: PollerRun, interval: int) -> float:
-        return keeps_up_with(run.polled_per_second, self.window, interval, self.every)
-
-
 def _item(job_id: str, status_url: str, now: int, due_at: int | None) -> dict[str, Any]:
     """An awaiting job as ``JobsTable.register`` leaves it; finished when ``due_at`` is None."""
     from sume.core.names import due_shard
@@ -171,76 +133,223 @@ def seed(ddb: Any, table: str, server: StatusServer, due: int, not_due: int, now
         ddb.batch_write_item(RequestItems={table: batch})
 
 
-def run_once(delay: float, due: int, not_due: int, window: float | None = None) -> PollerRun:
-    """One poller run over ``due`` due jobs (and ``not_due`` others), status after ``delay``."""
-    import boto3
-    from moto import mock_aws
+def run_environment(names: Any, endpoint_url: str) -> dict[str, str]:
+    """A poller run's Lambda environment, its AWS calls going to moto's server."""
+    from devstack.resources import environment
 
-    from bench.counting import CallCounter
-    from bench.env import environment
-    from bench.runtime import silenced
-    from devstack import moto_atomic
-    from devstack.resources import create_resources
-    from devstack.resources import environment as lambda_env
-    from infra.spec import POLLER_TIMEOUT
-    from sume.core import runtime
-    from sume.polling.compose import build_poller
-    from sume.polling.settings import PollerSettings
+    return {
+        **environment(names),
+        "AWS_ENDPOINT_URL": endpoint_url,
+        Env.ALLOW_HTTP_URLS: "true",
+        Env.ALLOW_PRIVATE_HOSTS: "true",
+        Env.MAX_PARALLEL_POLLS: str(PARALLEL),
+        Env.HTTP_TOTAL_TIMEOUT_SECONDS: str(POLL_TIMEOUT_SECONDS),
+        Env.TIME_BUDGET_MARGIN_SECONDS: "0",
+    }
 
-    moto_atomic.install()
-    counter = CallCounter()
-    with mock_aws(), counter.installed(), StatusServer(delay) as server:
-        session = boto3.session.Session()
-        names = create_resources(session, prefix="sume-bench")
-        seed(session.client("dynamodb"), names.table, server, due, not_due, int(time.time()))
-        local = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
-        with environment({**lambda_env(names), **local}):
-            runtime.reset()
-            settings = PollerSettings.from_env()
-            run = build_poller(settings)
-            reserve = poll_reserve(settings)
-            margin = settings.policy.time_margin_seconds
-            budget: float = POLLER_TIMEOUT - margin
-            if window is not None:
-                budget = min(budget, window + reserve)
-            counter.take()
-            started = time.monotonic()
-            # What Lambda would report as remaining: the run keeps the margin back.
-            invocation_ends = started + budget + margin
-            with silenced():
-                summary = run.run(lambda: invocation_ends - time.monotonic())
-            seconds = time.monotonic() - started
-            calls = Counter(counter.take())
-        runtime.reset()
-    return PollerRun(
-        delay=delay,
-        due=due,
-        in_table=due + not_due,
-        budget=budget,
-        window=budget - reserve,
-        seconds=seconds,
-        polled=summary.polled,
-        remaining=summary.remaining,
-        complete=summary.complete,
-        calls=calls,
+
+@dataclass(frozen=True)
+class Run:
+    """What one run's process reports."""
+
+    shards: list[int]
+    polled: int
+    seconds: float
+    calls: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Row:
+    runs: int
+    due: int
+    window: float
+    seconds: float
+    """From the common start to the last run's end."""
+    polled: int
+    calls: Counter[str]
+    each: list[Run] = field(default_factory=list)
+
+    @property
+    def polled_per_second(self) -> float:
+        return self.polled / self.seconds
+
+    @property
+    def dynamodb_calls(self) -> int:
+        return sum(n for call, n in self.calls.items() if call.startswith("dynamodb."))
+
+    @property
+    def lease_calls(self) -> int:
+        """The leases table's: a claim per shard (``PutItem``), a release per shard won."""
+        claims = self.calls["dynamodb.PutItem"]
+        return claims + sum(len(run.shards) for run in self.each)
+
+    @property
+    def calls_per_polled_job(self) -> float:
+        return self.dynamodb_calls / max(1, self.polled)
+
+    @property
+    def job_calls_per_polled_job(self) -> float:
+        """The jobs table's calls (index pages, updates) per polled job, the leases apart."""
+        return (self.dynamodb_calls - self.lease_calls) / max(1, self.polled)
+
+
+@dataclass
+class CapacityReport:
+    delay: float
+    parallel: int
+    deployed_parallel: int
+    budget: float
+    """Seconds a deployed run has: the function's timeout less the handler's margin."""
+    reserve: float
+    """Seconds before the end of the budget when a deployed run starts no poll."""
+    every: int
+    """Seconds between scheduled rounds."""
+    intervals: tuple[int, int]
+    """A job's first and longest poll interval, seconds."""
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def window(self) -> float:
+        """Seconds in which a deployed run starts polls."""
+        return self.budget - self.reserve
+
+    def backlog(self, polled_per_second: float, interval: int) -> float:
+        """The backlog a deployed schedule keeps up with at this rate and interval."""
+        return keeps_up_with(polled_per_second, self.window, interval, self.every)
+
+    def growth(self, row: Row) -> float:
+        """This row's polls/s over the one-run row's."""
+        return row.polled_per_second / self.rows[0].polled_per_second
+
+
+def _spawn(env: dict[str, str], round_: int, shards: list[int], window: float) -> Any:
+    return subprocess.Popen(  # noqa: S603 - this interpreter running the bench's own module
+        [
+            sys.executable,
+            "-m",
+            "bench.capacity",
+            "run",
+            "--round",
+            str(round_),
+            "--shards",
+            ",".join(map(str, shards)),
+            "--window",
+            str(window),
+        ],
+        env={**os.environ, **env},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
 
 
-def measure(items: int = ITEMS, window: float | None = None) -> CapacityReport:
-    """Runs at each delay over ``items`` due jobs, and the first again over a table twice as big."""
+def measure_row(
+    endpoint_url: str, runs: int, due: int, window: float, delay: float = DELAY_SECONDS
+) -> Row:
+    """One round over ``due`` due jobs in ``runs`` processes, each 16 / ``runs`` shards;
+    status answers after ``delay`` seconds."""
+    import boto3
+
+    from devstack.resources import create_resources
+    from sume.polling.fanout import groups
+
+    session = boto3.session.Session()
+    with StatusServer(delay) as server:
+        names = create_resources(session, prefix=f"cap-{runs}", endpoint_url=endpoint_url)
+        ddb = session.client("dynamodb", endpoint_url=endpoint_url)
+        now = int(time.time())
+        seed(ddb, names.table, server, due, 0, now)
+        env = run_environment(names, endpoint_url)
+        processes = [
+            _spawn(env, now, list(group), window)
+            for group in groups(DUE_SHARDS, DUE_SHARDS // runs)
+        ]
+        for process in processes:
+            assert process.stdout is not None
+            if process.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"a poller run did not start (exit code {process.poll()})")
+        started = time.monotonic()
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write("go\n")
+            process.stdin.flush()
+        each = []
+        for process in processes:
+            out, _ = process.communicate(timeout=window + 120)
+            each.append(Run(**json.loads(out.strip().splitlines()[-1])))
+        seconds = time.monotonic() - started
+    calls: Counter[str] = Counter()
+    for run in each:
+        calls.update(run.calls)
+    return Row(
+        runs=runs,
+        due=due,
+        window=window,
+        seconds=seconds,
+        polled=sum(run.polled for run in each),
+        calls=calls,
+        each=each,
+    )
+
+
+def measure(items: int = ITEMS, window: float = WINDOW_SECONDS) -> CapacityReport:
+    """A row per count of parallel runs, each over the same backlog."""
+    from bench.servers import spawned
     from infra.spec import DEFAULT_POLL_RATE_MINUTES, POLLER_TIMEOUT
     from sume.polling.settings import PollerSettings
 
     defaults = PollerSettings.from_env({Env.JOBS_TABLE_NAME: "t", Env.JOBS_QUEUE_URL: "q"})
     report = CapacityReport(
+        delay=DELAY_SECONDS,
+        parallel=PARALLEL,
+        deployed_parallel=defaults.max_parallel_polls,
         budget=POLLER_TIMEOUT - defaults.policy.time_margin_seconds,
         reserve=poll_reserve(defaults),
         every=DEFAULT_POLL_RATE_MINUTES * 60,
         intervals=(defaults.policy.initial_seconds, defaults.policy.max_interval_seconds),
-        parallel=defaults.max_parallel_polls,
     )
-    first, *others = DELAYS_SECONDS
-    report.runs.append(run_once(first, items, 0, window))
-    report.runs.append(run_once(first, items, items, window))
-    report.runs.extend(run_once(delay, items, 0, window) for delay in others)
+    with spawned("moto") as endpoint_url:
+        report.rows.extend(measure_row(endpoint_url, runs, items, window) for runs in RUNS)
     return report
+
+
+def _run(args: argparse.Namespace) -> None:
+    """One run of the round, in this process: ready, wait for go, work, report."""
+    from bench.counting import CallCounter
+    from bench.runtime import silenced
+    from sume.polling.compose import build_shard_run
+    from sume.polling.fanout import Assignment
+    from sume.polling.settings import FanOutSettings, PollerSettings
+
+    counter = CallCounter()
+    with counter.installed():
+        settings = PollerSettings.from_env()
+        run = build_shard_run(settings, FanOutSettings.from_env())
+        shards = [int(s) for s in args.shards.split(",")]
+        assignment = Assignment(args.round, tuple(shards))
+        print("ready", flush=True)
+        sys.stdin.readline()
+        started = time.monotonic()
+        # What Lambda would report as remaining: polls start for ``window`` seconds.
+        ends = started + args.window + poll_reserve(settings)
+        with silenced():
+            summary = run.work(assignment, lambda: ends - time.monotonic())
+        seconds = time.monotonic() - started
+    report = Run(list(summary.shards), summary.polled, seconds, dict(Counter(counter.take())))
+    print(json.dumps(report.__dict__), flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.capacity")
+    kinds = parser.add_subparsers(required=True)
+    run = kinds.add_parser("run", help="one poller run of a round (the bench starts these)")
+    run.add_argument("--round", type=int, required=True)
+    run.add_argument("--shards", required=True, help="comma-separated shard numbers")
+    run.add_argument("--window", type=float, required=True, help="seconds to start polls in")
+    run.set_defaults(serve=_run)
+    args = parser.parse_args(argv)
+    args.serve(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -39,6 +39,16 @@ def create_resources(
 
     queue_url, dlq_url = _queue_with_dlq(sqs, f"{prefix}-jobs", spec.QUEUE_VISIBILITY_TIMEOUT)
 
+    leases = f"{prefix}-shard-leases"
+    ddb.create_table(**spec.leases_table_definition(leases))
+    shards_url = sqs.create_queue(
+        QueueName=f"{prefix}-poll-shards",
+        Attributes={
+            "VisibilityTimeout": str(spec.SHARDS_VISIBILITY_TIMEOUT),
+            "MessageRetentionPeriod": str(spec.SHARDS_MIN_RETENTION_SECONDS),
+        },
+    )["QueueUrl"]
+
     artifacts = f"{prefix}-artifacts"
     payloads = f"{prefix}-payloads"
     # S3 refuses a bucket without its region outside us-east-1, moto too.
@@ -74,6 +84,8 @@ def create_resources(
         api_token_secret_arn=api_token_arn,
         registrations_queue_url=registrations_url,
         registrations_dlq_url=registrations_dlq_url,
+        shards_queue_url=shards_url,
+        leases_table=leases,
     )
 
 
@@ -141,6 +153,10 @@ def environment(names: ResourceNames) -> dict[str, str]:
         env[Env.SUME_API_TOKEN_ARN] = names.api_token_secret_arn
     if names.registrations_dlq_url:
         env[Env.REGISTRATION_DLQ_URL] = names.registrations_dlq_url
+    if names.shards_queue_url:
+        env[Env.POLL_SHARDS_QUEUE_URL] = names.shards_queue_url
+    if names.leases_table:
+        env[Env.SHARD_LEASES_TABLE_NAME] = names.leases_table
     return env
 
 

@@ -54,7 +54,7 @@ from sume.core.names import (
     Env,
 )
 from sume.core.settings import TableSettings
-from sume.polling.settings import PollerSettings
+from sume.polling.settings import FanOutSettings, PollerSettings
 from sume.receiving.settings import ReceiverSettings
 from sume.store.compose import build_jobs
 from sume.store.jobs import JobsTable, State
@@ -77,7 +77,7 @@ OUTCOME_OF_DETAIL_TYPE = {v: k for k, v in DETAIL_TYPES.items()}
 HANDLER_SETTINGS: dict[str, Callable[[Mapping[str, str]], object]] = {
     "receiver": ReceiverSettings.from_env,
     "worker": WorkerSettings.from_env,
-    "poller": PollerSettings.from_env,
+    "poller": lambda env: (PollerSettings.from_env(env), FanOutSettings.from_env(env)),
 }
 MAX_SHOWN_MESSAGE = 120
 # Seconds between attempts in the banner's "Send one" line: with Sume's minute,
@@ -343,12 +343,24 @@ class DevStack:
                 observer=self._on_registrations,
             )
         )
+        # A round as in AWS: the tick puts its assignments on the shards queue,
+        # whose event source hands them to the poller one at a time.
+        self._loops.append(
+            SqsEventSource(
+                sqs,
+                self.names.shards_queue_url,
+                self._runs_observed(poller_handler),
+                f"{self.prefix}-poller",
+                spec.POLLER_TIMEOUT,
+                self.settings.retry_delay_seconds,
+                batch_size=1,
+            )
+        )
         self._schedule = Schedule(
             poller_handler,
             self.settings.poll_every_seconds,
             f"{self.prefix}-poller",
             spec.POLLER_TIMEOUT,
-            self._on_poll,
             region=self.settings.region,
         )
         if self.settings.poller:
@@ -492,7 +504,8 @@ class DevStack:
         return build_jobs(table, self.client("dynamodb"))
 
     def poll(self) -> Any:
-        """Run the poller once now (also while its timer runs; never two at once)."""
+        """Start a poller round now (also while its timer runs): the tick's answer; the
+        shards queue's event source runs the round's assignments soon after."""
         assert self._schedule is not None
         return self._schedule.run_once()
 
@@ -548,6 +561,15 @@ class DevStack:
                 # With metrics disabled Powertools never flushes; clear what
                 # one invocation added so nothing accumulates across them.
                 metrics.clear_metrics()
+
+        return invoke
+
+    def _runs_observed(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        def invoke(event: dict[str, Any], context: Any) -> Any:
+            result = handler(event, context)
+            for run in result.get("runs", []):
+                self._on_poll(run)
+            return result
 
         return invoke
 

@@ -1,5 +1,9 @@
-"""Lambda handler for the poller: status polls and sweeps (EventBridge schedule), and
-registrations by event (the registrations queue's SQS event source).
+"""Lambda handler for the poller: a round's fan-out (EventBridge schedule), its runs of
+status polls and sweeps (the shards queue's SQS event source), and registrations by
+event (the registrations queue's SQS event source).
+
+A run that raises (the index or the leases table could not be read) is retried
+by SQS; the retry works only the shards no run of that round has claimed.
 
 A registration that raises is reported in ``batchItemFailures`` and retried
 by SQS, then moved to the registrations DLQ; a refused one is parked there at
@@ -22,6 +26,7 @@ from sume.core.names import Metric
 from sume.core.observability import logger, metrics, tracer
 from sume.core.runtime import time_left
 from sume.polling import compose
+from sume.polling.fanout import InvalidAssignment
 from sume.polling.poller import RunSummary
 from sume.polling.registration import Registration
 
@@ -68,26 +73,52 @@ def register_record(record: SQSRecord) -> None:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    # The one place the two invocations are told apart: the registrations
-    # queue's event source hands over SQS records, the schedule an event.
-    if "Records" in event:
-        return dict(
-            process_partial_response(
-                event=event, record_handler=register_record, processor=batch, context=context
-            )
+    # The one place the three invocations are told apart: the schedule hands
+    # over an event, the two queues' event sources SQS records, each with
+    # its queue's ARN.
+    records = event.get("Records")
+    if records is None:
+        return fan_out()
+    if records and compose.fanout_settings().is_shards_queue(records[0]["eventSourceARN"]):
+        return {"runs": [run(SQSRecord(record), context) for record in records]}
+    return dict(
+        process_partial_response(
+            event=event, record_handler=register_record, processor=batch, context=context
         )
-    return run(context)
+    )
 
 
-def run(context: Any) -> dict[str, Any]:
+def fan_out() -> dict[str, int]:
     gauge_awaiting()
     try:
-        summary = compose.poller_service().run(time_left(context))
+        started = compose.fanout_service().start()
     except RETRYABLE:
-        # The index could not be read: nothing changed, the next run retries,
-        # and the raised error trips the function's error alarm meanwhile.
+        # The assignments sent still run; the next tick fans out the round anew.
         metrics.add_metric(name=Metric.POLLER_ERRORS, unit="Count", value=1)
-        logger.exception("poller run failed")
+        logger.exception("poller round not fanned out")
+        raise
+    metrics.add_metric(name=Metric.POLLER_RUNS_STARTED, unit="Count", value=started["runs"])
+    logger.info("poller round fanned out", round=started["round"], runs=started["runs"])
+    return started
+
+
+def run(record: SQSRecord, context: Any) -> dict[str, Any]:
+    service = compose.shard_run_service()
+    try:
+        assignment = service.parse(record.body)
+    except InvalidAssignment as exc:
+        # Not ours to run, and sent again it would fail again: dropped.
+        metrics.add_metric(name=Metric.POLLER_ERRORS, unit="Count", value=1)
+        logger.error("shard assignment refused", error=str(exc), message_id=record.message_id)
+        return {"refused": exc.reason}
+    try:
+        summary = service.work(assignment, time_left(context))
+    except RETRYABLE:
+        # The index or the leases could not be read: nothing changed, SQS
+        # retries the shards not yet claimed, the next round the rest, and
+        # the raised error trips the function's error alarm meanwhile.
+        metrics.add_metric(name=Metric.POLLER_ERRORS, unit="Count", value=1)
+        logger.exception("poller run failed", round=assignment.round)
         raise
     return observe(summary)
 

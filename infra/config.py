@@ -16,6 +16,7 @@ from typing import Any
 from aws_cdk import aws_logs as logs
 
 from infra.spec import DEFAULT_POLL_RATE_MINUTES, POLLER_TIMEOUT
+from sume.core.names import DUE_SHARDS
 
 STAGE_PATTERN = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
 DEFAULT_STAGE = "dev"
@@ -79,6 +80,9 @@ WORKER_PLANNED_SECONDS_PER_JOB = 5
 REGISTRATION_PLANNED_SECONDS = 0.1
 MIN_EVENT_SOURCE_CONCURRENCY = 2
 MAX_EVENT_SOURCE_CONCURRENCY = 1000
+# The due-work index's shards: each is one partition key of the index, and a
+# round runs at most one poller per shard, within one event source's cap.
+MAX_DUE_SHARDS = MAX_EVENT_SOURCE_CONCURRENCY
 
 # Write units the jobs table (and its due-work index) must take at once, from
 # `make bench`'s call counts (docs/bench.md, "AWS calls per delivery"). Every
@@ -176,6 +180,10 @@ DEFAULTS: Mapping[str, Any] = {
     "api_burst_quota": DEFAULT_API_BURST_QUOTA,
     "api_client_error_threshold": 100,
     "poll_rate_minutes": DEFAULT_POLL_RATE_MINUTES,
+    "due_shards": DUE_SHARDS,
+    # None: no lowered count still draining (docs/operations.md, "Changing the shard count").
+    "due_shards_previous": None,
+    "poller_shards_per_run": 1,
     "alarm_email": "",
     "log_retention_days": 30,
     "log_level": "INFO",
@@ -235,6 +243,11 @@ class StageConfig:
     artifact_allowed_hosts: str
     status_allowed_hosts: str
     registrations_max_concurrency: int
+    due_shards: int
+    """Shards of the due-work index every writer spreads items over."""
+    due_shards_previous: int | None
+    """A larger count the poller still reads while its extra shards drain; None: none."""
+    poller_shards_per_run: int
     receiver_reserved_concurrency: int | None
     """None: the receiver reserves no concurrency."""
     table_warm_writes_per_second: int | None
@@ -311,8 +324,17 @@ class StageConfig:
         registrations_cap = _event_source_cap(
             values, number, "registrations_max_concurrency", peak, REGISTRATION_PLANNED_SECONDS
         )
+        shards = number("due_shards", 1, MAX_DUE_SHARDS)
+        previous = None
+        if values["due_shards_previous"] is not None:
+            previous = number("due_shards_previous", 1, MAX_DUE_SHARDS)
+        per_run = number("poller_shards_per_run", 1, MAX_DUE_SHARDS)
         reserved = _receiver_reservation(
-            values, number, throttle_rate, throttle_burst, worker_cap + registrations_cap
+            values,
+            number,
+            throttle_rate,
+            throttle_burst,
+            worker_cap + registrations_cap + poller_runs(shards, previous, per_run),
         )
         email = str(values["alarm_email"] or "").strip()
         if email and "@" not in email:
@@ -337,6 +359,9 @@ class StageConfig:
             artifact_allowed_hosts=_host_list(values, "artifact_allowed_hosts"),
             status_allowed_hosts=status_hosts,
             registrations_max_concurrency=registrations_cap,
+            due_shards=shards,
+            due_shards_previous=previous,
+            poller_shards_per_run=per_run,
             receiver_reserved_concurrency=reserved,
             **_warm_throughput(values, number, planned_write_units(peak, throttle_rate)),
         )
@@ -464,7 +489,8 @@ def _receiver_reservation(
                 f"throttle_rate {rate} x {RECEIVER_PLANNED_SECONDS} s): Lambda would throttle "
                 "deliveries the API admitted (0 reserves none)"
             )
-    # The event sources' caps, and the poller's scheduled run, come out of what is left.
+    # The event sources' caps (the poller's runs among them), and its tick, come
+    # out of what is left.
     others = sqs_caps + 1
     floor = max(others, LAMBDA_MIN_UNRESERVED) if reserved else others
     if quota - reserved < floor:
@@ -472,10 +498,21 @@ def _receiver_reservation(
             f"context lambda_concurrency_quota ({quota}) less the receiver's reserved "
             f"concurrency ({reserved}) leaves {quota - reserved}, below the {floor} needed "
             f"(Lambda keeps {LAMBDA_MIN_UNRESERVED} unreserved; worker_max_concurrency + "
-            "registrations_max_concurrency + the poller's run): raise the account's quota and "
-            "set lambda_concurrency_quota, or -c receiver_reserved_concurrency=0 to reserve none"
+            "registrations_max_concurrency + the poller's runs and tick): raise the account's "
+            "quota and set lambda_concurrency_quota, or -c receiver_reserved_concurrency=0 to "
+            "reserve none"
         )
     return reserved or None
+
+
+def poller_runs(due_shards: int, previous: int | None, per_run: int) -> int:
+    """The poller's parallel runs in a round: the shards it reads, ``per_run`` to a run.
+
+    The shards queue's event source is capped there (at least SQS's minimum),
+    so a round never takes more of the account's concurrency.
+    """
+    read = max(due_shards, previous or 0)
+    return max(MIN_EVENT_SOURCE_CONCURRENCY, math.ceil(read / per_run))
 
 
 def _host_list(values: Mapping[str, Any], key: str) -> str:

@@ -89,6 +89,30 @@ TTL: Final = TTL_ATTRIBUTE
 REGISTRATION_PATTERN: Final = {"detail-type": [REGISTRATION_DETAIL_TYPE]}
 REGISTRATIONS_VISIBILITY_TIMEOUT: Final = 6 * POLLER_TIMEOUT
 
+# The poller's fan-out (sume.polling.fanout): the tick's assignments wait in
+# the shards queue; a failed run is retried once its invocation is surely
+# over (Lambda needs the visibility timeout to cover the function's timeout),
+# while its round's unclaimed shards are still worth working. An assignment
+# older than one round is worth nothing (its shards are the next round's), so
+# none is kept longer: SQS's minimum retention, or the schedule's period.
+SHARDS_VISIBILITY_TIMEOUT: Final = POLLER_TIMEOUT
+SHARDS_MIN_RETENTION_SECONDS: Final = 60
+
+
+def shards_retention_seconds(poll_rate_minutes: int) -> int:
+    return max(SHARDS_MIN_RETENTION_SECONDS, poll_rate_minutes * 60)
+
+
+def leases_table_definition(table_name: str) -> dict[str, Any]:
+    """``CreateTable`` arguments matching the stack's shard leases table (for moto)."""
+    return {
+        "TableName": table_name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "KeySchema": [{"AttributeName": DUE_SHARD, "KeyType": "HASH"}],
+        "AttributeDefinitions": [{"AttributeName": DUE_SHARD, "AttributeType": "N"}],
+    }
+
+
 # The JSON Schemas of the events on the bus (built by infra.schema_files),
 # registered in the stack's schema registry as they are.
 SCHEMAS_DIR: Final = Path(__file__).resolve().parent.parent / "schemas"
@@ -151,6 +175,8 @@ OUTPUTS: Final = {
     "api_token_secret_arn": "SumeApiTokenSecretArn",
     "registrations_queue_url": "RegistrationQueueUrl",
     "registrations_dlq_url": "RegistrationDlqUrl",
+    "shards_queue_url": "PollShardsQueueUrl",
+    "leases_table": "ShardLeasesTableName",
 }
 
 
@@ -168,6 +194,8 @@ class ResourceNames:
     api_token_secret_arn: str | None = None
     registrations_queue_url: str = ""
     registrations_dlq_url: str = ""
+    shards_queue_url: str = ""
+    leases_table: str = ""
 
 
 # The local stack's timings: seconds instead of minutes, so a crash, a lost

@@ -16,7 +16,7 @@ from constructs import Construct
 
 from infra import spec
 from infra.api import WebhookApi
-from infra.config import StageConfig
+from infra.config import StageConfig, poller_runs
 from infra.functions.factory import FunctionFactory
 from infra.functions.poller import PollerFunction
 from infra.functions.receiver import ReceiverFunction
@@ -104,6 +104,7 @@ class SumeWebhooksStack(Stack):
             log_retention=config.log_retention,
             log_level=config.log_level,
             removal_policy=removal,
+            due_shards=config.due_shards,
         )
         receiver = ReceiverFunction(
             factory,
@@ -132,8 +133,21 @@ class SumeWebhooksStack(Stack):
             status_allowed_hosts=config.status_allowed_hosts,
         )
 
-        PollerSchedule(
-            self, "PollerSchedule", poller=poller.function, rate_minutes=config.poll_rate_minutes
+        schedule = PollerSchedule(
+            self,
+            "PollerSchedule",
+            poller=poller.function,
+            rate_minutes=config.poll_rate_minutes,
+            removal_policy=removal,
+        )
+        poller.take_rounds(
+            schedule.shards_queue,
+            schedule.leases,
+            due_shards_previous=config.due_shards_previous,
+            shards_per_run=config.poller_shards_per_run,
+            max_concurrency=poller_runs(
+                config.due_shards, config.due_shards_previous, config.poller_shards_per_run
+            ),
         )
         api = WebhookApi(
             self,
@@ -225,6 +239,14 @@ class SumeWebhooksStack(Stack):
             spec.OUTPUTS["registrations_dlq_url"]: (
                 registrations.dlq.queue_url,
                 "Registration events that did not register",
+            ),
+            spec.OUTPUTS["shards_queue_url"]: (
+                schedule.shards_queue.queue_url,
+                "A poller round's assignments, one per group of due-work shards",
+            ),
+            spec.OUTPUTS["leases_table"]: (
+                schedule.leases.table_name,
+                "Which poller run holds each due-work shard",
             ),
             spec.OUTPUT_REGISTRATION_DETAIL_TYPE: (
                 REGISTRATION_DETAIL_TYPE,

@@ -19,7 +19,7 @@ _ATTRIBUTE_TYPES = {
 }
 
 
-def _key_attributes(definition: dict[str, Any], key_schema: list[dict[str, str]]) -> dict[str, Any]:
+def key_attributes(definition: dict[str, Any], key_schema: list[dict[str, str]]) -> dict[str, Any]:
     types = {a["AttributeName"]: a["AttributeType"] for a in definition["AttributeDefinitions"]}
     keys = {}
     for key in key_schema:
@@ -79,7 +79,7 @@ class JobsTableResource(Construct):
         self.table = table = dynamodb.Table(
             self,
             "Table",
-            **_key_attributes(definition, definition["KeySchema"]),
+            **key_attributes(definition, definition["KeySchema"]),
             billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
@@ -92,7 +92,7 @@ class JobsTableResource(Construct):
         for index in definition["GlobalSecondaryIndexes"]:
             table.add_global_secondary_index(
                 index_name=index["IndexName"],
-                **_key_attributes(definition, index["KeySchema"]),
+                **key_attributes(definition, index["KeySchema"]),
                 projection_type=dynamodb.ProjectionType[index["Projection"]["ProjectionType"]],
                 warm_throughput=warm,
             )
@@ -116,7 +116,7 @@ def _global_table(
         scope,
         "GlobalTable",
         table_name=replication.table_name,
-        **_key_attributes(definition, definition["KeySchema"]),
+        **key_attributes(definition, definition["KeySchema"]),
         billing=dynamodb.Billing.on_demand(),
         multi_region_consistency=dynamodb.MultiRegionConsistency.STRONG,
         replicas=[dynamodb.ReplicaTableProps(region=replication.replica_region)],
@@ -124,7 +124,7 @@ def _global_table(
         global_secondary_indexes=[
             dynamodb.GlobalSecondaryIndexPropsV2(
                 index_name=index["IndexName"],
-                **_key_attributes(definition, index["KeySchema"]),
+                **key_attributes(definition, index["KeySchema"]),
                 projection_type=dynamodb.ProjectionType[index["Projection"]["ProjectionType"]],
                 warm_throughput=warm,
             )

@@ -39,12 +39,15 @@ def _error_code(exc: ClientError) -> str:
 
 def from_outputs(outputs: Mapping[str, str], description: str) -> Stack:
     """Map CloudFormation outputs onto resource names; every required key must be there."""
-    # Stacks deployed before registration by event have no registration queues.
+    # Stacks deployed before registration by event have no registration queues,
+    # those before the poller fanned out no shards queue or leases table.
     optional = {
         "signing_secret_arn",
         "api_token_secret_arn",
         "registrations_queue_url",
         "registrations_dlq_url",
+        "shards_queue_url",
+        "leases_table",
     }
     missing = [
         key for field, key in spec.OUTPUTS.items() if field not in optional and key not in outputs

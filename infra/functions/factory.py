@@ -26,7 +26,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from infra.nag import acknowledge
-from sume.core.names import DUE_SHARDS, METRICS_NAMESPACE, SERVICE_NAME, Env
+from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME, Env
 
 CODE_ROOT: Final = Path(__file__).resolve().parents[2] / "functions"
 # Whatever a local run leaves beside the code never ships.
@@ -74,9 +74,11 @@ class FunctionFactory(Construct):
         log_retention: logs.RetentionDays,
         log_level: str,
         removal_policy: RemovalPolicy,
+        due_shards: int,
     ) -> None:
         super().__init__(scope, construct_id)
         self.table = table
+        self._due_shards = due_shards
         self.queue = queue
         self._log_retention = log_retention
         self._log_level = log_level
@@ -152,7 +154,7 @@ class FunctionFactory(Construct):
             "POWERTOOLS_TRACER_CAPTURE_RESPONSE": "false",
             # Every handler's TableSettings: one shard count for the writers
             # and the poller's index queries, one table, one queue.
-            Env.DUE_SHARDS: str(DUE_SHARDS),
+            Env.DUE_SHARDS: str(self._due_shards),
             Env.JOBS_TABLE_NAME: self.table.table_name,
             Env.JOBS_QUEUE_URL: self.queue.queue_url,
         }

@@ -3,6 +3,7 @@ registers jobs by event."""
 
 from __future__ import annotations
 
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda_event_sources as event_sources
@@ -65,6 +66,38 @@ class PollerFunction(StackFunction):
         self.grant_payloads(payloads, "s3:PutObject")
         api_token.grant_read(self.function)
 
+    def take_rounds(
+        self,
+        shards_queue: sqs.IQueue,
+        leases: dynamodb.ITable,
+        *,
+        due_shards_previous: int | None,
+        shards_per_run: int,
+        max_concurrency: int,
+    ) -> None:
+        """A round's assignments (``infra/scheduling.py``) from the shards queue, one per run.
+
+        The tick sends them; each run claims its shards in ``leases``. One
+        message a run: each gets a whole invocation's time. ``max_concurrency``
+        is the round's runs, so all of a round's shards are worked at once.
+        """
+        self.function.add_event_source(
+            event_sources.SqsEventSource(
+                shards_queue, batch_size=1, max_concurrency=max_concurrency
+            )
+        )
+        shards_queue.grant_send_messages(self.function)
+        leases.grant(self.function, "dynamodb:PutItem", "dynamodb:UpdateItem")
+        environment = {
+            Env.POLL_SHARDS_QUEUE_URL: shards_queue.queue_url,
+            Env.SHARD_LEASES_TABLE_NAME: leases.table_name,
+            Env.POLL_SHARDS_PER_RUN: str(shards_per_run),
+        }
+        if due_shards_previous is not None:
+            environment[Env.DUE_SHARDS_PREVIOUS] = str(due_shards_previous)
+        for key, value in environment.items():
+            self.function.add_environment(key, value)
+
     def take_registrations(
         self, queue: sqs.IQueue, dlq: sqs.IQueue, bus: events.IEventBus, max_concurrency: int
     ) -> None:
@@ -93,5 +126,6 @@ class PollerFunction(StackFunction):
             "Serverless-LambdaEventSourceMappingDestination",
             "An SQS event source takes no on-failure destination (Lambda has them for "
             "streams and Kafka): a registration that keeps failing goes to the registrations "
-            "queue's own DLQ after its receives, where refused ones are parked at once.",
+            "queue's own DLQ after its receives, where refused ones are parked at once; a "
+            "round's assignment expires with its round (infra/scheduling.py).",
         )

@@ -9,6 +9,7 @@ from typing import Any
 
 from devstack.simulator import Sume
 from devstack.stack import DevStack, Entry
+from sume.core.names import DUE_SHARDS
 from tests.builders import registration_entry
 
 BOUND = 60.0
@@ -64,8 +65,9 @@ def test_an_event_on_the_bus_registers_a_job_that_is_polled_processed_and_announ
     assert (stored["state"]["S"], stored["source"]["S"]) == ("processed", "poll")
     assert stored["metadata"]["M"] == {"order": {"S": "o-7"}}
     assert len(entries_of(stack, "recovered", job.job_id)) == 1
-    # Another poller run and a second look at the bus change nothing.
-    stack.poll()
+    # Another round, fanned out over every shard as in AWS, and a second look at
+    # the bus change nothing.
+    assert stack.poll()["runs"] == DUE_SHARDS
     time.sleep(0.5)
     assert stack.announced()[job.job_id] == 1
 

@@ -18,6 +18,7 @@ from infra.config import (
     StageConfig,
     default_throttle,
     planned_write_units,
+    poller_runs,
     receiver_concurrency,
 )
 from infra.functions.factory import CODE_ROOT
@@ -47,6 +48,10 @@ ACCEPTED_FINDINGS = {
     ("Functions/Poller/Function", "Serverless-LambdaAsyncFailureDestination"),
     ("PollerSchedule/Rule", "Serverless-EventBusDLQ"),
     *((f"{q}/DeadLetters", "Serverless-SQSRedrivePolicy") for q in ("JobsQueue", "Registrations")),
+    *(
+        ("PollerSchedule/Shards", rule)
+        for rule in ("AwsSolutions-SQS3", "Serverless-SQSRedrivePolicy")
+    ),
 }
 # Only a stage with alarm_email has the e-mail subscription.
 WITH_ALARM_EMAIL = {("Monitoring/AlarmTopic", "Serverless-SNSRedrivePolicy")}
@@ -267,14 +272,33 @@ def test_the_receiver_reserves_what_the_throttle_admits_and_the_poller_is_capped
     assert _config(throttle_rate="60", throttle_burst="80").receiver_reserved_concurrency == 140
     assert _config(receiver_reserved_concurrency="400").receiver_reserved_concurrency == 400
     assert _config(receiver_reserved_concurrency="0").receiver_reserved_concurrency is None
-    # A new account's small quota: nothing reserved, the caps still fit.
-    small = _config(
-        receiver_reserved_concurrency="0",
-        lambda_concurrency_quota="10",
-        worker_max_concurrency="5",
-        registrations_max_concurrency="2",
+    # A new account's small quota: nothing reserved, the caps still fit, the
+    # poller's round in 2 runs of 8 shards (one run a shard would need 16).
+    small = {
+        "receiver_reserved_concurrency": "0",
+        "lambda_concurrency_quota": "10",
+        "worker_max_concurrency": "5",
+        "registrations_max_concurrency": "2",
+    }
+    assert _config(**small, poller_shards_per_run="8").receiver_reserved_concurrency is None
+    assert poller_runs(16, None, 8) == 2
+    with pytest.raises(ConfigError, match=r"leaves 10, below the 24 needed .*poller's runs"):
+        _config(**small)
+
+
+def test_the_shard_counts_are_checked_and_size_the_round() -> None:
+    config = _config()
+    assert (config.due_shards, config.due_shards_previous, config.poller_shards_per_run) == (
+        16,
+        None,
+        1,
     )
-    assert small.receiver_reserved_concurrency is None
+    # Runs cover what the poller reads, the larger count while one drains.
+    assert (poller_runs(8, 16, 4), poller_runs(32, 16, 4), poller_runs(1, None, 1)) == (4, 8, 2)
+    for key in ("due_shards", "due_shards_previous", "poller_shards_per_run"):
+        for bad in ("0", "1001", "x"):
+            with pytest.raises(ConfigError, match=f"context {key} must be"):
+                _config(**{key: bad})
 
 
 def test_the_event_sources_are_capped_for_the_estimate() -> None:
@@ -358,12 +382,12 @@ def test_synth_of_a_prod_stage_without_status_allowed_hosts_fails_naming_the_key
             "dev",
             {"sume_peak_jobs_per_second": "20"},
             r"lambda_concurrency_quota \(1000\) less the receiver's reserved concurrency "
-            r"\(1500\) leaves -500, below the 103 needed",
+            r"\(1500\) leaves -500, below the 119 needed",
         ),
         (
             "dev",
             {"worker_max_concurrency": "900"},
-            r"leaves 850, below the 903 needed",
+            r"leaves 850, below the 919 needed",
         ),
         ("dev", {"lambda_concurrency_quota": "5"}, "lambda_concurrency_quota must be within"),
         ("dev", {"throttle_rate": "39"}, r"throttle_rate \(39\) is below .* worst case of 40"),

@@ -86,6 +86,7 @@ def test_every_event_source_is_capped(dev: Stage, prod: Stage) -> None:
         assert {ref_name(m["Properties"]["EventSourceArn"]) for m in mappings} == {
             "JobsQueue",
             "RegistrationsQueue",
+            "PollerScheduleShards",
         }
         for mapping in mappings:
             cap = mapping["Properties"]["ScalingConfig"]["MaximumConcurrency"]

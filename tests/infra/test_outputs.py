@@ -40,6 +40,9 @@ def test_outputs_have_the_stable_names_the_ops_cli_reads(dev: Stage, prod: Stage
         assert ref_name(registrations) == "RegistrationsQueue"
         registrations_dlq = outputs[spec.OUTPUTS["registrations_dlq_url"]]["Value"]
         assert ref_name(registrations_dlq) == "RegistrationsDeadLetters"
+        shards = outputs[spec.OUTPUTS["shards_queue_url"]]["Value"]
+        assert ref_name(shards) == "PollerScheduleShards"
+        assert ref_name(outputs[spec.OUTPUTS["leases_table"]]["Value"]) == "PollerScheduleLeases"
         detail_type = outputs[spec.OUTPUT_REGISTRATION_DETAIL_TYPE]["Value"]
         assert detail_type == REGISTRATION_DETAIL_TYPE
         policy = outputs[spec.OUTPUT_REGISTRATION_POLICY]["Value"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from infra import spec
 from infra.config import DEFAULTS
 from sume.core.names import DUE_INDEX
-from sume.polling.settings import PollerSettings, RegistrySettings
+from sume.polling.settings import FanOutSettings, PollerSettings, RegistrySettings
 from tests.infra.conftest import (
     CONSUME,
     ITEMS,
@@ -44,7 +44,42 @@ def test_the_poller_may_do_only_what_its_code_does(dev: Stage) -> None:
         "RegistrationsDeadLetters": SEND,
         # Refused registrations are announced.
         "AnnouncementsBus": {"events:PutEvents"},
+        # The round's assignments: sent by the tick, taken by the runs.
+        "PollerScheduleShards": CONSUME | SEND,
+        "PollerScheduleLeases": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
     }
+
+
+def test_a_round_fans_out_one_run_per_group_of_shards(dev: Stage, prod: Stage) -> None:
+    # dev: the default 16 shards, one a run; prod: 8 shards while the 16 of
+    # before drain, 4 a run.
+    for stage, shards, previous, per_run, runs in ((dev, 16, None, 1, 16), (prod, 8, 16, 4, 4)):
+        env = stage.environment("Poller")
+        assert PollerSettings.from_env(env).table.due_shards == shards
+        assert env.get("DUE_SHARDS_PREVIOUS") == (previous and str(previous))
+        fanout = FanOutSettings.from_env(env)
+        assert fanout.shards_queue_url == "resolved-PollerScheduleShards"
+        assert fanout.leases_table_name == "resolved-PollerScheduleLeases"
+        assert (fanout.read_shards, fanout.shards_per_run) == (16, per_run)
+        # Every writer spreads items over the same count.
+        for writer in ("Receiver", "Worker"):
+            assert stage.environment(writer)["DUE_SHARDS"] == str(shards)
+        source = stage.event_source("PollerScheduleShards")
+        assert ref_name(source["FunctionName"]) == "FunctionsPollerFunction"
+        assert source["BatchSize"] == 1
+        assert "FunctionResponseTypes" not in source
+        assert source["ScalingConfig"] == {"MaximumConcurrency": runs}
+
+
+def test_an_assignment_lives_one_round_and_is_retried_within_it(dev: Stage, prod: Stage) -> None:
+    for stage, retention in ((dev, 300), (prod, 600)):
+        props = stage.one("PollerScheduleShards", "AWS::SQS::Queue")[1]["Properties"]
+        assert props["VisibilityTimeout"] == spec.POLLER_TIMEOUT
+        assert props["MessageRetentionPeriod"] == retention
+        assert "RedrivePolicy" not in props
+    leases = dev.one("PollerScheduleLeases", "AWS::DynamoDB::Table")[1]["Properties"]
+    assert leases["KeySchema"] == [{"AttributeName": "due_shard", "KeyType": "HASH"}]
+    assert leases["BillingMode"] == "PAY_PER_REQUEST"
 
 
 def test_poller_runs_on_a_configurable_schedule(dev: Stage, prod: Stage) -> None:

@@ -32,15 +32,16 @@ def test_the_status_server_says_running_for_the_job_asked():
         assert r.read() == b'{"job_id": "job_7", "state": "running"}'
 
 
-def test_a_run_polls_every_due_job_and_its_calls_follow_due_work():
-    alone = capacity.run_once(0.0, due=60, not_due=0, window=30)
-    crowded = capacity.run_once(0.0, due=60, not_due=120, window=30)
-    for run in (alone, crowded):
-        assert run.complete
-        assert run.polled == 60
-        assert run.calls["dynamodb.UpdateItem"] == 60
-        # One page per shard: no shard holds 50 of 60 jobs.
-        assert run.calls["dynamodb.Query"] == 16
-        assert set(run.calls) == {"dynamodb.Query", "dynamodb.UpdateItem"}
-    assert crowded.in_table == 180
-    assert crowded.calls_per_polled_job == alone.calls_per_polled_job
+def test_a_round_in_parallel_processes_polls_each_due_job_once_and_counts_its_calls():
+    from bench.servers import spawned
+
+    with spawned("moto") as endpoint_url:
+        row = capacity.measure_row(endpoint_url, runs=4, due=40, window=10.0, delay=0.0)
+    assert row.polled == 40
+    assert sorted(s for run in row.each for s in run.shards) == list(range(16))
+    # Each shard claimed and released once; an update per poll, a page per shard.
+    assert row.calls["dynamodb.PutItem"] == 16
+    assert row.calls["dynamodb.UpdateItem"] == 40 + 16
+    assert row.calls["dynamodb.Query"] == 16
+    assert row.lease_calls == 32
+    assert set(row.calls) == {"dynamodb.PutItem", "dynamodb.Query", "dynamodb.UpdateItem"}

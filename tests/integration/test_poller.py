@@ -6,13 +6,13 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 
-import poller
 import receiver
 import worker
 from bench.counting import CallCounter
@@ -22,6 +22,7 @@ from sume.core import runtime
 from sume.core.names import due_shard, report_bucket
 from sume.polling import compose
 from sume.polling.compose import build_poller
+from sume.polling.poller import RunSummary
 from sume.polling.registry import Registry
 from sume.polling.settings import PollerSettings
 from sume.store.jobs import JobsTable, Source, State
@@ -30,10 +31,10 @@ from tests.builders import (
     LambdaContext,
     delivery_event,
     job_body,
-    scheduled_event,
     sqs_event,
 )
 from tests.httpserver import LoopbackServer
+from tests.rounds import poller_round
 
 T0 = 1_900_000_000
 SHARDS = 4
@@ -80,8 +81,19 @@ def table(aws) -> JobsTable:
     return JobsTable(clients.client("dynamodb"), aws.table, SHARDS)
 
 
-def make_poller(clock: Clock):
-    return build_poller(PollerSettings.from_env(), clock=clock)
+class AllShards:
+    """A round of one run over every shard, at the clock's time."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._poller = build_poller(PollerSettings.from_env())
+        self._clock = clock
+
+    def run(self, remaining: Callable[[], float]) -> RunSummary:
+        return self._poller.run(remaining, int(self._clock()), range(SHARDS))
+
+
+def make_poller(clock: Clock) -> AllShards:
+    return AllShards(clock)
 
 
 def register(aws, clock: Clock, job_id: str, url: str, metadata=None) -> bool:
@@ -121,6 +133,17 @@ def indexed_job_ids(aws) -> set[str]:
             if start is None:
                 break
     return found
+
+
+def round_metrics(capsys) -> Counter[str]:
+    """What the last round's runs emitted (one per shard), added up by metric."""
+    out = capsys.readouterr().out.splitlines()
+    runs = [json.loads(line) for line in out if "JobsPolled" in line][-SHARDS:]
+    total: Counter[str] = Counter()
+    for emitted in runs:
+        for name in emitted["_aws"]["CloudWatchMetrics"][0]["Metrics"]:
+            total[name["Name"]] += sum(emitted[name["Name"]])
+    return total
 
 
 def use_api_token(monkeypatch, value: str = "sume-api-token") -> None:
@@ -225,7 +248,7 @@ def test_a_status_url_off_the_list_is_refused_counted_visible_and_still_lost(
     register(aws, Clock(now - 4000), "job_off_old", sume.job_url("job_off_old"))
     monkeypatch.setenv("STATUS_ALLOWED_HOSTS", "api.sume.example")
 
-    summary = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+    summary = poller_round(60)
     assert (summary["polled"], summary["refused"], summary["lost"]) == (2, 2, 1)
     assert sume.requests == []
     item = table(aws).get("job_off")
@@ -238,8 +261,7 @@ def test_a_status_url_off_the_list_is_refused_counted_visible_and_still_lost(
     lost = table(aws).get("job_off_old")
     assert lost is not None
     assert (lost.state, lost.last_poll_error) == (State.LOST, "refused_host")
-    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
-    assert emitted[-1]["StatusUrlRefused"] == [2.0]
+    assert round_metrics(capsys)["StatusUrlRefused"] == 2
 
     # Once Sume's host is listed the next poll gets an answer, and the error goes.
     monkeypatch.setenv("STATUS_ALLOWED_HOSTS", "127.0.0.1")
@@ -279,7 +301,7 @@ def test_a_status_url_answering_about_another_job_never_finishes_this_one(
     register(aws, Clock(now - 1000), "job_A", sume.job_url("job_B"))
     register(aws, Clock(now - 4000), "job_A_old", sume.job_url("job_B"))
 
-    summary = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+    summary = poller_round(60)
 
     assert (summary["polled"], summary["recovered"], summary["lost"]) == (2, 0, 1)
     assert summary["other_job_answers"] == 2
@@ -292,9 +314,8 @@ def test_a_status_url_answering_about_another_job_never_finishes_this_one(
     assert (lost.state, lost.event, lost.last_poll_error) == (State.LOST, None, "job_id_mismatch")
     # Queued only so the worker announces it lost.
     assert drain_queue(aws) == ["job_A_old"]
-    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
     # StatusAnswersForOtherJobs is the metric the stack alarms on.
-    assert emitted[-1]["StatusAnswersForOtherJobs"] == [2.0]
+    assert round_metrics(capsys)["StatusAnswersForOtherJobs"] == 2
     errors = [e for e in logs.lines("ERROR") if "about another job" in e["message"]]
     assert sorted(e["job_id"] for e in errors) == ["job_A", "job_A_old"]
 
@@ -514,7 +535,7 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
     sume.answer("job_h0", job_body("job_h0"))
 
     # 20 s left minus the 10 s margin is less than one poll's worst case.
-    tight = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=20))
+    tight = poller_round(20)
     assert set(tight) == {
         "polled",
         "recovered",
@@ -527,11 +548,13 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
         "other_job_answers",
         "configuration_errors",
         "complete",
+        "shards",
+        "taken",
     }
     assert (tight["polled"], tight["rescheduled"], tight["complete"]) == (0, 0, False)
     assert tight["remaining"] >= 1
 
-    roomy = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+    roomy = poller_round(60)
     assert (roomy["polled"], roomy["recovered"], roomy["rescheduled"], roomy["lost"]) == (
         4,
         1,
@@ -543,17 +566,26 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
     imds = table(aws).get("job_imds")
     assert imds is not None
     assert (imds.state, imds.poll_attempts) == (State.AWAITING, 1)
-    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    emitted = round_metrics(capsys)
     # JobsLost is the metric the stack alarms on.
-    assert (emitted[-1]["JobsRecoveredByPoll"], emitted[-1]["JobsLost"]) == ([1.0], [1.0])
-    assert emitted[-1]["JobsPolled"] == [4.0]
+    assert (emitted["JobsRecoveredByPoll"], emitted["JobsLost"], emitted["JobsPolled"]) == (1, 1, 4)
 
 
 def emitted_metrics(capsys) -> list[dict[str, Any]]:
     return [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
 
 
-def test_each_run_gauges_the_jobs_awaiting_before_it_polls(aws, sume, capsys):
+def gauged(emitted: list[dict[str, Any]]) -> list[float]:
+    """JobsAwaiting as the round's tick emitted it (before its runs polled)."""
+    (tick,) = [metrics for metrics in emitted if "JobsAwaiting" in metrics]
+    return list(tick["JobsAwaiting"])
+
+
+def added(emitted: list[dict[str, Any]], name: str) -> float:
+    return sum(sum(metrics[name]) for metrics in emitted if name in metrics)
+
+
+def test_each_round_gauges_the_jobs_awaiting_before_it_polls(aws, sume, capsys):
     # DeliverySilence reads JobsAwaiting; PollRecoveryShare reads JobsRecoveredByPoll.
     now = time.time()
     for job_id in ("job_w0", "job_w1", "job_w2", "job_w3"):
@@ -564,14 +596,15 @@ def test_each_run_gauges_the_jobs_awaiting_before_it_polls(aws, sume, capsys):
         receiver.handler(delivery_event(job_body("job_w3")), LambdaContext())["statusCode"] == 200
     )
 
-    first = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
-    second = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+    first = poller_round(60)
+    round1 = emitted_metrics(capsys)
+    second = poller_round(60)
+    round2 = emitted_metrics(capsys)
 
     assert (first["polled"], first["recovered"], second["polled"]) == (3, 1, 0)
-    *_, run1, run2 = emitted_metrics(capsys)
-    # Counted before the polls: job_w0, recovered by this run, had waited in it.
-    assert (run1["JobsAwaiting"], run1["JobsRecoveredByPoll"]) == ([3.0], [1.0])
-    assert (run2["JobsAwaiting"], run2["JobsRecoveredByPoll"]) == ([2.0], [0.0])
+    # Counted by the tick, before the runs: job_w0, recovered in round 1, had waited in it.
+    assert (gauged(round1), added(round1, "JobsRecoveredByPoll")) == ([3.0], 1)
+    assert (gauged(round2), added(round2, "JobsRecoveredByPoll")) == ([2.0], 0)
 
 
 def test_past_its_read_limit_the_gauge_is_a_lower_bound(aws, sume, monkeypatch, capsys):
@@ -581,10 +614,10 @@ def test_past_its_read_limit_the_gauge_is_a_lower_bound(aws, sume, monkeypatch, 
     for job_id in [*in_shard_0[:2], *one_job_per_shard("job_c")[1:]]:
         register(aws, Clock(time.time()), job_id, sume.job_url(job_id))
 
-    poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+    poller_round(60)
 
     # Shard 0 holds two awaiting jobs and was read one item deep.
-    assert emitted_metrics(capsys)[-1]["JobsAwaiting"] == [float(SHARDS)]
+    assert gauged(emitted_metrics(capsys)) == [float(SHARDS)]
 
 
 def refuse_counts(params: dict[str, Any], **_: Any) -> None:
@@ -605,13 +638,13 @@ def test_a_count_that_fails_leaves_the_gauge_out_and_the_polls_go_on(aws, sume, 
         )
     ):
         runtime.reset()
-        result = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+        result = poller_round(60)
 
     assert (result["polled"], result["recovered"]) == (1, 1)
-    (emitted,) = emitted_metrics(capsys)
+    emitted = emitted_metrics(capsys)
     # No gauge is no data: the silence alarm is not told jobs wait, nor that none do.
-    assert "JobsAwaiting" not in emitted
-    assert sum(emitted["PollerStepErrors"]) == 1
+    assert not any("JobsAwaiting" in metrics for metrics in emitted)
+    assert added(emitted, "PollerStepErrors") == 1
     (error,) = logs.lines("ERROR")
     assert error["message"] == "awaiting jobs could not be counted"
 
@@ -670,7 +703,7 @@ def test_a_slow_status_host_stalls_neither_the_run_nor_the_other_polls(aws, sume
     sume.route("/v1/jobs/job_trickle", body=lambda: itertools.repeat(b" ", 60), interval=0.5)
     context = LambdaContext(timeout_seconds=20)
 
-    summary = poller.handler(scheduled_event(), context)
+    summary = poller_round(context=lambda: context)
 
     assert context.get_remaining_time_in_millis() > 0
     assert (summary["polled"], summary["rescheduled"], summary["complete"]) == (5, 5, True)
@@ -694,7 +727,7 @@ def test_a_host_that_never_answers_is_lost_at_the_cut_off(aws, sume, short_polls
     )
     context = LambdaContext(timeout_seconds=20)
 
-    summary = poller.handler(scheduled_event(), context)
+    summary = poller_round(context=lambda: context)
 
     assert context.get_remaining_time_in_millis() > 0
     assert (summary["polled"], summary["lost"]) == (1, 1)
@@ -738,14 +771,13 @@ def test_a_poll_configuration_error_does_not_stop_the_sweeps(aws, sume, monkeypa
     assert sume.polls_of("job_cfg") == 0
     assert due_at(aws, "job_cfg") == due  # asked again next run
 
-    result = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+    result = poller_round(60)
     assert (result["configuration_errors"], result["swept"]) == (1, 0)
     errors = logs.lines("ERROR")
     assert [e["job_id"] for e in errors] == ["job_cfg", "job_cfg"]
     assert all("configuration error" in e["message"] for e in errors)
-    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
     # PollerConfigurationErrors is the metric the stack alarms on.
-    assert emitted[-1]["PollerConfigurationErrors"] == [1.0]
+    assert round_metrics(capsys)["PollerConfigurationErrors"] == 1
 
 
 def test_status_url_secrets_stay_out_of_the_logs(aws, sume, short_polls, logs):
@@ -757,7 +789,7 @@ def test_status_url_secrets_stay_out_of_the_logs(aws, sume, short_polls, logs):
     for job_id in ("job_busy", "job_denied", "job_hop"):
         register(aws, Clock(now - 1000), job_id, sume.job_url(job_id) + secret)
 
-    summary = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=30))
+    summary = poller_round(30)
 
     assert summary["polled"] == 3
     assert [line["message"] for line in logs.lines()].count("status poll failed") == 3

@@ -29,6 +29,7 @@ from sume.store.bus import EventBus
 from sume.store.jobs import Job, JobsTable, State
 from sume.store.queue import DeadLetterQueue
 from tests.builders import LambdaContext, registration_entry, scheduled_event
+from tests.rounds import assignments
 
 URL = "https://api.sume.example/v1/jobs/"
 
@@ -406,7 +407,8 @@ def test_the_rule_takes_registrations_only(aws, bus):
     assert bus.received() == []
 
 
-def test_a_scheduled_event_still_runs_the_poller(aws, bus):
+def test_a_scheduled_event_still_starts_a_poller_round(aws, bus):
     result = poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
-    assert result["complete"] is True
+    assert result["runs"] == DUE_SHARDS
     assert "batchItemFailures" not in result
+    assert len(assignments()) == DUE_SHARDS

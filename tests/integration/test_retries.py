@@ -27,7 +27,7 @@ from devstack.resources import create_resources, environment
 from infra import spec
 from infra.spec import ResourceNames
 from sume.core import runtime
-from sume.core.names import DETAIL_TYPES, EVENT_SOURCE
+from sume.core.names import DETAIL_TYPES, DUE_SHARDS, EVENT_SOURCE
 from sume.polling.compose import build_poller
 from sume.polling.settings import PollerSettings
 from sume.store.jobs import Job, JobsTable
@@ -89,8 +89,8 @@ class Stack:
 
     def sweep(self, at: float) -> int:
         """One poller run at time ``at``; the owed jobs it queued again."""
-        poller = build_poller(PollerSettings.from_env(), clock=lambda: at)
-        return poller.run(lambda: 60.0).swept
+        poller = build_poller(PollerSettings.from_env())
+        return poller.run(lambda: 60.0, int(at), range(DUE_SHARDS)).swept
 
     def job(self, job_id: str) -> Job:
         job = self.table.get(job_id)

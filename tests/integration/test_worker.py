@@ -21,7 +21,7 @@ import worker
 from devstack import moto_atomic
 from infra import spec
 from sume.core import runtime
-from sume.core.names import DETAIL_TYPES, EVENT_SOURCE, due_shard, report_bucket
+from sume.core.names import DETAIL_TYPES, DUE_SHARDS, EVENT_SOURCE, due_shard, report_bucket
 from sume.net.fetch import TransientFetchError
 from sume.polling.compose import build_poller
 from sume.polling.settings import PollerSettings
@@ -526,7 +526,8 @@ def test_the_stored_event_is_trusted_for_what_the_intake_checked(world):
 
 def sweep(at):
     """One poller run at time ``at``; the owed jobs it queued again."""
-    return build_poller(PollerSettings.from_env(), clock=lambda: at).run(lambda: 60).swept
+    poller = build_poller(PollerSettings.from_env())
+    return poller.run(lambda: 60, int(at), range(DUE_SHARDS)).swept
 
 
 def test_the_sweeper_leaves_a_failed_job_to_the_queue_s_retry(world, server, local_urls):

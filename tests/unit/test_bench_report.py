@@ -110,27 +110,33 @@ def test_backlog_a_schedule_keeps_up_with():
     assert capacity.keeps_up_with(100, 95, 900, 150) == pytest.approx(57_000)
 
 
-def test_capacity_report_uses_the_deployed_window():
-    run = capacity.PollerRun(
-        delay=0.05,
-        due=1000,
-        in_table=1000,
-        budget=25,
-        window=10,
-        seconds=10,
-        polled=500,
-        remaining=8,
-        complete=False,
-        calls=Counter({"dynamodb.Query": 10, "dynamodb.UpdateItem": 500, "sqs.X": 3}),
-    )
+def test_capacity_rows_count_the_jobs_tables_calls_apart_from_the_leases():
+    runs = [
+        capacity.Run(shards=[0, 1], polled=300, seconds=10, calls={}),
+        capacity.Run(shards=[2, 3], polled=200, seconds=9, calls={}),
+    ]
+    calls = Counter({"dynamodb.PutItem": 4, "dynamodb.Query": 10, "dynamodb.UpdateItem": 504})
+    row = capacity.Row(runs=2, due=1000, window=8, seconds=10, polled=500, calls=calls, each=runs)
+    one = capacity.Row(runs=1, due=1000, window=8, seconds=10, polled=250, calls=Counter())
     report = capacity.CapacityReport(
-        budget=110, reserve=15, every=300, intervals=(900, 21600), parallel=8, runs=[run]
+        delay=0.5,
+        parallel=2,
+        deployed_parallel=32,
+        budget=110,
+        reserve=15,
+        every=300,
+        intervals=(900, 21600),
+        rows=[one, row],
     )
-    assert run.polled_per_second == 50
-    assert run.dynamodb_calls == 510
-    assert run.calls_per_polled_job == pytest.approx(1.02)
+    assert row.polled_per_second == 50
+    assert row.dynamodb_calls == 518
+    # 4 claims, 4 releases: the rest is an update per poll and a page per 50.
+    assert row.lease_calls == 8
+    assert row.job_calls_per_polled_job == pytest.approx(1.02)
+    assert row.calls_per_polled_job == pytest.approx(1.036)
+    assert report.growth(row) == 2
     assert report.window == 95
-    assert report.backlog(run, 900) == pytest.approx(50 * 95 * 900 / 300)
+    assert report.backlog(50, 900) == pytest.approx(50 * 95 * 900 / 300)
 
 
 def test_cpu_worth_per_million_at_the_configured_memory():

@@ -72,12 +72,10 @@ def test_polls_of_the_next_page_start_while_the_last_page_ends():
         queue=None,  # type: ignore[arg-type]
         check_status=status,
         policy=policy,
-        shards=1,
         max_parallel_polls=4,
-        clock=lambda: NOW,
     )
 
-    summary = poller.run(lambda: 60.0)
+    summary = poller.run(lambda: 60.0, NOW, [0])
 
     # Pages of 3 and 4 threads: waiting for each page would leave one idle.
     assert status.most == 4

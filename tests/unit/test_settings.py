@@ -1,6 +1,8 @@
 import pytest
 
 from sume.core.errors import ConfigurationError
+from sume.polling.fanout import groups
+from sume.polling.settings import FanOutSettings
 from sume.receiving.settings import ReceiverSettings
 from sume.working.settings import WorkerSettings
 
@@ -61,3 +63,40 @@ def test_the_worker_must_be_told_its_queue(name):
         WorkerSettings.from_env({k: v for k, v in WORKER.items() if k != name})
     with pytest.raises(ConfigurationError, match=f"{name} must be at least 1"):
         WorkerSettings.from_env({**WORKER, name: "0"})
+
+
+FANOUT = {
+    "POLL_SHARDS_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/x-PollShards1A",
+    "SHARD_LEASES_TABLE_NAME": "leases",
+}
+
+
+def test_a_round_reads_the_larger_shard_count_while_a_lowered_one_drains():
+    default = FanOutSettings.from_env(FANOUT)
+    assert (default.read_shards, default.shards_per_run) == (16, 1)
+    lowered = FanOutSettings.from_env({**FANOUT, "DUE_SHARDS": "8", "DUE_SHARDS_PREVIOUS": "16"})
+    raised = FanOutSettings.from_env({**FANOUT, "DUE_SHARDS": "32", "DUE_SHARDS_PREVIOUS": "16"})
+    assert (lowered.read_shards, raised.read_shards) == (16, 32)
+    assert groups(16, 1) == [(s,) for s in range(16)]
+    assert groups(10, 4) == [(0, 1, 2, 3), (4, 5, 6, 7), (8, 9)]
+
+
+def test_shard_assignments_are_told_from_registrations_by_their_queue():
+    settings = FanOutSettings.from_env(FANOUT)
+    assert settings.is_shards_queue("arn:aws:sqs:us-east-1:123456789012:x-PollShards1A")
+    assert not settings.is_shards_queue("arn:aws:sqs:us-east-1:123456789012:x-Registrations")
+    assert not settings.is_shards_queue("")
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"SHARD_LEASES_TABLE_NAME": "l"}, "POLL_SHARDS_QUEUE_URL"),
+        ({"POLL_SHARDS_QUEUE_URL": "q"}, "SHARD_LEASES_TABLE_NAME"),
+        ({**FANOUT, "POLL_SHARDS_PER_RUN": "0"}, "POLL_SHARDS_PER_RUN"),
+        ({**FANOUT, "DUE_SHARDS_PREVIOUS": "many"}, "DUE_SHARDS_PREVIOUS"),
+    ],
+)
+def test_a_round_without_its_resources_or_with_bad_counts_fails_naming_the_variable(env, message):
+    with pytest.raises(ConfigurationError, match=message):
+        FanOutSettings.from_env(env)

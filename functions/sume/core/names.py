@@ -72,6 +72,10 @@ class Env:
     SUME_API_TOKEN_ARN: Final = "SUME_API_TOKEN_ARN"
     REGISTRATION_DLQ_URL: Final = "REGISTRATION_DLQ_URL"
     DUE_SHARDS: Final = "DUE_SHARDS"
+    DUE_SHARDS_PREVIOUS: Final = "DUE_SHARDS_PREVIOUS"
+    POLL_SHARDS_QUEUE_URL: Final = "POLL_SHARDS_QUEUE_URL"
+    SHARD_LEASES_TABLE_NAME: Final = "SHARD_LEASES_TABLE_NAME"
+    POLL_SHARDS_PER_RUN: Final = "POLL_SHARDS_PER_RUN"
 
     # Secrets in plain text, for running without Secrets Manager.
     SUME_COM_WEBHOOK_SIGNING_SECRET: Final = "SUME_COM_WEBHOOK_SIGNING_SECRET"
@@ -155,6 +159,7 @@ class Metric:
     POLLER_BACKLOG: Final = "PollerBacklog"
     # Gauge: registered jobs still awaiting their terminal event (the silence alarm's).
     JOBS_AWAITING: Final = "JobsAwaiting"
+    POLLER_RUNS_STARTED: Final = "PollerRunsStarted"
     # poller, registrations by event
     JOBS_REGISTERED: Final = "JobsRegistered"
     REGISTRATIONS_OF_KNOWN_JOBS: Final = "RegistrationsOfKnownJobs"

@@ -10,19 +10,23 @@ from sume.core.runtime import Clock, per_container
 from sume.core.secrets import secret_fetcher
 from sume.net.fetch import SafeHttp
 from sume.polling.awaiting import AwaitingGauge
+from sume.polling.fanout import FanOut, ShardLeases, ShardQueue, ShardRun
 from sume.polling.poller import Poller
 from sume.polling.registration import Registrations
 from sume.polling.registry import Registry
-from sume.polling.settings import AWAITING_COUNT_LIMIT, PollerSettings, RegistrySettings
+from sume.polling.settings import (
+    AWAITING_COUNT_LIMIT,
+    FanOutSettings,
+    PollerSettings,
+    RegistrySettings,
+)
 from sume.polling.status import StatusClient, TokenSource, status_getter, token_source
 from sume.store.bus import EventBus
 from sume.store.compose import build_intake, build_jobs
 from sume.store.queue import DeadLetterQueue, JobQueue
 
 
-def build_poller(
-    settings: PollerSettings, clients: Clients = aws.client, clock: Clock = time.time
-) -> Poller:
+def build_poller(settings: PollerSettings, clients: Clients = aws.client) -> Poller:
     table = settings.table
     status = StatusClient(
         status_getter(SafeHttp.for_settings(settings)),
@@ -35,9 +39,7 @@ def build_poller(
         JobQueue(clients("sqs"), table.jobs_queue_url),
         status.check,
         settings.policy,
-        shards=table.due_shards,
         max_parallel_polls=settings.max_parallel_polls,
-        clock=clock,
     )
 
 
@@ -46,6 +48,25 @@ def build_awaiting_gauge(settings: PollerSettings, clients: Clients = aws.client
     return AwaitingGauge(
         build_jobs(table, clients("dynamodb")), table.due_shards, AWAITING_COUNT_LIMIT
     )
+
+
+def build_fanout(
+    settings: FanOutSettings, clients: Clients = aws.client, clock: Clock = time.time
+) -> FanOut:
+    """The schedule's tick: the round's assignments onto the shards queue."""
+    queue = ShardQueue(clients("sqs"), settings.shards_queue_url)
+    return FanOut(queue, settings.read_shards, settings.shards_per_run, clock)
+
+
+def build_shard_run(
+    poller: PollerSettings,
+    fanout: FanOutSettings,
+    clients: Clients = aws.client,
+    clock: Clock = time.time,
+) -> ShardRun:
+    """One assignment's run: its shards claimed in the leases table, then polled."""
+    leases = ShardLeases(clients("dynamodb"), fanout.leases_table_name)
+    return ShardRun(build_poller(poller, clients).run, leases, fanout.read_shards, clock)
 
 
 def build_registrations(
@@ -84,8 +105,18 @@ def _api_token(settings: PollerSettings, clients: Clients) -> TokenSource:
 
 
 @per_container
-def poller_service() -> Poller:
-    return build_poller(PollerSettings.from_env())
+def fanout_settings() -> FanOutSettings:
+    return FanOutSettings.from_env()
+
+
+@per_container
+def fanout_service() -> FanOut:
+    return build_fanout(fanout_settings())
+
+
+@per_container
+def shard_run_service() -> ShardRun:
+    return build_shard_run(PollerSettings.from_env(), fanout_settings())
 
 
 @per_container

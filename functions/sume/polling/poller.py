@@ -1,4 +1,5 @@
-"""One run of the poller: everything due in the ``due-work`` index, until time runs out.
+"""One run of the poller: everything due in some shards of the ``due-work`` index, until
+time runs out (``sume.polling.fanout`` hands each run its shards and its round).
 
 Two kinds of items are due (see docs/design.md):
 
@@ -25,7 +26,7 @@ import enum
 import functools
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -74,9 +75,14 @@ class RunSummary:
     """Steps that met a configuration fault (e.g. an empty token secret); alarmed."""
     complete: bool
     """Every shard was read to the end within this run's time."""
+    shards: tuple[int, ...] = ()
+    """The shards this run worked."""
+    taken: tuple[int, ...] = ()
+    """Shards of its assignment another run held (``sume.polling.fanout``): not worked."""
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """As JSON has it (the handler's answer, the log line): the shards as lists."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
 StatusCheck = Callable[[str, str, float], StatusResult]
@@ -92,40 +98,35 @@ class Poller:
         queue: JobQueue,
         check_status: StatusCheck,
         policy: PollPolicy,
-        shards: int,
         max_parallel_polls: int,
-        clock: Callable[[], float],
     ) -> None:
         self._jobs = jobs
         self._intake = intake
         self._queue = queue
         self._check = check_status
         self._policy = policy
-        self._shards = shards
         self._parallel = max_parallel_polls
-        self._clock = clock
 
-    def run(self, remaining: TimeLeft) -> RunSummary:
-        """Handle due items until they run out or ``remaining`` (the invocation's
-        time) is down to the policy's margin."""
+    def run(self, remaining: TimeLeft, now: int, shards: Sequence[int]) -> RunSummary:
+        """Handle the items of ``shards`` due at ``now`` until they run out or
+        ``remaining`` (the invocation's time) is down to the policy's margin."""
         margin = self._policy.time_margin_seconds
 
         def time_left() -> float:
             return remaining() - margin
 
-        now = int(self._clock())
         tally: Counter[str] = Counter()
         complete = True
-        # Starting shard rotates between runs, so when the backlog outlasts
+        # Starting shard rotates between rounds, so when the backlog outlasts
         # a run's time no shard is always served last.
-        first = now % self._shards
+        first = now % max(1, len(shards))
         # No ``with`` block: leaving it would join every poll thread, and a
         # run never waits on a poll past its own deadline (see _settle).
         pool = ThreadPoolExecutor(self._parallel, thread_name_prefix="poll")
         polls: set[Future[Iterable[Tally]]] = set()
         try:
-            for offset in range(self._shards):
-                shard = (first + offset) % self._shards
+            for offset in range(len(shards)):
+                shard = shards[(first + offset) % len(shards)]
                 if not self._drain(shard, now, time_left, pool, polls, tally):
                     complete = False
                     break
@@ -146,6 +147,7 @@ class Poller:
             other_job_answers=tally[Tally.OTHER_JOB],
             configuration_errors=tally[Tally.CONFIGURATION_ERRORS],
             complete=complete,
+            shards=tuple(shards),
         )
 
     def _drain(

@@ -127,6 +127,32 @@ class PollerSettings:
         )
 
 
+@dataclass(frozen=True)
+class FanOutSettings:
+    """A round fanned out: the schedule's tick hands groups of shards to parallel runs."""
+
+    shards_queue_url: str
+    leases_table_name: str
+    read_shards: int
+    """Shards the poller reads: ``DUE_SHARDS``, or ``DUE_SHARDS_PREVIOUS`` while that
+    is larger (a lowered count's old shards still hold items)."""
+    shards_per_run: int
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> FanOutSettings:
+        return cls(
+            shards_queue_url=required(env, Env.POLL_SHARDS_QUEUE_URL),
+            leases_table_name=required(env, Env.SHARD_LEASES_TABLE_NAME),
+            read_shards=max(due_shards(env), integer(env, Env.DUE_SHARDS_PREVIOUS, 0)),
+            shards_per_run=integer(env, Env.POLL_SHARDS_PER_RUN, 1, minimum=1),
+        )
+
+    def is_shards_queue(self, queue_arn: str) -> bool:
+        """Whether SQS records with this ``eventSourceARN`` come from the shards queue."""
+        # A queue's URL and its ARN both end in its name.
+        return queue_arn.rpartition(":")[2] == self.shards_queue_url.rpartition("/")[2]
+
+
 def poll_initial_seconds(env: Mapping[str, str]) -> int:
     """The first poll's delay after registering: the poller's and every registrar's."""
     return integer(env, Env.POLL_INITIAL_SECONDS, DEFAULT_POLL_INITIAL_SECONDS, minimum=1)

@@ -903,13 +903,23 @@ class JobsTable:
     ) -> bool:
         """Not terminal yet: poll again later (only while still awaiting).
 
+        The item moves to the shard its id has under today's ``DUE_SHARDS``, so
+        a changed shard count drains the old shards as their items come due.
+
         ``error`` says why the status_url gave no answer (e.g. ``refused_host``);
         it stays on the item as ``last_poll_error`` until a poll gets one.
         """
-        values = {"awaiting": State.AWAITING.value, "now": now, "due": next_poll_at, "one": 1}
+        values = {
+            "awaiting": State.AWAITING.value,
+            "now": now,
+            "due": next_poll_at,
+            "one": 1,
+            "shard": due_shard(job_id, self._shards),
+        }
         set_error, remove = _poll_error(values, error)
         update = (
-            f"SET {JobAttr.LAST_POLLED_AT} = :now, {JobAttr.DUE_AT} = :due{set_error} "
+            f"SET {JobAttr.LAST_POLLED_AT} = :now, {JobAttr.DUE_AT} = :due, "
+            f"{JobAttr.DUE_SHARD} = :shard{set_error} "
             f"ADD {JobAttr.POLL_ATTEMPTS} :one"
         )
         update += f" REMOVE {', '.join(remove)}" if remove else ""
@@ -1005,7 +1015,8 @@ class JobsTable:
         """Push an owed job's sweep deadline after re-enqueueing it.
 
         Conditional on the due time the sweeper saw, so a worker that claimed
-        or finished the job in between is never overwritten.
+        or finished the job in between is never overwritten. Moves the item
+        to its shard under today's ``DUE_SHARDS``, as ``reschedule_poll`` does.
         """
         values = {
             "received": State.RECEIVED.value,
@@ -1014,8 +1025,11 @@ class JobsTable:
             "seen": seen_due_at,
             "next": next_due_at,
             "one": 1,
+            "shard": due_shard(job_id, self._shards),
         }
-        update = f"SET {JobAttr.DUE_AT} = :next ADD {JobAttr.SWEEPS} :one"
+        update = (
+            f"SET {JobAttr.DUE_AT} = :next, {JobAttr.DUE_SHARD} = :shard ADD {JobAttr.SWEEPS} :one"
+        )
         condition = f"#state IN (:received, :processing, :lost) AND {JobAttr.DUE_AT} = :seen"
         done, _ = self._conditional(job_id, update, condition, values)
         return done
