@@ -222,10 +222,12 @@ class Schedule(Loop):
         timeout_seconds: float,
         observer: Callable[[Any], None] | None = None,
         region: str = REGION,
+        busy: Callable[[], bool] | None = None,
     ) -> None:
         super().__init__()
         self._handler = handler
         self._region = region
+        self._busy = busy
         self._interval = interval_seconds
         self._function = function_name
         self._timeout = timeout_seconds
@@ -236,6 +238,13 @@ class Schedule(Loop):
         return self._interval
 
     def step(self) -> None:
+        # In AWS a round's runs (at most the 120 s timeout) end long before the
+        # next 5-minute tick; here ticks come every second or so, and a tick over
+        # a round still running would only pile up assignments the runs refuse or
+        # work late. So the timer waits until the round's assignments are taken;
+        # a tick by hand never waits.
+        if self._busy is not None and self._busy():
+            return
         self.run_once()
 
     def run_once(self) -> Any:

@@ -343,12 +343,13 @@ class DevStack:
                 observer=self._on_registrations,
             )
         )
+        shards_queue_url = self.names.shards_queue_url
         # A round as in AWS: the tick puts its assignments on the shards queue,
         # whose event source hands them to the poller one at a time.
         self._loops.append(
             SqsEventSource(
                 sqs,
-                self.names.shards_queue_url,
+                shards_queue_url,
                 self._runs_observed(poller_handler),
                 f"{self.prefix}-poller",
                 spec.POLLER_TIMEOUT,
@@ -362,6 +363,7 @@ class DevStack:
             f"{self.prefix}-poller",
             spec.POLLER_TIMEOUT,
             region=self.settings.region,
+            busy=lambda: self._waiting(shards_queue_url) > 0,
         )
         if self.settings.poller:
             self._loops.append(self._schedule)
@@ -521,6 +523,13 @@ class DevStack:
             table_name=self.names.table,
             dynamodb=self.client("dynamodb"),
         )
+
+    def _waiting(self, queue_url: str) -> int:
+        """Messages no consumer has taken yet (in-flight and retried ones aside)."""
+        attributes = self.client("sqs").get_queue_attributes(
+            QueueUrl=queue_url, AttributeNames=["ApproximateNumberOfMessages"]
+        )["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"])
 
     def queue_depth(self, queue_url: str) -> int:
         attributes = self.client("sqs").get_queue_attributes(
