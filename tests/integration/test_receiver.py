@@ -3,6 +3,7 @@
 import json
 import logging
 import time
+from typing import Any
 
 import boto3
 import pytest
@@ -16,6 +17,7 @@ from sume.receiving.settings import ReceiverSettings
 from sume.store.compose import build_intake
 from sume.store.intake import Outcome
 from sume.store.jobs import Source
+from tests.awscalls import hooking_new_clients
 from tests.builders import (
     SECRET,
     LambdaContext,
@@ -124,6 +126,29 @@ def test_duplicate_counts_and_never_overwrites(aws):
     assert "last_delivery_at" in stored
     assert "conflicts" not in stored
     assert queued(aws) == ["job_dup"]
+
+
+def retry_the_landed_write(attempts: int, response: Any, **_: Any) -> float | None:
+    # As when the answer to a write that landed is lost: botocore retries it.
+    return 0 if attempts == 1 and response is not None else None
+
+
+def test_a_retried_write_that_had_landed_is_still_a_new_job(aws):
+    with hooking_new_clients(
+        lambda client: client.meta.events.register(
+            "needs-retry.dynamodb.UpdateItem", retry_the_landed_write
+        )
+    ):
+        runtime.reset()
+        status, body = call(delivery_event(job_body("job_landed")))
+    runtime.reset()
+    # Its retry met its own write: new, and queued now rather than at the sweep.
+    assert (status, body["result"]) == (200, "new")
+    assert queued(aws) == ["job_landed"]
+    stored = item(aws, "job_landed")
+    assert stored["deliveries"]["N"] == "1"
+    # Another delivery is a duplicate as ever.
+    assert call(delivery_event(job_body("job_landed")))[1]["result"] == "duplicate"
 
 
 def test_conflicting_duplicate_is_kept_out_and_counted(aws):

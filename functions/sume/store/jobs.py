@@ -113,6 +113,10 @@ class Job:
     """``s3://...`` of the event in the payloads bucket, when it is over 256 KiB."""
     first_seen: int | None = None
     """When the terminal event was first recorded (receiver, poller)."""
+    intake_id: str | None = None
+    """A random id of the write that recorded the terminal event: when botocore
+    retries that write after it landed (the answer was lost), the retry finds its
+    own id in the stored item and the job still counts as new (queued at once)."""
     received_at: int | None = None
     """When the work became owed: the first record, or an operator's replay."""
     last_delivery_at: int | None = None
@@ -588,8 +592,11 @@ class JobsTable:
         Otherwise the condition fails and DynamoDB hands back the stored item
         (ALL_OLD), so a duplicate costs no extra read. Attributes set by
         registration (status_url, metadata) and ``lost_at`` are kept because
-        this is an update; ``sequence`` gains 1.
+        this is an update; ``sequence`` gains 1. The write carries a fresh
+        ``intake_id``, so a retry of this very write that had landed is told from
+        another delivery's.
         """
+        intake_id = uuid.uuid4().hex
         body: dict[str, str] = (
             {JobAttr.BODY_REF: body_ref} if body_ref else {JobAttr.BODY: event.raw}
         )
@@ -605,6 +612,7 @@ class JobsTable:
             "shard": due_shard(event.job_id, self._shards),
             "due": sweep_at,
             "one": 1,
+            "intake": intake_id,
             **body,
         }
         body_attr = next(iter(body))
@@ -613,7 +621,7 @@ class JobsTable:
             f"{body_attr} = :{body_attr}, {JobAttr.FIRST_SEEN} = :now, "
             f"{JobAttr.RECEIVED_AT} = :now, {JobAttr.LAST_DELIVERY_AT} = :now, "
             f"{JobAttr.DELIVERIES} = :deliveries, {JobAttr.DUE_SHARD} = :shard, "
-            f"{JobAttr.DUE_AT} = :due ADD #sequence :one "
+            f"{JobAttr.DUE_AT} = :due, {JobAttr.INTAKE_ID} = :intake ADD #sequence :one "
             # A lost job's announcement claim, if one was taken, says nothing
             # about this work: its attempt budget starts here.
             f"REMOVE {JobAttr.ATTEMPTS}, {JobAttr.CLAIM_ID}, {JobAttr.LEASE_UNTIL}"
@@ -625,7 +633,7 @@ class JobsTable:
             values,
             read_stored=True,
         )
-        if new:
+        if new or (old is not None and old.intake_id == intake_id):
             return Recorded()
         # Refused, yet no stored job read back: it was deleted in between (its
         # TTL, an operator). Taken as a job with no event: a conflict, nothing owed.
