@@ -20,13 +20,19 @@ def ask(method: str = "GET") -> tuple[int, dict[str, str], dict[str, object]]:
     return response["statusCode"], response["headers"], json.loads(response["body"])
 
 
-def test_a_reachable_table_answers_200_with_one_read(aws):
+def emitted(capsys) -> list[dict[str, object]]:
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+
+
+def test_a_reachable_table_answers_200_with_one_read(aws, capsys):
     with CallCounter().installed() as counter:
         runtime.reset()
         status, headers, body = ask()
     assert (status, body) == (200, {"status": "ok"})
     assert headers["cache-control"] == "no-store"
     assert counter.calls == ["dynamodb.GetItem"]
+    # A healthy answer counts 0 failures: the metric has data while Route 53 asks.
+    assert emitted(capsys)[-1]["HealthCheckFailures"] == [0.0]
 
 
 def test_a_failing_table_answers_503_and_says_nothing_of_why(aws, logs):
