@@ -699,27 +699,38 @@ class JobsTable:
         sweeper will find. A parked job's message has left the DLQ once it is
         claimed, so ``parked_at`` goes.
         """
-        lease_until = now + lease_seconds
-        values = {
-            "received": State.RECEIVED.value,
-            "processing": State.PROCESSING.value,
-            "now": now,
-            "lease": lease_until,
-            "claim": uuid.uuid4().hex,
-            "one": 1,
-        }
-        update = (
-            f"SET #state = :processing, {JobAttr.LEASE_UNTIL} = :lease, "
-            f"{JobAttr.CLAIM_ID} = :claim, {JobAttr.CLAIMED_AT} = :now, "
-            f"{JobAttr.DUE_AT} = :lease ADD {JobAttr.ATTEMPTS} :one REMOVE {JobAttr.PARKED_AT}"
-        )
-        ok, job = self._conditional(
+        values = {"received": State.RECEIVED.value, "processing": State.PROCESSING.value}
+        return self._lease(
             job_id,
-            update,
+            now,
+            lease_seconds,
             IS_UNATTENDED,
             values,
-            read_stored=True,
-            ReturnValues="ALL_NEW",
+            set_state="#state = :processing, ",
+            remove=f" REMOVE {JobAttr.PARKED_AT}",
+        )
+
+    def _lease(
+        self,
+        job_id: str,
+        now: int,
+        lease_seconds: int,
+        condition: str,
+        values: dict[str, Any],
+        set_state: str = "",
+        remove: str = "",
+    ) -> Job:
+        """The one claim write: a fresh ``claim_id``, the lease (also the sweep
+        deadline) and an attempt, when ``condition`` holds; else ``NotClaimable``."""
+        lease_until = now + lease_seconds
+        values = {**values, "now": now, "lease": lease_until, "claim": uuid.uuid4().hex, "one": 1}
+        update = (
+            f"SET {set_state}{JobAttr.LEASE_UNTIL} = :lease, {JobAttr.CLAIM_ID} = :claim, "
+            f"{JobAttr.CLAIMED_AT} = :now, {JobAttr.DUE_AT} = :lease "
+            f"ADD {JobAttr.ATTEMPTS} :one{remove}"
+        )
+        ok, job = self._conditional(
+            job_id, update, condition, values, read_stored=True, ReturnValues="ALL_NEW"
         )
         if not ok or job is None:
             raise NotClaimable(job_id, job)
@@ -977,29 +988,8 @@ class JobsTable:
         with the stored job, when it is not a lost job owing its announcement
         or another worker's lease on it runs.
         """
-        lease_until = now + lease_seconds
-        values = {
-            "lost": State.LOST.value,
-            "now": now,
-            "lease": lease_until,
-            "claim": uuid.uuid4().hex,
-            "one": 1,
-        }
-        update = (
-            f"SET {JobAttr.LEASE_UNTIL} = :lease, {JobAttr.CLAIM_ID} = :claim, "
-            f"{JobAttr.CLAIMED_AT} = :now, {JobAttr.DUE_AT} = :lease ADD {JobAttr.ATTEMPTS} :one"
-        )
-        ok, job = self._conditional(
-            job_id,
-            update,
-            IS_LOST_UNANNOUNCED,
-            values,
-            read_stored=True,
-            ReturnValues="ALL_NEW",
-        )
-        if not ok or job is None:
-            raise NotClaimable(job_id, job)
-        return job
+        values = {"lost": State.LOST.value}
+        return self._lease(job_id, now, lease_seconds, IS_LOST_UNANNOUNCED, values)
 
     def finish_lost(self, job_id: str, claim_id: str) -> bool:
         """The lost job's announcement is out: it leaves the due-work index.
