@@ -73,18 +73,7 @@ class WebhookApi(Construct):
             description="Sume webhook deliveries",
             create_default_stage=False,
         )
-        self.route = apigw.HttpRoute(
-            self,
-            "WebhookRoute",
-            http_api=self.api,
-            route_key=apigw.HttpRouteKey.with_(WEBHOOK_PATH, apigw.HttpMethod.POST),
-            integration=integrations.HttpLambdaIntegration(
-                "Receiver",
-                receiver,
-                payload_format_version=apigw.PayloadFormatVersion.VERSION_2_0,
-                timeout=Duration.seconds(INTEGRATION_TIMEOUT_SECONDS),
-            ),
-        )
+        self.route = self._route("WebhookRoute", "Receiver", WEBHOOK_PATH, "POST", receiver)
         acknowledge(
             self.route,
             "AwsSolutions-APIG4",
@@ -111,20 +100,31 @@ class WebhookApi(Construct):
         )
         self.webhook_url = f"{self.api.api_endpoint}{WEBHOOK_PATH}"
 
-    def _health_route(self, receiver: lambda_.IFunction) -> None:
-        """``GET /health`` for Route 53's health checks (sume.receiving.health)."""
-        route = apigw.HttpRoute(
+    def _route(
+        self,
+        route_id: str,
+        integration_id: str,
+        path: str,
+        method: str,
+        receiver: lambda_.IFunction,
+    ) -> apigw.HttpRoute:
+        """A route of the API to the receiver (payload format 2.0, the integration's timeout)."""
+        return apigw.HttpRoute(
             self,
-            "HealthRoute",
+            route_id,
             http_api=self.api,
-            route_key=apigw.HttpRouteKey.with_(HEALTH_PATH, apigw.HttpMethod.GET),
+            route_key=apigw.HttpRouteKey.with_(path, apigw.HttpMethod[method]),
             integration=integrations.HttpLambdaIntegration(
-                "ReceiverHealth",
+                integration_id,
                 receiver,
                 payload_format_version=apigw.PayloadFormatVersion.VERSION_2_0,
                 timeout=Duration.seconds(INTEGRATION_TIMEOUT_SECONDS),
             ),
         )
+
+    def _health_route(self, receiver: lambda_.IFunction) -> None:
+        """``GET /health`` for Route 53's health checks (sume.receiving.health)."""
+        route = self._route("HealthRoute", "ReceiverHealth", HEALTH_PATH, "GET", receiver)
         acknowledge(
             route,
             "AwsSolutions-APIG4",
