@@ -124,7 +124,8 @@ def run(record: SQSRecord, context: Any) -> dict[str, Any]:
 
 
 def gauge_awaiting() -> None:
-    # Counted before the polls, so a job this run recovers counts as having waited.
+    # Counted by the tick, before its round's polls, so a job the round recovers
+    # counts as having waited.
     try:
         awaiting = compose.awaiting_gauge().count()
     except RETRYABLE:
