@@ -384,13 +384,17 @@ def _signing_secrets(ops: Ops, args: argparse.Namespace) -> list[bytes]:
 def cmd_send_test(ops: Ops, args: argparse.Namespace) -> int:
     url = args.url
     if not url:
-        if not ops.stage:
+        if not (ops.stage or ops.endpoint_url):
             raise OpsError(
-                f"no URL: pass the webhook URL, or --stage to use its {OUTPUT_WEBHOOK_URL}", USAGE
+                f"no URL: pass the webhook URL, or --stage to use its {OUTPUT_WEBHOOK_URL} "
+                "(--endpoint-url: the local stack's)",
+                USAGE,
             )
         url = ops.stack.webhook_url
         if not url:
-            raise OpsError(f"{ops.stack.description} has no {OUTPUT_WEBHOOK_URL} output")
+            raise OpsError(
+                f"{ops.stack.description} names no webhook URL ({OUTPUT_WEBHOOK_URL}): pass it"
+            )
     answers = send(url, _signing_secrets(ops, args), args.job, args.event, args.artifact)
     shown = [(a, a.body[:MAX_SHOWN_BODY]) for a in answers]
     if as_json_output(args):
@@ -534,7 +538,8 @@ def _global_options(parser: argparse.ArgumentParser, default: Any) -> None:
         "--shards",
         type=int,
         default=default,
-        help=f"shards of the due-work index (default: DUE_SHARDS, else {DUE_SHARDS})",
+        help="shards of the due-work index (default: the stack's: its poller's DUE_SHARDS, "
+        f"the local stack's own; else DUE_SHARDS, else {DUE_SHARDS})",
     )
 
 
@@ -721,7 +726,7 @@ def run(args: argparse.Namespace) -> int:
         # AWS_REGION: the AWS CLI and SDKs read it; botocore only AWS_DEFAULT_REGION.
         region=args.region or os.environ.get("AWS_REGION", "").strip() or None,
         prefix=args.prefix or LOCAL_PREFIX,
-        shards=args.shards or int(os.environ.get(Env.DUE_SHARDS) or DUE_SHARDS),
+        shards=args.shards,
         profile=args.profile,
     )
     command: Command = args.run

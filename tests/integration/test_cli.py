@@ -26,6 +26,7 @@ from infra import spec
 from infra.spec import ResourceNames
 from sume.contract.envelope import JobEvent, parse
 from sume.contract.signature import SignatureError
+from sume.core.names import due_shard
 from sume.net.fetch import FetchError
 from sume.net.policy import UrlPolicy
 from sume.polling.registration import Registrations
@@ -1141,3 +1142,45 @@ def test_stage_without_a_region_is_a_one_line_error(cli, monkeypatch):
     code, _, err = cli("--stage", "qa", "list", "--state", "owed", local=False)
     assert code == 1
     assert "no AWS region: pass --region" in one_line_error(err)
+
+
+# Every command reads the shard count the stack runs with
+
+
+def in_shard_8_or_above(prefix: str) -> str:
+    """A job id whose shard differs under 8 and 16 shards."""
+    return next(f"{prefix}{i}" for i in range(100) if due_shard(f"{prefix}{i}", 16) >= 8)
+
+
+def test_expect_and_replay_use_the_deployed_pollers_shard_count(
+    cli, endpoint, table, names, monkeypatch
+):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.delenv("DUE_SHARDS", raising=False)
+    deploy_poller(endpoint, "qa", names, DUE_SHARDS="8")
+    expected = in_shard_8_or_above("job_sh")
+    code, _, _ = cli(
+        "--stage", "qa", "expect", expected, "https://api.sume.example/jobs/x", local=False
+    )
+    assert code == 0
+    item = table.get(expected)
+    assert item is not None
+    assert item.due_shard == due_shard(expected, 8) < 8
+
+    replayed = in_shard_8_or_above("job_rp")
+    processed(table, replayed)
+    code, _, _ = cli("--stage", "qa", "replay", replayed, local=False)
+    assert code == 0
+    item = table.get(replayed)
+    assert item is not None
+    assert item.due_shard == due_shard(replayed, 8) < 8
+
+    # --shards still says otherwise when given.
+    given = in_shard_8_or_above("job_gv")
+    url = "https://api.sume.example/j"
+    code, _, _ = cli("--stage", "qa", "--shards", "16", "expect", given, url, local=False)
+    assert code == 0
+    item = table.get(given)
+    assert item is not None
+    assert item.due_shard == due_shard(given, 16)
+
