@@ -1184,3 +1184,13 @@ def test_expect_and_replay_use_the_deployed_pollers_shard_count(
     assert item is not None
     assert item.due_shard == due_shard(given, 16)
 
+
+def test_status_json_keeps_metadata_as_the_application_wrote_it(cli, table):
+    metadata = {"paid_at": 1700000000, "valid_at": 10**20}
+    assert Registry(table, 900).expect("job_meta_at", "https://api.sume.example/j", metadata)
+    code, out, _ = cli("status", "job_meta_at", "--json")
+    assert code == 0
+    story = json.loads(out)
+    assert story["metadata"] == metadata
+    assert story["registered_at"].endswith("Z")
+
