@@ -38,6 +38,7 @@ from sume.store.queue import JobQueue
 from sume_cli import CHECK_FAILED, FAILED, OK, USAGE, OpsError, dlq, jobs, report, rotation
 from sume_cli.context import LOCAL_ENDPOINT_HINT, Ops, not_an_aws_api
 from sume_cli.listing import DEFAULT_STATE, SCANNED, STATES, list_jobs
+from sume_cli.output import note, out
 from sume_cli.sendtest import MAX_SHOWN_BODY, send
 from sume_cli.stackinfo import LOCAL_PREFIX, DiscoveryError
 from sume_cli.story import as_json, exact_json, render
@@ -51,14 +52,6 @@ MAX_LISTED_JOBS = 10
 DEFAULT_OVERDUE_AFTER = f"{2 * DEFAULT_POLL_RATE_MINUTES}m"
 Command = Callable[[Ops, argparse.Namespace], int]
 JSON, TABLE = "json", "table"
-
-
-def out(text: str = "") -> None:
-    print(text, file=sys.stdout)
-
-
-def note(text: str) -> None:
-    print(text, file=sys.stderr)
 
 
 def dump(value: Any) -> None:

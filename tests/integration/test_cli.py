@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import time
+import unicodedata
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -1193,4 +1194,37 @@ def test_status_json_keeps_metadata_as_the_application_wrote_it(cli, table):
     story = json.loads(out)
     assert story["metadata"] == metadata
     assert story["registered_at"].endswith("Z")
+
+
+# Outside text never drives the operator's terminal
+
+# Erase the line, retitle the window, a C1 CSI, a right-to-left override.
+HOSTILE = "job_\x1b[2K\x1b]0;owned\x07\x9b31m\u202eevil"
+
+
+def assert_terminal_safe(text: str) -> None:
+    unsafe = [c for c in text if c != "\n" and (unicodedata.category(c) in {"Cc", "Cf"})]
+    assert not unsafe, repr(text)
+
+
+def test_outside_text_is_shown_escaped_never_raw(cli, names, endpoint, table):
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    put_registration(endpoint, names, {"job_id": HOSTILE, "status_url": STATUS_URL + "h"})
+    for _ in range(spec.MAX_RECEIVES + 1):
+        sqs.receive_message(QueueUrl=names.registrations_queue_url, VisibilityTimeout=0)
+    code, out, err = cli("dlq", "peek", "--registrations")
+    assert code == 0
+    assert_terminal_safe(out + err)
+    assert "job_\\u001b[2K\\u001b]0;owned\\u0007\\u009b31m\\u202eevil" in out
+    code, out, err = cli("dlq", "peek", "--registrations", "--output", "json")
+    assert code == 0
+    assert_terminal_safe(out + err)
+    assert json.loads(out)[0]["job_id"] == HOSTILE
+
+    assert Registry(table, 900).expect("job_evil", "https://api.sume.example/j", {"n": HOSTILE})
+    for argv in (["status", "job_evil"], ["status", "job_evil", "--json"]):
+        code, out, err = cli(*argv)
+        assert code == 0
+        assert_terminal_safe(out + err)
+    assert json.loads(out)["metadata"] == {"n": HOSTILE}
 
