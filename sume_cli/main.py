@@ -740,6 +740,20 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
+        code = _main(argv)
+        # Written now, while a closed pipe can still be caught, not at exit.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader stopped early (`| head -1`): the rest goes nowhere, quietly,
+        # as the Python docs advise for SIGPIPE; exit's own flush must not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return FAILED
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    try:
         args = build_parser().parse_args(argv)
     except SystemExit as exit_:
         # argparse already printed help, the version or the usage error.

@@ -1186,16 +1186,6 @@ def test_expect_and_replay_use_the_deployed_pollers_shard_count(
     assert item.due_shard == due_shard(given, 16)
 
 
-def test_status_json_keeps_metadata_as_the_application_wrote_it(cli, table):
-    metadata = {"paid_at": 1700000000, "valid_at": 10**20}
-    assert Registry(table, 900).expect("job_meta_at", "https://api.sume.example/j", metadata)
-    code, out, _ = cli("status", "job_meta_at", "--json")
-    assert code == 0
-    story = json.loads(out)
-    assert story["metadata"] == metadata
-    assert story["registered_at"].endswith("Z")
-
-
 # Outside text never drives the operator's terminal
 
 # Erase the line, retitle the window, a C1 CSI, a right-to-left override.
@@ -1228,3 +1218,33 @@ def test_outside_text_is_shown_escaped_never_raw(cli, names, endpoint, table):
         assert_terminal_safe(out + err)
     assert json.loads(out)["metadata"] == {"n": HOSTILE}
 
+
+def test_status_json_keeps_metadata_as_the_application_wrote_it(cli, table):
+    metadata = {"paid_at": 1700000000, "valid_at": 10**20}
+    assert Registry(table, 900).expect("job_meta_at", "https://api.sume.example/j", metadata)
+    code, out, _ = cli("status", "job_meta_at", "--json")
+    assert code == 0
+    story = json.loads(out)
+    assert story["metadata"] == metadata
+    assert story["registered_at"].endswith("Z")
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(endpoint, table):
+    received(table, "job_piped")
+    script = Path(sys.executable).parent / "sume-webhooks"
+    for argv in (
+        ["status", "job_piped"],
+        ["dlq", "peek", "--registrations", "--output", "json"],
+    ):
+        # As `| head -1` once it has its line: nobody reads the rest.
+        command = subprocess.Popen(
+            [str(script), "--endpoint-url", endpoint, *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert command.stdout is not None and command.stderr is not None
+        command.stdout.close()
+        err = command.stderr.read().decode()
+        command.wait(timeout=60)
+        assert "Traceback" not in err
+        assert "BrokenPipeError" not in err
