@@ -9,8 +9,15 @@ visible in a table, and the same string again in JSON.
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
+from typing import Any
+
+from sume_cli.story import exact_json
+
+# --output: for people, or one JSON document for scripts.
+JSON, TABLE = "json", "table"
 
 # C0 and C1 controls and DEL (the line break is the CLI's own), the zero-width
 # and bidirectional formatting characters, and the Unicode line separators.
@@ -28,3 +35,17 @@ def out(text: str = "") -> None:
 
 def note(text: str) -> None:
     print(terminal_safe(text), file=sys.stderr)
+
+
+def dump(value: Any) -> None:
+    out(exact_json(value, default=str, indent=2, ensure_ascii=False, sort_keys=True))
+
+
+def as_json_output(args: argparse.Namespace) -> bool:
+    return bool(args.output == JSON)
+
+
+def table(rows: list[list[str]], header: list[str]) -> None:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        out("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
