@@ -168,6 +168,7 @@ OUTPUT_HEALTH_CHECK: Final = "HealthCheckId"
 # outputs and its poller's environment, it reads from these tags of its jobs table.
 LOCAL_TAG_WEBHOOK_URL: Final = OUTPUT_WEBHOOK_URL
 LOCAL_TAG_DUE_SHARDS: Final = "DueShards"
+LOCAL_TAG_DUE_SHARDS_PREVIOUS: Final = "DueShardsPrevious"
 OUTPUTS: Final = {
     "table": "JobsTableName",
     "queue_url": "JobsQueueUrl",

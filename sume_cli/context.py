@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 from infra import spec
 from sume.core.errors import ConfigurationError
 from sume.core.names import Env
-from sume.core.settings import due_shards
+from sume.core.settings import due_shards, integer
 from sume.net.policy import HTTPS_ONLY, UrlPolicy
 from sume.polling.compose import build_registry
 from sume.polling.registry import Registry
@@ -238,6 +238,20 @@ class Ops:
             poller = self.poller
             said = due_shards(poller.env) if isinstance(poller, DeployedPoller) else None
         return said if said is not None else due_shards(os.environ)
+
+    @functools.cached_property
+    def read_shards(self) -> int:
+        """Shards a reader of the due-work index reads: as the poller, while a lowered
+        count drains (``DUE_SHARDS_PREVIOUS``), the old ones too."""
+        if self._shards is not None:
+            return self._shards
+        if self.endpoint_url:
+            previous = self.stack.due_shards_previous
+        else:
+            poller = self.poller
+            env = poller.env if isinstance(poller, DeployedPoller) else os.environ
+            previous = integer(env, Env.DUE_SHARDS_PREVIOUS, 0)
+        return max(self.shards, previous or 0)
 
     def first_poll(self) -> FirstPoll:
         """How long after ``expect`` this deployment's poller first asks ``status_url``."""

@@ -33,6 +33,8 @@ class Stack:
     description: str
     due_shards: int | None = None
     """The shards the stack's writers spread the due-work index over, when it says."""
+    due_shards_previous: int | None = None
+    """A larger count its poller still reads while a lowered one drains."""
 
 
 def _error_code(exc: ClientError) -> str:
@@ -130,10 +132,13 @@ def discover_local(clients: Mapping[str, Any], endpoint_url: str, prefix: str) -
         tag["Key"]: tag["Value"]
         for tag in clients["dynamodb"].list_tags_of_resource(ResourceArn=arn).get("Tags", [])
     }
-    shards = tags.get(spec.LOCAL_TAG_DUE_SHARDS, "")
+    shards, previous = (
+        tags.get(key, "") for key in (spec.LOCAL_TAG_DUE_SHARDS, spec.LOCAL_TAG_DUE_SHARDS_PREVIOUS)
+    )
     return Stack(
         names,
         tags.get(spec.LOCAL_TAG_WEBHOOK_URL),
         f"local stack at {where}",
         int(shards) if shards.isdigit() else None,
+        int(previous) if previous.isdigit() else None,
     )

@@ -26,7 +26,8 @@ def cmd_status(ops: Ops, args: argparse.Namespace) -> int:
 def cmd_list(ops: Ops, args: argparse.Namespace) -> int:
     state = args.state or DEFAULT_STATE
     since = parse_since(args.since, time.time()) if args.since else None
-    listing = list_jobs(ops.jobs, state, since, args.limit, args.scan_budget if args.scan else None)
+    budget = args.scan_budget if args.scan else None
+    listing = list_jobs(ops.jobs, state, since, args.limit, budget, ops.read_shards)
     scanned = state in SCANNED
     source = "by a bounded Scan" if scanned else "from the due-work index"
     if as_json_output(args):

@@ -1186,6 +1186,19 @@ def test_expect_and_replay_use_the_deployed_pollers_shard_count(
     assert item.due_shard == due_shard(given, 16)
 
 
+def test_list_reads_the_old_shards_while_a_lowered_count_drains(
+    cli, endpoint, table, names, monkeypatch
+):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.delenv("DUE_SHARDS", raising=False)
+    deploy_poller(endpoint, "qa", names, DUE_SHARDS="8", DUE_SHARDS_PREVIOUS="16")
+    job_id = in_shard_8_or_above("job_dr")
+    assert Registry(table, 900).expect(job_id, "https://api.sume.example/j")  # under 16
+    code, out, _ = cli("--stage", "qa", "list", "--state", "awaiting", local=False)
+    assert code == 0
+    assert job_id in out
+
+
 # Outside text never drives the operator's terminal
 
 # Erase the line, retitle the window, a C1 CSI, a right-to-left override.
