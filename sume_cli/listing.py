@@ -141,13 +141,13 @@ def _selection(state: str, since: int | None) -> Selection:
     )
 
 
-def from_index(jobs: JobsTable, state: str, since: int | None, limit: int) -> Listing:
+def from_index(jobs: JobsTable, state: str, since: int | None, limit: int, shards: int) -> Listing:
     """Every shard of the due-work index, soonest due first, up to ``limit`` jobs."""
     selection = _selection(state, since)
     found: list[Job] = []
     read = 0
     complete = True
-    for shard in range(jobs.shards):
+    for shard in range(shards):
         in_shard = 0
         start = None
         while True:
@@ -195,11 +195,13 @@ def list_jobs(
     since: int | None,
     limit: int,
     scan_budget: int | None,
+    shards: int,
 ) -> Listing:
+    """``shards``: how many of the due-work index to read (a draining count's too)."""
     if limit < 1:
         raise OpsError("--limit must be at least 1", USAGE)
     if state in INDEXED:
-        return from_index(jobs, state, since, limit)
+        return from_index(jobs, state, since, limit, shards)
     if scan_budget is None:
         raise OpsError(
             f"{state} jobs are in no index (only awaiting and owed work are): "

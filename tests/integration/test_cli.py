@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import time
+import unicodedata
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ from infra import spec
 from infra.spec import ResourceNames
 from sume.contract.envelope import JobEvent, parse
 from sume.contract.signature import SignatureError
+from sume.core.names import due_shard
 from sume.net.fetch import FetchError
 from sume.net.policy import UrlPolicy
 from sume.polling.registration import Registrations
@@ -1141,3 +1143,121 @@ def test_stage_without_a_region_is_a_one_line_error(cli, monkeypatch):
     code, _, err = cli("--stage", "qa", "list", "--state", "owed", local=False)
     assert code == 1
     assert "no AWS region: pass --region" in one_line_error(err)
+
+
+# Every command reads the shard count the stack runs with
+
+
+def in_shard_8_or_above(prefix: str) -> str:
+    """A job id whose shard differs under 8 and 16 shards."""
+    return next(f"{prefix}{i}" for i in range(100) if due_shard(f"{prefix}{i}", 16) >= 8)
+
+
+def test_expect_and_replay_use_the_deployed_pollers_shard_count(
+    cli, endpoint, table, names, monkeypatch
+):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.delenv("DUE_SHARDS", raising=False)
+    deploy_poller(endpoint, "qa", names, DUE_SHARDS="8")
+    expected = in_shard_8_or_above("job_sh")
+    code, _, _ = cli(
+        "--stage", "qa", "expect", expected, "https://api.sume.example/jobs/x", local=False
+    )
+    assert code == 0
+    item = table.get(expected)
+    assert item is not None
+    assert item.due_shard == due_shard(expected, 8) < 8
+
+    replayed = in_shard_8_or_above("job_rp")
+    processed(table, replayed)
+    code, _, _ = cli("--stage", "qa", "replay", replayed, local=False)
+    assert code == 0
+    item = table.get(replayed)
+    assert item is not None
+    assert item.due_shard == due_shard(replayed, 8) < 8
+
+    # --shards still says otherwise when given.
+    given = in_shard_8_or_above("job_gv")
+    url = "https://api.sume.example/j"
+    code, _, _ = cli("--stage", "qa", "--shards", "16", "expect", given, url, local=False)
+    assert code == 0
+    item = table.get(given)
+    assert item is not None
+    assert item.due_shard == due_shard(given, 16)
+
+
+def test_list_reads_the_old_shards_while_a_lowered_count_drains(
+    cli, endpoint, table, names, monkeypatch
+):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.delenv("DUE_SHARDS", raising=False)
+    deploy_poller(endpoint, "qa", names, DUE_SHARDS="8", DUE_SHARDS_PREVIOUS="16")
+    job_id = in_shard_8_or_above("job_dr")
+    assert Registry(table, 900).expect(job_id, "https://api.sume.example/j")  # under 16
+    code, out, _ = cli("--stage", "qa", "list", "--state", "awaiting", local=False)
+    assert code == 0
+    assert job_id in out
+
+
+# Outside text never drives the operator's terminal
+
+# Erase the line, retitle the window, a C1 CSI, a right-to-left override.
+HOSTILE = "job_\x1b[2K\x1b]0;owned\x07\x9b31m\u202eevil"
+
+
+def assert_terminal_safe(text: str) -> None:
+    unsafe = [c for c in text if c != "\n" and (unicodedata.category(c) in {"Cc", "Cf"})]
+    assert not unsafe, repr(text)
+
+
+def test_outside_text_is_shown_escaped_never_raw(cli, names, endpoint, table):
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    put_registration(endpoint, names, {"job_id": HOSTILE, "status_url": STATUS_URL + "h"})
+    for _ in range(spec.MAX_RECEIVES + 1):
+        sqs.receive_message(QueueUrl=names.registrations_queue_url, VisibilityTimeout=0)
+    code, out, err = cli("dlq", "peek", "--registrations")
+    assert code == 0
+    assert_terminal_safe(out + err)
+    assert "job_\\u001b[2K\\u001b]0;owned\\u0007\\u009b31m\\u202eevil" in out
+    code, out, err = cli("dlq", "peek", "--registrations", "--output", "json")
+    assert code == 0
+    assert_terminal_safe(out + err)
+    assert json.loads(out)[0]["job_id"] == HOSTILE
+
+    assert Registry(table, 900).expect("job_evil", "https://api.sume.example/j", {"n": HOSTILE})
+    for argv in (["status", "job_evil"], ["status", "job_evil", "--json"]):
+        code, out, err = cli(*argv)
+        assert code == 0
+        assert_terminal_safe(out + err)
+    assert json.loads(out)["metadata"] == {"n": HOSTILE}
+
+
+def test_status_json_keeps_metadata_as_the_application_wrote_it(cli, table):
+    metadata = {"paid_at": 1700000000, "valid_at": 10**20}
+    assert Registry(table, 900).expect("job_meta_at", "https://api.sume.example/j", metadata)
+    code, out, _ = cli("status", "job_meta_at", "--json")
+    assert code == 0
+    story = json.loads(out)
+    assert story["metadata"] == metadata
+    assert story["registered_at"].endswith("Z")
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(endpoint, table):
+    received(table, "job_piped")
+    script = Path(sys.executable).parent / "sume-webhooks"
+    for argv in (
+        ["status", "job_piped"],
+        ["dlq", "peek", "--registrations", "--output", "json"],
+    ):
+        # As `| head -1` once it has its line: nobody reads the rest.
+        command = subprocess.Popen(
+            [str(script), "--endpoint-url", endpoint, *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert command.stdout is not None and command.stderr is not None
+        command.stdout.close()
+        err = command.stderr.read().decode()
+        command.wait(timeout=60)
+        assert "Traceback" not in err
+        assert "BrokenPipeError" not in err

@@ -1,0 +1,101 @@
+"""``report``: how every job since a time ended, and ``--check``."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from sume_cli import CHECK_FAILED, OK, USAGE, OpsError, report
+from sume_cli.commands import PROG, deployment_option
+from sume_cli.context import Ops
+from sume_cli.output import as_json_output, dump, note, out, table
+from sume_cli.times import iso, parse_duration, parse_since
+
+
+def _report_window(args: argparse.Namespace, now: int) -> report.Window:
+    since = parse_since(args.since, now)
+    if since > now:
+        raise OpsError(f"--since {args.since!r} is in the future", USAGE)
+    if now - since > report.MAX_WINDOW_DAYS * 86400:
+        raise OpsError(f"--since {args.since!r}: at most {report.MAX_WINDOW_DAYS} days back", USAGE)
+    if args.limit < 0:
+        raise OpsError("--limit must be at least 0", USAGE)
+    overdue_after = parse_duration(args.overdue_after, "--overdue-after")
+    return report.Window(since, now, now - overdue_after)
+
+
+def _listed(listed: report.Listed, rest: str) -> str:
+    shown = ", ".join(listed.job_ids)
+    if listed.more:
+        shown += f"{', ' if shown else ''}and {listed.more} more ({rest})"
+    return shown
+
+
+def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
+    window = _report_window(args, int(time.time()))
+    found = report.report(ops.jobs, window, args.limit)
+    problems = found.problems
+    most = max(found.lost.count, found.processing_error.count, found.overdue.count)
+    rest = f"raise --limit: {PROG} {deployment_option(ops)} report --since {args.since}"
+    rest += f" --limit {most}"
+    if as_json_output(args):
+        dump(
+            {
+                "since": iso(window.since),
+                "until": iso(window.until),
+                "overdue_before": iso(window.overdue_before),
+                "jobs": found.jobs,
+                "registered": found.registered,
+                "received_by_webhook": found.received_by_webhook,
+                "recovered_by_poll": found.recovered_by_poll,
+                "processed": {"count": sum(found.processed.values()), **found.processed},
+                "processing_error": found.processing_error.as_dict(),
+                "lost": found.lost.as_dict(),
+                "replayed": found.replayed,
+                "pending": {
+                    "count": sum(found.pending.values()),
+                    **found.pending,
+                    "parked": found.parked,
+                },
+                "overdue": found.overdue.as_dict(),
+                "index_entries_read": found.entries_read,
+                "items_read": found.items_read,
+                "problems": problems,
+            }
+        )
+    else:
+        processed = ", ".join(f"{outcome} {n}" for outcome, n in found.processed.items())
+        pending = ", ".join(f"{state} {n}" for state, n in found.pending.items())
+        pending += f" (parked in the DLQ: {found.parked})" if found.parked else ""
+        out(
+            f"jobs that entered {iso(window.since)} .. {iso(window.until)} "
+            "(registered, else first recorded)"
+        )
+        table(
+            [
+                ["jobs", str(found.jobs), ""],
+                ["registered", str(found.registered), ""],
+                ["received by webhook", str(found.received_by_webhook), ""],
+                ["recovered by poll", str(found.recovered_by_poll), ""],
+                ["processed", str(sum(found.processed.values())), processed],
+                [
+                    "processing_error",
+                    str(found.processing_error.count),
+                    _listed(found.processing_error, rest),
+                ],
+                ["lost", str(found.lost.count), _listed(found.lost, rest)],
+                ["replayed", str(found.replayed), ""],
+                ["pending", str(sum(found.pending.values())), pending],
+                [
+                    f"overdue (due before {iso(window.overdue_before)})",
+                    str(found.overdue.count),
+                    _listed(found.overdue, rest),
+                ],
+            ],
+            ["", "COUNT", "DETAIL"],
+        )
+    note(f"read {found.entries_read} index entries and {found.items_read} item(s); no Scan")
+    if args.check and problems:
+        note(f"check failed: {', '.join(problems)}")
+        return CHECK_FAILED
+    return OK
