@@ -327,3 +327,32 @@ def test_key_over_1024_bytes_is_refused(bucket: tuple[Any, str], operation: str)
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=name).get("Contents", [])]
     assert keys == ["source"]
     assert s3.list_multipart_uploads(Bucket=name).get("Uploads", []) == []
+
+
+# -- EventBridge: what the local stack's timer stands in for -------------------
+
+
+def test_a_schedule_rule_with_a_lambda_target_breaks_put_events_on_the_default_bus_only() -> None:
+    # docs/local-stack.md says why the local stack ticks the poller on a timer:
+    # moto never fires a ScheduleExpression, and a schedule rule (it has no
+    # pattern, so it matches every event on the default bus) with a Lambda target
+    # makes moto's PutEvents on that bus fail. A custom bus is not touched.
+    with mock_aws():
+        events = boto3.client("events", region_name="us-east-1")
+        events.create_event_bus(Name="own-bus")
+        events.put_rule(Name="tick", ScheduleExpression="rate(1 minute)")
+        poller = "arn:aws:lambda:us-east-1:123456789012:function:poller"
+        events.put_targets(Rule="tick", Targets=[{"Id": "poller", "Arn": poller}])
+        entry = {"Source": "x", "DetailType": "d", "Detail": "{}"}
+
+        own = events.put_events(Entries=[{**entry, "EventBusName": "own-bus"}])
+        assert own["FailedEntryCount"] == 0
+        with pytest.raises(NotImplementedError):
+            events.put_events(Entries=[entry])
+        refused(
+            lambda: events.put_rule(
+                Name="tick", EventBusName="own-bus", ScheduleExpression="rate(1 minute)"
+            ),
+            "ValidationException",
+            "only on the default event bus",
+        )
