@@ -356,3 +356,23 @@ def test_a_schedule_rule_with_a_lambda_target_breaks_put_events_on_the_default_b
             "ValidationException",
             "only on the default event bus",
         )
+
+
+def test_an_events_numbers_reach_its_targets_as_they_were_written(client: Client) -> None:
+    # devstack/moto_numbers.py: moto alone parses Detail into floats and writes
+    # the event from them (12345678901234568); a numeric pattern still matches.
+    sqs, events = client("sqs"), client("events")
+    bus, name = unique("digits"), unique("digits")
+    events.create_event_bus(Name=bus)
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    pattern = {"detail": {"amount": [{"numeric": [">", 1e16]}]}}
+    events.put_rule(Name=name, EventBusName=bus, EventPattern=json.dumps(pattern))
+    events.put_targets(Rule=name, EventBusName=bus, Targets=[{"Id": "q", "Arn": arn["QueueArn"]}])
+    written = '{"amount": 12345678901234567.89, "rate": 1.50, "big": 1e400}'
+    for detail in (written, '{"amount": 1.5}'):
+        entry = {"EventBusName": bus, "Source": "x", "DetailType": "d", "Detail": detail}
+        assert events.put_events(Entries=[entry])["FailedEntryCount"] == 0
+
+    (message,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert f'"detail": {written}' in message["Body"]
