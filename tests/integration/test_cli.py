@@ -529,6 +529,18 @@ def test_list_without_a_state_shows_every_unfinished_job(cli, table):
     assert (code, out.strip()) == (0, "no unfinished jobs")
 
 
+def test_list_shows_a_lost_job_whose_announcement_is_still_owed(cli, table):
+    assert cli("expect", "job_lost_owed", LOCAL_STATUS + "job_lost_owed")[0] == 0
+    now = int(time.time())
+    assert table.mark_lost("job_lost_owed", now, now + 60, window_at=None)
+
+    code, out, err = cli("list")
+    assert code == 0, err
+    assert [(r.split()[0], r.split()[1]) for r in out.splitlines()[1:]] == [
+        ("job_lost_owed", "lost")
+    ]
+
+
 def test_list_of_finished_states_needs_an_explicit_bounded_scan(cli, table):
     processed(table, "job_ok")
     processed(table, "job_bad", event="job.failed")
