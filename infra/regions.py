@@ -1,13 +1,9 @@
-"""The opt-in multi-region deployment: which regions, and one webhook URL that fails over.
+"""The opt-in multi-region deployment's constructs: one webhook URL that fails over.
 
-``-c regions=us-east-1,us-east-2 -c witness_region=us-west-2`` (and the
-domain's context, below) deploys the same stage once in each region, around
-one jobs table: a DynamoDB global table with multi-region strong consistency
-(MRSC), replicated in the two regions and with a witness in the third of
-their region set. Without ``regions`` nothing here is used and the
-single-region stack is what it always was. Each setting is checked here, once,
-so a bad one fails the synth in one line naming the key
-(docs/operations.md, "Two regions").
+Each region's stack gets a ``FailoverEndpoint``: its custom domain, a Route 53
+health check on its own ``GET /health`` and its failover record. Which regions
+and which domain is the ``RegionPlan`` (infra/region_plan.py, no CDK), checked
+before the CDK starts (docs/operations.md, "Two regions").
 """
 
 from __future__ import annotations
