@@ -1,4 +1,5 @@
 import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -107,7 +108,7 @@ def test_a_round_without_its_resources_or_with_bad_counts_fails_naming_the_varia
 
 ROOT = Path(__file__).resolve().parents[2]
 POLLER = {**BASE, **FANOUT}
-READERS = {
+READERS: dict[str, tuple[dict[str, str], list[Callable[[Mapping[str, str]], object]]]] = {
     "docs/receiver.md": (BASE, [ReceiverSettings.from_env]),
     "docs/worker.md": (WORKER, [WorkerSettings.from_env]),
     "docs/poller.md": (
@@ -130,9 +131,11 @@ def documented_ranges(doc: str) -> list[tuple[str, str]]:
 def probes(documented: str) -> tuple[list[str], list[str]]:
     """Values a documented range accepts, and values just outside it."""
     if documented.startswith("(0, "):
-        high = documented.removeprefix("(0, ").removesuffix("]")
-        return ["0.001", high], ["0", "-1", f"{high}.5", "nan", "inf"]
-    low, high = map(int, re.match(r"(\d+)\.\.(\d+)", documented).groups())
+        top = documented.removeprefix("(0, ").removesuffix("]")
+        return ["0.001", top], ["0", "-1", f"{top}.5", "nan", "inf"]
+    bounds = re.match(r"(\d+)\.\.(\d+)", documented)
+    assert bounds, documented
+    low, high = int(bounds[1]), int(bounds[2])
     return [str(low), str(high)], [str(low - 1), str(high + 1), "x"]
 
 
