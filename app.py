@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""CDK entry point: ``cdk synth|deploy -c stage=NAME`` or ``python app.py -c stage=NAME``."""
+"""CDK entry point: ``cdk synth|deploy -c stage=NAME`` or ``python app.py -c stage=NAME``.
+
+The settings are checked before the CDK is imported: a bad one fails in one
+line in a fraction of a second, instead of after jsii's start.
+"""
 
 from __future__ import annotations
 
 import sys
 
-from infra.app import add_stage, create_app
 from infra.config import ConfigError
+from infra.context import cdk_json_context, cli_given_context, stage_settings
 
 
 def cli_context(argv: list[str]) -> dict[str, str]:
@@ -23,13 +27,17 @@ def cli_context(argv: list[str]) -> dict[str, str]:
 
 
 def main() -> None:
-    app = create_app(cli_context(sys.argv[1:]))
+    given = cli_context(sys.argv[1:])
     try:
-        add_stage(app)
+        settings = stage_settings({**cdk_json_context(), **cli_given_context(), **given})
     except ConfigError as error:
         # A setting that cannot be deployed is the operator's to fix: one line
         # naming the key, not a traceback through the CDK.
         raise SystemExit(f"error: {error}") from None
+    from infra.app import add_stacks, create_app
+
+    app = create_app(given)
+    add_stacks(app, settings)
     app.synth()
 
 

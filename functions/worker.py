@@ -22,7 +22,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from sume.core.errors import RETRYABLE
+from sume.core.errors import RETRYABLE, ConfigurationError
 from sume.core.ids import InvalidJobId, check_job_id
 from sume.core.names import Metric
 from sume.core.observability import logger, metrics, tracer
@@ -122,6 +122,12 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
             kind=type(cause).__name__,
             receives=receives,
         )
+        raise
+    except ConfigurationError as error:
+        # Deployed wrong: nothing was claimed, and SQS hands the message back
+        # until ops fix the setting the log names (never its value).
+        metrics.add_metric(name=Metric.WORKER_FAILURES, unit="Count", value=1)
+        logger.error("worker misconfigured", reason=str(error))
         raise
     except RETRYABLE as exc:
         # A later attempt may fix it: SQS redelivers the message.

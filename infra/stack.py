@@ -12,11 +12,13 @@ from typing import Any
 
 from aws_cdk import CfnOutput, Environment, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra import spec
 from infra.api import WebhookApi
-from infra.config import StageConfig, poller_runs
+from infra.capacity import poller_runs
+from infra.config import StageConfig
 from infra.functions.factory import FunctionFactory
 from infra.functions.poller import PollerFunction
 from infra.functions.receiver import ReceiverFunction
@@ -101,7 +103,7 @@ class SumeWebhooksStack(Stack):
             "Functions",
             table=table,
             queue=queues.queue,
-            log_retention=config.log_retention,
+            log_retention=logs.RetentionDays[config.log_retention],
             log_level=config.log_level,
             removal_policy=removal,
             due_shards=config.due_shards,
@@ -155,7 +157,7 @@ class SumeWebhooksStack(Stack):
             receiver=receiver.function,
             throttle_rate=config.throttle_rate,
             throttle_burst=config.throttle_burst,
-            log_retention=config.log_retention,
+            log_retention=logs.RetentionDays[config.log_retention],
             removal_policy=removal,
             health_route=plan is not None,
         )

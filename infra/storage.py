@@ -63,7 +63,7 @@ class JobsTableResource(Construct):
         super().__init__(scope, construct_id)
         definition = spec.table_definition("jobs")
         # The index gets the table's: a write the index cannot take throttles
-        # the table's write too (infra/config.py, planned_write_units).
+        # the table's write too (infra/capacity.py, planned_write_units).
         warm = (
             dynamodb.WarmThroughput(
                 write_units_per_second=warm_writes_per_second,

@@ -7,6 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
+from tests.infra.conftest import credential_free_env
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -39,3 +41,22 @@ def test_npx_cdk_is_the_pinned_cli_and_runs_the_projects_app() -> None:
     # The interpreter make install creates, on the app the synth tests synthesize.
     assert app == [".venv/bin/python", "app.py"]
     assert (ROOT / app[0]).exists()
+
+
+def test_the_cdk_cli_s_context_is_checked_too(tmp_path: Path) -> None:
+    # The CLI hands the app its context in CDK_CONTEXT_JSON, its own keys among
+    # them (aws:cdk:..., cdk.json's feature flags): only a key of neither kind stops it.
+    env = {**credential_free_env(tmp_path), "CDK_DISABLE_CLI_TELEMETRY": "1"}
+    typo = ["-c", "stage=dev", "-c", "alarm_emial=ops@example.com", "-o", str(tmp_path / "out")]
+    result = subprocess.run(
+        ["npx", "--no-install", "cdk", "synth", "--no-notices", *typo],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "error: unknown context key alarm_emial (did you mean alarm_email?)" in result.stderr
+    assert "Traceback" not in result.stderr

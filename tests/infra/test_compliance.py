@@ -9,18 +9,16 @@ from typing import Any
 
 import pytest
 
-from infra.config import (
-    DEFAULTS,
+from infra.capacity import (
     REGISTRATION_PLANNED_SECONDS,
     WORKER_PLANNED_SECONDS_PER_JOB,
-    ConfigError,
-    SilenceAlarms,
-    StageConfig,
     default_throttle,
     planned_write_units,
     poller_runs,
     receiver_concurrency,
 )
+from infra.config import DEFAULTS, ConfigError, SilenceAlarms, StageConfig
+from infra.context import cdk_json_context, stage_settings
 from infra.functions.factory import CODE_ROOT
 from tests.infra.conftest import ROOT, Cloud, Stage
 from tests.infra.synth_stages import CARELESS, CARELESS_ERROR
@@ -209,6 +207,23 @@ def test_app_py_reads_context_pairs() -> None:
 
 
 SUME_API = {"status_allowed_hosts": "api.sume.example"}
+
+
+def test_only_our_own_context_keys_are_checked_and_a_typo_is_named() -> None:
+    cdk_own = {
+        **cdk_json_context(),
+        "aws:cdk:enable-path-metadata": True,
+        "availability-zones:account=123456789012:region=us-east-1": ["us-east-1a"],
+        "acknowledged-issue-numbers": [32775],
+    }
+    settings = stage_settings({**cdk_own, "stage": "dev", "alarm_email": "ops@example.com"})
+    assert (settings.config.alarm_email, settings.plan) == ("ops@example.com", None)
+    with pytest.raises(ConfigError) as refused:
+        stage_settings({**cdk_own, "withness_region": "us-west-2", "alarm-email": "x"})
+    assert str(refused.value) == (
+        "unknown context key alarm-email (did you mean alarm_email?), withness_region "
+        "(did you mean witness_region?): docs/operations.md lists them"
+    )
 
 
 def _config(stage: str = "dev", **overrides: Any) -> StageConfig:

@@ -8,6 +8,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from infra import spec
 from tests.infra.conftest import ROOT, credential_free_env
 
@@ -60,6 +62,31 @@ def test_a_setting_that_cannot_be_deployed_stops_the_synth_with_one_line(tmp_pat
     assert result.returncode != 0
     (line,) = [line for line in result.stderr.splitlines() if not line.startswith("make")]
     assert line.startswith("error: context status_allowed_hosts must be set for stage 'prod'")
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        # It used to deploy with no alarm e-mail and no warning.
+        (
+            "-c alarm_emial=ops@example.com",
+            "error: unknown context key alarm_emial (did you mean alarm_email?): "
+            "docs/operations.md lists them",
+        ),
+        ("-c due_shards=0", "error: context due_shards must be within 1..1000, got 0"),
+    ],
+)
+def test_a_misspelt_or_out_of_range_setting_stops_the_synth_before_the_cdk_starts(
+    tmp_path: Path, context: str, message: str
+) -> None:
+    # Python lists every module it imports on stderr: the CDK is not among them.
+    env = {**credential_free_env(tmp_path), "PYTHONPROFILEIMPORTTIME": "1"}
+    result = make("synth", "STAGE=dev", f"CONTEXT={context}", env=env)
+    assert result.returncode != 0
+    assert "import time:" in result.stderr
+    assert "aws_cdk" not in result.stderr
+    said = [line for line in result.stderr.splitlines() if not line.startswith(("make", "import"))]
+    assert said == [message]
 
 
 def test_without_credentials_cdk_targets_stop_at_once_and_say_what_to_do(tmp_path: Path) -> None:

@@ -246,6 +246,18 @@ def use_secrets_manager_value(monkeypatch, value: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "value"),
+    [("SIGNATURE_TOLERANCE_SECONDS", "0"), ("MAX_BODY_BYTES", "0"), ("DUE_SHARDS", "1001")],
+)
+def test_a_setting_out_of_its_range_is_a_500_configuration_error(aws, monkeypatch, name, value):
+    monkeypatch.setenv(name, value)
+    runtime.reset()
+    raw = raw_of(job_body("job_range"))
+    assert call(apigw_event(raw, signed_headers(raw))) == (500, {"error": "configuration_error"})
+    assert item(aws, "job_range") is None
+
+
+@pytest.mark.parametrize(
     "value", [" ", json.dumps({"key": SECRET}), "12345", json.dumps([SECRET, 7])]
 )
 def test_a_misconfigured_secret_is_a_500_logged_and_counted_never_a_401(

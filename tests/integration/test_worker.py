@@ -644,6 +644,27 @@ def test_a_finish_that_fails_after_the_announcement_never_turns_into_a_give_up(w
     assert kinds == [DETAIL_TYPES["failed"]] * 2
 
 
+def test_an_attempt_budget_of_zero_is_a_configuration_error_until_fixed(
+    world, server, local_urls, monkeypatch, logs
+):
+    # It used to start, and every job ended "gave up after 0 attempts".
+    job_id = deliver(job_body(artifacts=[server.route("/v.mp4", body=b"video")]))
+    monkeypatch.setenv("MAX_ATTEMPTS", "0")
+    ids, failed = run(job_id)
+    assert failed == ids  # handed back by SQS, nothing acknowledged
+    untouched = world.item(job_id)
+    assert (untouched.state, untouched.attempts) == ("received", None)
+    assert world.announcements() == []
+    (line,) = logs.lines("ERROR")
+    assert line["message"] == "worker misconfigured"
+    assert line["reason"] == "MAX_ATTEMPTS must be within 1..1000, got 0"
+
+    monkeypatch.delenv("MAX_ATTEMPTS")
+    runtime.reset()
+    assert run(job_id)[1] == []
+    assert world.item(job_id).state == "processed"
+
+
 def test_unknown_and_empty_messages(aws):
     assert run("job_that_was_never_received", " ", "")[1] == []
 

@@ -1,8 +1,12 @@
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
 import pytest
 
 from sume.core.errors import ConfigurationError
 from sume.polling.fanout import groups
-from sume.polling.settings import FanOutSettings
+from sume.polling.settings import FanOutSettings, PollerSettings, RegistrySettings
 from sume.receiving.settings import ReceiverSettings
 from sume.working.settings import WorkerSettings
 
@@ -61,7 +65,7 @@ def test_the_worker_s_attempt_budget_is_its_queue_s_receives_unless_set():
 def test_the_worker_must_be_told_its_queue(name):
     with pytest.raises(ConfigurationError, match=f"{name} must be set"):
         WorkerSettings.from_env({k: v for k, v in WORKER.items() if k != name})
-    with pytest.raises(ConfigurationError, match=f"{name} must be at least 1"):
+    with pytest.raises(ConfigurationError, match=f"{name} must be within"):
         WorkerSettings.from_env({**WORKER, name: "0"})
 
 
@@ -100,3 +104,52 @@ def test_shard_assignments_are_told_from_registrations_by_their_queue():
 def test_a_round_without_its_resources_or_with_bad_counts_fails_naming_the_variable(env, message):
     with pytest.raises(ConfigurationError, match=message):
         FanOutSettings.from_env(env)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+POLLER = {**BASE, **FANOUT}
+READERS: dict[str, tuple[dict[str, str], list[Callable[[Mapping[str, str]], object]]]] = {
+    "docs/receiver.md": (BASE, [ReceiverSettings.from_env]),
+    "docs/worker.md": (WORKER, [WorkerSettings.from_env]),
+    "docs/poller.md": (
+        POLLER,
+        [PollerSettings.from_env, FanOutSettings.from_env, RegistrySettings.from_env],
+    ),
+}
+
+
+def documented_ranges(doc: str) -> list[tuple[str, str]]:
+    """(variable, range) of each row of the doc's environment table with a range."""
+    rows = []
+    for line in (ROOT / doc).read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and len(cells) == 4 and cells[2]:
+            rows += [(name, cells[2]) for name in re.findall(r"`([A-Z_]+)`", cells[0])]
+    return rows
+
+
+def probes(documented: str) -> tuple[list[str], list[str]]:
+    """Values a documented range accepts, and values just outside it."""
+    if documented.startswith("(0, "):
+        top = documented.removeprefix("(0, ").removesuffix("]")
+        return ["0.001", top], ["0", "-1", f"{top}.5", "nan", "inf"]
+    bounds = re.match(r"(\d+)\.\.(\d+)", documented)
+    assert bounds, documented
+    low, high = int(bounds[1]), int(bounds[2])
+    return [str(low), str(high)], [str(low - 1), str(high + 1), "x"]
+
+
+@pytest.mark.parametrize("doc", sorted(READERS))
+def test_every_documented_range_is_the_one_the_functions_enforce(doc):
+    env, readers = READERS[doc]
+    rows = documented_ranges(doc)
+    assert len(rows) >= 6, rows
+    for name, documented in rows:
+        accepted, refused = probes(documented)
+        for value in accepted:
+            for read in readers:
+                read({**env, name: value})
+        for value in refused:
+            with pytest.raises(ConfigurationError, match=name):
+                for read in readers:
+                    read({**env, name: value})

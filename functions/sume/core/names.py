@@ -28,6 +28,8 @@ DUE_INDEX: Final = "due-work"
 DUE_SHARD: Final = "due_shard"
 DUE_AT: Final = "due_at"
 DUE_SHARDS: Final = 16
+# A round runs at most one poller per shard, within one SQS event source's cap (1000).
+MAX_DUE_SHARDS: Final = 1000
 
 # Sparse GSI of ended jobs by when they entered the completeness report's window
 # (``sume-webhooks report``, docs/cli.md): partition ``report_bucket``, the UTC day

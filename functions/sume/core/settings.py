@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from sume.core.errors import ConfigurationError
-from sume.core.names import DUE_SHARDS, Env
+from sume.core.names import DUE_SHARDS, MAX_DUE_SHARDS, Env
 
 # Defaults that more than one reader applies (two handlers, or a handler and
 # the ops CLI), so they cannot drift apart.
@@ -19,6 +19,14 @@ DEFAULT_SWEEP_AFTER_SECONDS: Final = 120
 DEFAULT_REDELIVER_GRACE_SECONDS: Final = 15
 DEFAULT_SECRET_CACHE_SECONDS: Final = 300
 DEFAULT_POLL_INITIAL_SECONDS: Final = 900
+
+# Upper ends of the ranges that more than one setting shares. No timeout, margin
+# or fetch can outlast an invocation, which Lambda ends after 15 minutes at most.
+LAMBDA_MAX_SECONDS: Final = 900
+DAY_SECONDS: Final = 24 * 3600
+# A signing secret or API token is read again after this long, so a rotation waits
+# for it (docs/operations.md, "Rotating secrets"): at most an hour.
+MAX_SECRET_CACHE_SECONDS: Final = 3600
 
 
 def missing(name: str) -> ConfigurationError:
@@ -36,7 +44,8 @@ def optional(env: Mapping[str, str], name: str) -> str | None:
     return env.get(name, "").strip() or None
 
 
-def integer(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -> int:
+def integer(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    """An integer within ``low..high`` (the range its docs table gives), else the default."""
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -44,17 +53,18 @@ def integer(env: Mapping[str, str], name: str, default: int, minimum: int = 0) -
         value = int(raw)
     except ValueError:
         raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None
-    if value < minimum:
-        raise ConfigurationError(f"{name} must be at least {minimum}, got {value}")
+    if not low <= value <= high:
+        raise ConfigurationError(f"{name} must be within {low}..{high}, got {value}")
     return value
 
 
-def required_integer(env: Mapping[str, str], name: str) -> int:
+def required_integer(env: Mapping[str, str], name: str, low: int, high: int) -> int:
     required(env, name)
-    return integer(env, name, 0, minimum=1)
+    return integer(env, name, 0, low, high)
 
 
-def seconds(env: Mapping[str, str], name: str, default: float) -> float:
+def seconds(env: Mapping[str, str], name: str, default: float, high: float) -> float:
+    """A duration above 0 and at most ``high`` seconds (fractions allowed), else the default."""
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -62,8 +72,9 @@ def seconds(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigurationError(f"{name} must be a number of seconds, got {raw!r}") from None
-    if not value > 0:
-        raise ConfigurationError(f"{name} must be positive, got {raw!r}")
+    # Written so that NaN fails too.
+    if not 0 < value <= high:
+        raise ConfigurationError(f"{name} must be above 0 and at most {high:g}, got {raw!r}")
     return value
 
 
@@ -92,4 +103,22 @@ class TableSettings:
 
 def due_shards(env: Mapping[str, str]) -> int:
     """Partitions of the due-work index: every reader of the table must agree on it."""
-    return integer(env, Env.DUE_SHARDS, DUE_SHARDS, minimum=1)
+    return integer(env, Env.DUE_SHARDS, DUE_SHARDS, 1, MAX_DUE_SHARDS)
+
+
+def secret_cache_seconds(env: Mapping[str, str]) -> int:
+    """How long a container keeps a secret it read: the receiver's and the poller's."""
+    return integer(
+        env, Env.SECRET_CACHE_SECONDS, DEFAULT_SECRET_CACHE_SECONDS, 0, MAX_SECRET_CACHE_SECONDS
+    )
+
+
+def redeliver_grace_seconds(env: Mapping[str, str]) -> int:
+    """How long a duplicate waits before it re-enqueues owed work: the receiver's and the
+    poller's (a redelivery by status poll)."""
+    return integer(env, Env.REDELIVER_GRACE_SECONDS, DEFAULT_REDELIVER_GRACE_SECONDS, 0, 3600)
+
+
+def sweep_after_seconds(env: Mapping[str, str]) -> int:
+    """When the sweeper first considers a received job's work abandoned."""
+    return integer(env, Env.SWEEP_AFTER_SECONDS, DEFAULT_SWEEP_AFTER_SECONDS, 1, DAY_SECONDS)

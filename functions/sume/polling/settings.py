@@ -6,19 +6,21 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sume.core.names import Env
+from sume.core.names import MAX_DUE_SHARDS, Env
 from sume.core.settings import (
+    DAY_SECONDS,
     DEFAULT_POLL_INITIAL_SECONDS,
-    DEFAULT_REDELIVER_GRACE_SECONDS,
-    DEFAULT_SECRET_CACHE_SECONDS,
-    DEFAULT_SWEEP_AFTER_SECONDS,
+    LAMBDA_MAX_SECONDS,
     TableSettings,
     due_shards,
     integer,
     missing,
     optional,
+    redeliver_grace_seconds,
     required,
     seconds,
+    secret_cache_seconds,
+    sweep_after_seconds,
 )
 from sume.net.policy import HTTPS_ONLY, UrlPolicy
 
@@ -100,30 +102,36 @@ class PollerSettings:
             api_token_value=optional(env, Env.SUME_API_TOKEN),
             # A status answer over 256 KiB is offloaded like a webhook body.
             payloads_bucket_name=optional(env, Env.PAYLOADS_BUCKET_NAME),
-            secret_cache_seconds=integer(
-                env, Env.SECRET_CACHE_SECONDS, DEFAULT_SECRET_CACHE_SECONDS
-            ),
-            redeliver_grace_seconds=integer(
-                env, Env.REDELIVER_GRACE_SECONDS, DEFAULT_REDELIVER_GRACE_SECONDS
-            ),
+            secret_cache_seconds=secret_cache_seconds(env),
+            redeliver_grace_seconds=redeliver_grace_seconds(env),
             policy=PollPolicy(
                 initial_seconds=poll_initial_seconds(env),
                 max_interval_seconds=integer(
-                    env, Env.POLL_MAX_INTERVAL_SECONDS, 6 * 3600, minimum=1
+                    env, Env.POLL_MAX_INTERVAL_SECONDS, 6 * 3600, 1, DAY_SECONDS
                 ),
-                max_age_seconds=integer(env, Env.MAX_POLL_AGE_SECONDS, 7 * 24 * 3600, minimum=1),
-                sweep_after_seconds=integer(
-                    env, Env.SWEEP_AFTER_SECONDS, DEFAULT_SWEEP_AFTER_SECONDS, minimum=1
+                # Within a year: the jobs are kept for retention_days (at most 3650).
+                max_age_seconds=integer(
+                    env, Env.MAX_POLL_AGE_SECONDS, 7 * DAY_SECONDS, 1, 365 * DAY_SECONDS
                 ),
+                sweep_after_seconds=sweep_after_seconds(env),
                 # One status poll, redirects included: a slow host gets no more.
-                poll_timeout_seconds=seconds(env, Env.HTTP_TOTAL_TIMEOUT_SECONDS, 15),
-                time_margin_seconds=integer(env, Env.TIME_BUDGET_MARGIN_SECONDS, 10),
+                poll_timeout_seconds=seconds(
+                    env, Env.HTTP_TOTAL_TIMEOUT_SECONDS, 15, LAMBDA_MAX_SECONDS
+                ),
+                time_margin_seconds=integer(
+                    env, Env.TIME_BUDGET_MARGIN_SECONDS, 10, 0, LAMBDA_MAX_SECONDS
+                ),
             ),
             # Polls mostly wait on Sume: 32 at 500 ms answers is 64 polls/s, about
-            # what a 512 MB poller's CPU share carries (docs/poller.md).
-            max_parallel_polls=integer(env, Env.MAX_PARALLEL_POLLS, 32, minimum=1),
-            connect_timeout_seconds=integer(env, Env.HTTP_CONNECT_TIMEOUT_SECONDS, 5, minimum=1),
-            read_timeout_seconds=integer(env, Env.HTTP_READ_TIMEOUT_SECONDS, 10, minimum=1),
+            # what a 512 MB poller's CPU share carries (docs/poller.md); each is a
+            # thread, so a few hundred at most.
+            max_parallel_polls=integer(env, Env.MAX_PARALLEL_POLLS, 32, 1, 256),
+            connect_timeout_seconds=integer(
+                env, Env.HTTP_CONNECT_TIMEOUT_SECONDS, 5, 1, LAMBDA_MAX_SECONDS
+            ),
+            read_timeout_seconds=integer(
+                env, Env.HTTP_READ_TIMEOUT_SECONDS, 10, 1, LAMBDA_MAX_SECONDS
+            ),
         )
 
 
@@ -143,8 +151,10 @@ class FanOutSettings:
         return cls(
             shards_queue_url=required(env, Env.POLL_SHARDS_QUEUE_URL),
             leases_table_name=required(env, Env.SHARD_LEASES_TABLE_NAME),
-            read_shards=max(due_shards(env), integer(env, Env.DUE_SHARDS_PREVIOUS, 0)),
-            shards_per_run=integer(env, Env.POLL_SHARDS_PER_RUN, 1, minimum=1),
+            read_shards=max(
+                due_shards(env), integer(env, Env.DUE_SHARDS_PREVIOUS, 0, 0, MAX_DUE_SHARDS)
+            ),
+            shards_per_run=integer(env, Env.POLL_SHARDS_PER_RUN, 1, 1, MAX_DUE_SHARDS),
         )
 
     def is_shards_queue(self, queue_arn: str) -> bool:
@@ -155,7 +165,7 @@ class FanOutSettings:
 
 def poll_initial_seconds(env: Mapping[str, str]) -> int:
     """The first poll's delay after registering: the poller's and every registrar's."""
-    return integer(env, Env.POLL_INITIAL_SECONDS, DEFAULT_POLL_INITIAL_SECONDS, minimum=1)
+    return integer(env, Env.POLL_INITIAL_SECONDS, DEFAULT_POLL_INITIAL_SECONDS, 1, DAY_SECONDS)
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,16 @@ from sume.contract.signature import TOLERANCE_SECONDS
 from sume.core.errors import ConfigurationError
 from sume.core.names import Env
 from sume.core.settings import (
-    DEFAULT_REDELIVER_GRACE_SECONDS,
-    DEFAULT_SECRET_CACHE_SECONDS,
-    DEFAULT_SWEEP_AFTER_SECONDS,
     TableSettings,
     integer,
     optional,
+    redeliver_grace_seconds,
+    secret_cache_seconds,
+    sweep_after_seconds,
 )
+
+# No larger body reaches the function: Lambda's invocation payload is 6 MB at most.
+MAX_BODY_BYTES_LIMIT = 6 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -45,20 +48,15 @@ class ReceiverSettings:
             payloads_bucket_name=optional(env, Env.PAYLOADS_BUCKET_NAME),
             signing_secret_arn=arn,
             signing_secret_value=value,
-            secret_cache_seconds=integer(
-                env, Env.SECRET_CACHE_SECONDS, DEFAULT_SECRET_CACHE_SECONDS
-            ),
+            secret_cache_seconds=secret_cache_seconds(env),
+            # 0 would refuse every delivery; over an hour, a captured request
+            # could be replayed for that long.
             signature_tolerance_seconds=integer(
-                env, Env.SIGNATURE_TOLERANCE_SECONDS, TOLERANCE_SECONDS
+                env, Env.SIGNATURE_TOLERANCE_SECONDS, TOLERANCE_SECONDS, 1, 3600
             ),
-            max_body_bytes=integer(env, Env.MAX_BODY_BYTES, 1024 * 1024, minimum=1),
+            max_body_bytes=integer(env, Env.MAX_BODY_BYTES, 1024 * 1024, 1, MAX_BODY_BYTES_LIMIT),
             # About Sume's 10 s delivery timeout: a twin arriving sooner is
             # most likely concurrent with a first enqueue still in flight.
-            redeliver_grace_seconds=integer(
-                env, Env.REDELIVER_GRACE_SECONDS, DEFAULT_REDELIVER_GRACE_SECONDS
-            ),
-            # When the sweeper may first consider a received job abandoned.
-            sweep_after_seconds=integer(
-                env, Env.SWEEP_AFTER_SECONDS, DEFAULT_SWEEP_AFTER_SECONDS, minimum=1
-            ),
+            redeliver_grace_seconds=redeliver_grace_seconds(env),
+            sweep_after_seconds=sweep_after_seconds(env),
         )
