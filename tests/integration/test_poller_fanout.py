@@ -207,3 +207,25 @@ def test_the_shard_count_changes_on_a_live_table_without_stranding_an_item(
     runtime.reset()
     assert one_round(now + 10**5) == 24
     assert polls(sume, job_ids) == [2] * 24
+
+
+def test_while_a_lowered_shard_count_drains_the_gauge_counts_the_old_shards(
+    aws, sume, monkeypatch, capsys
+):
+    # Five awaiting jobs, all in shards the lowered count no longer writes to.
+    job_ids = [j for j in (f"job_{n:03d}" for n in range(200)) if due_shard(j, SHARDS) >= 2][:5]
+    jobs = JobsTable(clients.client("dynamodb"), aws.table, SHARDS)
+    policy = PollerSettings.from_env().url_policy
+    registry = Registry(jobs, first_poll_after=1, clock=time.time, url_policy=policy)
+    for job_id in job_ids:
+        assert registry.expect(job_id, sume.url(f"/v1/jobs/{job_id}"))
+    monkeypatch.setenv("DUE_SHARDS", "2")
+    monkeypatch.setenv("DUE_SHARDS_PREVIOUS", str(SHARDS))
+    runtime.reset()
+    capsys.readouterr()
+
+    poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    # DeliverySilence reads this gauge: the jobs still wait, wherever their shard is.
+    assert [m["JobsAwaiting"] for m in emitted if "JobsAwaiting" in m] == [[5.0]]
