@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 import poller
 from bench.counting import CallCounter
@@ -23,6 +24,7 @@ from sume.polling.fanout import Assignment
 from sume.polling.registry import Registry
 from sume.polling.settings import FanOutSettings, PollerSettings
 from sume.store.jobs import JobsTable
+from tests.awscalls import hooking_new_clients
 from tests.builders import LambdaContext, scheduled_event
 from tests.httpserver import LoopbackServer
 from tests.rounds import assignments, run_assignments, shards_queue
@@ -229,3 +231,31 @@ def test_while_a_lowered_shard_count_drains_the_gauge_counts_the_old_shards(
     emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
     # DeliverySilence reads this gauge: the jobs still wait, wherever their shard is.
     assert [m["JobsAwaiting"] for m in emitted if "JobsAwaiting" in m] == [[5.0]]
+
+
+def test_a_claim_that_fails_lets_go_of_the_shards_already_won(aws, sume):
+    def throttle_shard_1(params: dict[str, Any], **_: Any) -> None:
+        if params.get("TableName") == leases and params["Item"]["due_shard"] == {"N": "1"}:
+            raise ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "PutItem"
+            )
+
+    leases = FanOutSettings.from_env().leases_table_name
+    round_ = int(time.time())
+    with hooking_new_clients(
+        lambda client: client.meta.events.register(
+            "provide-client-params.dynamodb.PutItem", throttle_shard_1
+        )
+    ):
+        runtime.reset()
+        with pytest.raises(ClientError):
+            run_assignments(
+                [message(Assignment(round_, (0, 1)).body())], LambdaContext(timeout_seconds=60)
+            )
+    runtime.reset()
+
+    # The next round's run need not wait for the failed run's Lambda deadline.
+    (later,) = run_assignments(
+        [message(Assignment(round_ + 1, (0,)).body())], LambdaContext(timeout_seconds=60)
+    )
+    assert (later["shards"], later["taken"]) == ([0], [])
