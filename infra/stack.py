@@ -157,7 +157,6 @@ class SumeWebhooksStack(Stack):
             throttle_burst=config.throttle_burst,
             log_retention=config.log_retention,
             removal_policy=removal,
-            health_route=plan is not None,
         )
         monitoring = Monitoring(
             self,
