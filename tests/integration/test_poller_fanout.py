@@ -19,6 +19,8 @@ from devstack.eventsources import sqs_records
 from sume.core import aws as clients
 from sume.core import runtime
 from sume.core.names import DUE_INDEX, due_shard
+from sume.polling import poller as poller_module
+from sume.polling import settings as settings_module
 from sume.polling.compose import build_fanout, build_shard_run
 from sume.polling.fanout import Assignment
 from sume.polling.registry import Registry
@@ -259,3 +261,47 @@ def test_a_claim_that_fails_lets_go_of_the_shards_already_won(aws, sume):
         [message(Assignment(round_ + 1, (0,)).body())], LambdaContext(timeout_seconds=60)
     )
     assert (later["shards"], later["taken"]) == ([0], [])
+
+
+def test_a_poll_left_at_the_deadline_cannot_write_over_a_later_round(aws, sume, monkeypatch):
+    # A poll's write stuck past the run's deadline (a throttled or hanging DynamoDB
+    # call that botocore retries) lands later: in Lambda, when the frozen container
+    # thaws for another invocation, after the run let go of the shard.
+    monkeypatch.setattr(settings_module, "POLL_FINISH_SECONDS", 0.2)
+    monkeypatch.setattr(poller_module, "POLL_FINISH_SECONDS", 0.2)
+    monkeypatch.setenv("HTTP_TOTAL_TIMEOUT_SECONDS", "0.5")
+    monkeypatch.setenv("TIME_BUDGET_MARGIN_SECONDS", "0")
+    (job_id,) = register(aws, sume, 1, SHARDS, time.time() - 600)
+    shard = due_shard(job_id, SHARDS)
+    gate, held = threading.Event(), threading.Event()
+
+    def stall_the_first_reschedule(request: Any, **_: Any) -> None:
+        if b"poll_attempts" in (request.body or b"") and not held.is_set():
+            held.set()
+            gate.wait(30)
+
+    with hooking_new_clients(
+        lambda client: client.meta.events.register(
+            "before-send.dynamodb.UpdateItem", stall_the_first_reschedule
+        )
+    ):
+        runtime.reset()
+        round_ = int(time.time())
+        (first,) = run_assignments(
+            [message(Assignment(round_, (shard,)).body())], LambdaContext(timeout_seconds=1.5)
+        )
+        assert held.is_set() and first["remaining"] == 1
+        # The next round: its run polls the job and reschedules it.
+        (second,) = run_assignments(
+            [message(Assignment(round_ + 60, (shard,)).body())], LambdaContext(timeout_seconds=60)
+        )
+        assert (second["polled"], second["rescheduled"]) == (1, 1)
+        gate.set()
+        for thread in threading.enumerate():
+            if thread.name.startswith("poll"):
+                thread.join(10)
+
+    item = JobsTable(clients.client("dynamodb"), aws.table, SHARDS).get(job_id)
+    assert item is not None
+    # One poll recorded, the later round's: the stale write changed nothing.
+    assert (item.poll_attempts, item.last_polled_at) == (1, round_ + 60)
