@@ -171,6 +171,7 @@ class SumeWebhooksStack(Stack):
                 dlq=queues.dlq,
             ),
             dashboard_name=name,
+            stage=config.stage,
             alarm_email=config.alarm_email,
             signature_rejection_threshold=config.signature_rejection_threshold,
             api_client_error_threshold=config.api_client_error_threshold,
