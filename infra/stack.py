@@ -159,7 +159,6 @@ class SumeWebhooksStack(Stack):
             throttle_burst=config.throttle_burst,
             log_retention=logs.RetentionDays[config.log_retention],
             removal_policy=removal,
-            health_route=plan is not None,
         )
         monitoring = Monitoring(
             self,
@@ -174,6 +173,7 @@ class SumeWebhooksStack(Stack):
                 dlq=queues.dlq,
             ),
             dashboard_name=name,
+            stage=config.stage,
             alarm_email=config.alarm_email,
             signature_rejection_threshold=config.signature_rejection_threshold,
             api_client_error_threshold=config.api_client_error_threshold,

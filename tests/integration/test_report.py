@@ -93,7 +93,7 @@ def finish(table: JobsTable, job_id: str, at: int, outcome: str | None = "comple
 
 
 def lose(table: JobsTable, job_id: str, at: int) -> None:
-    """Give the job up as the poller does, with the polled job's window."""
+    """Give the job up as the poller does, once due, with the polled job's window."""
     polled = table.get(job_id)
     assert polled is not None
     assert table.mark_lost(job_id, at, at + 300, "http_503", window_at=polled.unreported_at())
@@ -128,16 +128,16 @@ def scenario(table: JobsTable, cli) -> JobsTable:
     record(table, "job_error", EARLIER)
     finish(table, "job_error", EARLIER + 5, outcome=None)
     register(table, "job_lost", EARLIER)
-    lose(table, "job_lost", EARLIER + 600)
+    lose(table, "job_lost", EARLIER + 900)
     register(table, "job_lost_late", EARLIER + 1)
-    lose(table, "job_lost_late", EARLIER + 600)
+    lose(table, "job_lost_late", EARLIER + 901)
     record(table, "job_lost_late", NOW - 30)  # its webhook came after all: owed work now
     register(table, "job_stuck_poll", EARLIER + 2, first_poll_at=EARLIER + 900)
     record(table, "job_stuck_sweep", EARLIER + 3, sweep_at=EARLIER + 600)
 
     # Three days ago: in no 24 h window, whatever its state.
     register(table, "job_old_lost", OLD)
-    lose(table, "job_old_lost", OLD + 600)
+    lose(table, "job_old_lost", OLD + 900)
     record(table, "job_old_done", OLD)
     finish(table, "job_old_done", OLD + 5)
     register(table, "job_old_awaiting", OLD, first_poll_at=NOW + HOUR)

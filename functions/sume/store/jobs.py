@@ -280,6 +280,11 @@ IS_LOST_UNANNOUNCED = (
 )
 HOLDS_LOST_CLAIM = f"(#state = :lost AND {JobAttr.CLAIM_ID} = :claim)"
 IS_AWAITING = "#state = :awaiting"
+# Still awaiting and due at the poll's "now": every later write (a later round's
+# poll, a new registration) moves due_at past it, so a poll's write that lands
+# late (stuck past its run's deadline, resumed when a frozen container thaws)
+# changes nothing a later round did.
+IS_DUE_AWAITING = f"{IS_AWAITING} AND {JobAttr.DUE_AT} <= :now"
 IS_FINISHED = "#state IN (:processed, :processing_error)"
 IS_UNATTENDED = f"({IS_OWED} OR {HAS_EXPIRED_LEASE})"
 
@@ -942,7 +947,7 @@ class JobsTable:
             f"ADD {JobAttr.POLL_ATTEMPTS} :one"
         )
         update += f" REMOVE {', '.join(remove)}" if remove else ""
-        done, _ = self._conditional(job_id, update, IS_AWAITING, values)
+        done, _ = self._conditional(job_id, update, IS_DUE_AWAITING, values)
         return done
 
     def mark_lost(
@@ -977,7 +982,7 @@ class JobsTable:
             f"ADD #sequence :one, {JobAttr.POLL_ATTEMPTS} :one"
         )
         update += f" REMOVE {', '.join(remove)}" if remove else ""
-        done, _ = self._conditional(job_id, update, IS_AWAITING, values)
+        done, _ = self._conditional(job_id, update, IS_DUE_AWAITING, values)
         return done
 
     def claim_lost(self, job_id: str, now: int, lease_seconds: int) -> Job:
