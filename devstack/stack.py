@@ -52,6 +52,7 @@ from sume.core.names import (
     REGISTRATION_DETAIL_TYPE,
     REGISTRATION_REFUSED_DETAIL_TYPE,
     WEBHOOK_PATH,
+    MAX_DUE_SHARDS,
     Env,
 )
 from sume.core.settings import TableSettings, due_shards, integer
@@ -320,7 +321,7 @@ class DevStack:
             self.names.table,
             self.url,
             due_shards(os.environ),
-            integer(os.environ, Env.DUE_SHARDS_PREVIOUS, 0),
+            integer(os.environ, Env.DUE_SHARDS_PREVIOUS, 0, 0, MAX_DUE_SHARDS),
         )
         sqs = self.client("sqs")
         self._loops.append(QueueTap(sqs, self.journal_queue_url, self._on_announcement))
