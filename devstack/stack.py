@@ -49,10 +49,10 @@ from sume.core import runtime
 from sume.core.errors import ConfigurationError
 from sume.core.names import (
     DETAIL_TYPES,
+    MAX_DUE_SHARDS,
     REGISTRATION_DETAIL_TYPE,
     REGISTRATION_REFUSED_DETAIL_TYPE,
     WEBHOOK_PATH,
-    MAX_DUE_SHARDS,
     Env,
 )
 from sume.core.settings import TableSettings, due_shards, integer
