@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import types
+from collections.abc import Iterator
 
 import pytest
 
@@ -20,6 +21,7 @@ from sume.store.bus import iso_time
 from sume.store.jobs import State
 from tests.awscalls import hooking_new_clients
 from tests.builders import job_body
+from tests.consumers import assert_consumers_agree
 from tests.integration.test_announcement_schemas import validator
 from tests.integration.test_poller import (  # noqa: F401 - a fixture
     FOREVER,
@@ -38,9 +40,11 @@ MAX_AGE = 900
 
 
 @pytest.fixture
-def world(aws, sume: StatusServer, monkeypatch) -> World:  # noqa: F811 - the fixture
+def world(aws, sume: StatusServer, monkeypatch) -> Iterator[World]:  # noqa: F811 - the fixture
     monkeypatch.setenv("MAX_POLL_AGE_SECONDS", str(MAX_AGE))
-    return World(aws)
+    world = World(aws)
+    yield world
+    assert_consumers_agree(world.announcements(), world.item)
 
 
 def give_up(aws, sume: StatusServer, job_id: str, now: float) -> Clock:  # noqa: F811
