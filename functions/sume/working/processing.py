@@ -3,12 +3,14 @@
 Order matters for "exactly one announcement". Only the holder of the job's
 claim works on it (the claim is a conditional write, fenced by ``claim_id``),
 so duplicate and concurrent deliveries of one job never reach the
-announcement. The holder announces, then finishes with a write conditional on
-still holding the claim. A crash between the two leaves the job owed and it is
-announced again by the retry: at least once across crashes, exactly once
-otherwise (subscribers dedupe on ``(job_id, sequence)``: every copy carries
-the item's ``sequence``). Finishing first and announcing second would instead
-lose the announcement on such a crash.
+announcement. The holder writes the ending down (``settle``: ``_Announced``,
+conditional on the claim), announces, then finishes with a write conditional
+on still holding the claim. A crash or a failed finish after the settle leaves
+the job owed, and the retry announces the ending written down again, never one
+worked out anew: at least once across crashes, exactly once otherwise, and one
+ending per ``sequence`` (subscribers dedupe on ``(job_id, sequence)``: every
+copy carries the item's ``sequence``). Finishing first and announcing second
+would instead lose the announcement on such a crash.
 
 A lost job's announcement is owed the same way: the poller's ``mark_lost``
 leaves it due and queues it, and the worker claims it (``claim_lost``, the
@@ -147,6 +149,51 @@ def room_for_records(job: Job) -> int:
 
 
 @dataclass(frozen=True)
+class _Announced:
+    """The ending a claim settled on before announcing it (``Job.announced``).
+
+    Written before the announcement goes out, so a retry of the same
+    ``sequence`` (after a crash, or a finish that failed) announces this ending
+    again rather than working it out anew: an artifact that answered 404 and
+    then 200 must not make a *Processing Error* and a *Completed* of one sequence.
+    """
+
+    sequence: int
+    result: str
+    processed_at: int
+    processing_error: dict[str, str] | None
+    artifact_count: int
+    gave_up: bool
+    """The ending came from the item alone (``_give_up``), not from the stored event."""
+
+    @classmethod
+    def of(cls, job: Job) -> _Announced | None:
+        """The ending settled for the job's current ``sequence``; None if there is none."""
+        stored = job.announced
+        if not isinstance(stored, dict) or stored.get("sequence") != job.sequence:
+            return None
+        problem = stored.get("processing_error")
+        return cls(
+            sequence=int(stored["sequence"]),
+            result=str(stored["result"]),
+            processed_at=int(stored["processed_at"]),
+            processing_error=problem if isinstance(problem, dict) else None,
+            artifact_count=int(stored.get("artifact_count", 0)),
+            gave_up=stored.get("gave_up") is True,
+        )
+
+    def as_item(self) -> dict[str, Any]:
+        return {
+            "sequence": self.sequence,
+            "result": self.result,
+            "processed_at": self.processed_at,
+            "processing_error": self.processing_error,
+            "artifact_count": self.artifact_count,
+            "gave_up": self.gave_up,
+        }
+
+
+@dataclass(frozen=True)
 class _Ending:
     """What the announcement and the finish say about the job."""
 
@@ -162,6 +209,13 @@ class _Ending:
             return cls(None, job.event, job.status)
         error = event.data.get("error") if event.outcome != "completed" else None
         return cls(event.outcome, event.event, event.status, error)
+
+    @classmethod
+    def given_up(cls, job: Job) -> _Ending:
+        """From what we wrote ourselves: the stored event's name and status, no error."""
+        name = job.event
+        outcome = TERMINAL_EVENTS.get(name) if name is not None else None
+        return cls(outcome, name if outcome else None, job.status)
 
 
 class JobBusy(RetryableError):
@@ -182,13 +236,9 @@ class LeaseRunningOut(RetryableError):
 
 
 class FinishFailed(RetryableError):
-    """The announcement is out, but AWS failed the finish: the retry must announce
-    the same outcome again, so this is no failure of the work a give-up could
-    follow. After a give-up the attempt is kept, so the retry gives up again."""
-
-    def __init__(self, message: str, gave_up: bool) -> None:
-        super().__init__(message)
-        self.gave_up = gave_up
+    """The announcement is out, but AWS failed the finish: the retry announces the
+    ending written down before it (``_Announced``), so this is no failure of the
+    work a give-up could follow."""
 
 
 class _ClaimLost(PermanentError):
@@ -343,9 +393,7 @@ class JobProcessor:
         # so it never queues a copy beside the message still in the queue. On
         # the last receive no retry comes: the sweeper's next run queues it.
         due = now if last else now + self._retries.retry_seconds + self._lease
-        repeats_give_up = isinstance(exc, FinishFailed) and exc.gave_up
-        refund = isinstance(exc, NOT_FAILURES) and not repeats_give_up
-        self._release(job_id, claim_id, exc, due, refund)
+        self._release(job_id, claim_id, exc, due, isinstance(exc, NOT_FAILURES))
         if not last:
             raise exc
         code = failure_details(exc)["code"]
@@ -465,6 +513,11 @@ class JobProcessor:
 
     def _work(self, job: Job, claim_id: str, time_left: TimeLeft | None) -> JobResult:
         progress = _Progress.of(job)
+        announced = _Announced.of(job)
+        if announced is not None:
+            # An earlier claim settled this round's ending and may have sent
+            # it: send that again, whatever the budget or the origins say now.
+            return self._repeat(job, claim_id, announced, progress)
         if (job.attempts or 1) > self._retries.max_attempts:
             # Earlier claims spent the budget and never ended (a crash, a
             # give-up that failed): end the job without doing the work again.
@@ -499,14 +552,29 @@ class JobProcessor:
         may be what kept failing, and both come from outside. The artifacts
         already stored stay recorded and are announced.
         """
-        name = job.event
-        outcome = TERMINAL_EVENTS.get(name) if name is not None else None
         problem = _details(
             "too_many_attempts",
             f"gave up after {self._retries.max_attempts} attempts; last error: {last_error}",
         )
-        ending = _Ending(outcome, name if outcome else None, job.status)
-        return self._close(job, claim_id, ending, progress, problem, gave_up=True)
+        return self._close(job, claim_id, _Ending.given_up(job), progress, problem, gave_up=True)
+
+    def _repeat(
+        self, job: Job, claim_id: str, announced: _Announced, progress: _Progress
+    ) -> JobResult:
+        """Announce and finish the ending an earlier claim settled on (``_Announced``).
+
+        Outcome, event, status and error are read as that claim read them: from
+        the item after a give-up, else from the stored event, which never changes.
+        The artifacts are the records the settling wrote; nothing is fetched.
+        """
+        if announced.gave_up:
+            ending = _Ending.given_up(job)
+        else:
+            try:
+                ending = _Ending.of(self._event(job), job)
+            except _Problem:
+                ending = _Ending.of(None, job)
+        return self._send(job, claim_id, ending, progress, announced)
 
     def _event(self, job: Job) -> JobEvent:
         raw = job.body
@@ -578,11 +646,42 @@ class JobProcessor:
         problem: dict[str, str] | None,
         gave_up: bool = False,
     ) -> JobResult:
+        """Settle the ending (``_Announced``, written down first), announce it, finish."""
         job_id = job.job_id
         now = self._now()
+        self._check_lease(job, now)
+        announced = _Announced(
+            sequence=job.sequence or 1,
+            result="processing_error" if problem else str(ending.outcome),
+            processed_at=now,
+            processing_error=problem,
+            artifact_count=len(progress.records()),
+            gave_up=gave_up,
+        )
+        try:
+            settled = self._jobs.settle(job_id, claim_id, announced.as_item(), progress.on_item())
+        except InvalidWrite:
+            settled = self._jobs.settle(job_id, claim_id, announced.as_item(), None)
+        if not settled:
+            raise _ClaimLost
+        return self._send(job, claim_id, ending, progress, announced)
+
+    @staticmethod
+    def _check_lease(job: Job, now: int) -> None:
         if now >= (job.lease_until or 0) - LEASE_MARGIN_SECONDS:
-            raise LeaseRunningOut(f"lease of job {job_id} ends at {job.lease_until}")
-        result = "processing_error" if problem else str(ending.outcome)
+            raise LeaseRunningOut(f"lease of job {job.job_id} ends at {job.lease_until}")
+
+    def _send(
+        self,
+        job: Job,
+        claim_id: str,
+        ending: _Ending,
+        progress: _Progress,
+        announced: _Announced,
+    ) -> JobResult:
+        """Announce the settled ending, then finish the job with it."""
+        job_id, problem, result = job.job_id, announced.processing_error, announced.result
+        self._check_lease(job, self._now())
         self._announcer.announce(
             Announcement(
                 job_id=job_id,
@@ -590,22 +689,23 @@ class JobProcessor:
                 outcome=ending.outcome,
                 event=ending.event,
                 status=ending.status,
-                processed_at=now,
+                processed_at=announced.processed_at,
                 error=ending.error,
                 processing_error=problem,
                 artifacts=progress.records(),
                 replay=bool(job.replay),
-                sequence=job.sequence or 1,
+                sequence=announced.sequence,
                 metadata=job.metadata,
                 lost_at=job.lost_at,
+                artifact_count=announced.artifact_count,
             )
         )
         state = State.PROCESSING_ERROR if problem else State.PROCESSED
+        details = _written(ending, progress, problem, announced.artifact_count)
         try:
-            dropped = self._finish(job, claim_id, state, now, _written(ending, progress, problem))
+            dropped = self._finish(job, claim_id, state, announced.processed_at, details)
         except AWS_FAILURES as exc:
-            message = f"announced {result}, then the finish failed: {exc}"
-            raise FinishFailed(message, gave_up) from exc
+            raise FinishFailed(f"announced {result}, then the finish failed: {exc}") from exc
         return JobResult(
             job_id,
             Action.PROCESSING_ERROR if problem else Action.PROCESSED,
@@ -641,15 +741,15 @@ class JobProcessor:
 
 
 def _written(
-    ending: _Ending, progress: _Progress, problem: dict[str, str] | None
+    ending: _Ending, progress: _Progress, problem: dict[str, str] | None, stored: int
 ) -> dict[str, Any]:
-    """The finish's details on the item, every one bounded."""
-    kept, stored = progress.on_item(), progress.records()
+    """The finish's details on the item, every one bounded; ``stored``: artifacts stored."""
+    kept = progress.on_item()
     details: dict[str, Any] = {
         JobAttr.ARTIFACTS: kept,
-        JobAttr.ARTIFACT_COUNT: len(stored),
+        JobAttr.ARTIFACT_COUNT: stored,
     }
-    if len(kept) < len(stored):
+    if len(kept) < stored:
         details[JobAttr.ARTIFACTS_TRUNCATED] = True
     if ending.outcome is not None:
         details[JobAttr.OUTCOME] = ending.outcome
