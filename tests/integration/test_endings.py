@@ -12,6 +12,7 @@ import types
 from collections.abc import Iterator
 
 import pytest
+from botocore.exceptions import ClientError
 
 from infra import spec
 from sume.core import runtime
@@ -183,3 +184,52 @@ def test_a_lost_announcement_eventbridge_refused_is_retried_until_sent(
     assert run("job_retry")[1] == []
     (event,) = world.announcements()
     assert (event["detail-type"], event["detail"]["sequence"]) == (DETAIL_TYPES["lost"], 1)
+
+
+def throttling(condition_part: str, update_part: str = ""):
+    """DynamoDB throttles the UpdateItem whose condition and update name these parts."""
+
+    def register(client):
+        def throttle(params, **_):
+            if condition_part in params.get(
+                "ConditionExpression", ""
+            ) and update_part in params.get("UpdateExpression", ""):
+                error = {"Code": "ThrottlingException", "Message": "Rate exceeded"}
+                raise ClientError({"Error": error}, "UpdateItem")
+
+        client.meta.events.register("before-parameter-build.dynamodb.UpdateItem", throttle)
+
+    return register
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        ("#state = :lost AND attribute_exists(due_at)", ""),  # claim_lost
+        ("#state = :lost AND claim_id = :claim", "REMOVE "),  # finish_lost
+    ],
+    ids=["claim_lost", "finish_lost"],
+)
+def test_a_lost_job_throttled_on_the_last_receive_is_left_to_the_sweeper_not_the_dlq(
+    aws,
+    sume,  # noqa: F811
+    world,
+    step,
+):
+    now = time.time()
+    give_up(aws, sume, "job_throttled", now)
+    with hooking_new_clients(throttling(*step)):
+        runtime.reset()
+        assert run("job_throttled")[1] != []  # SQS retries it
+        # The last receive raises nothing: its message is acknowledged, not sent to the DLQ.
+        assert run("job_throttled", receives=spec.MAX_RECEIVES)[1] == []
+    runtime.reset()
+
+    owed = world.item("job_throttled")
+    assert owed is not None
+    assert (owed.state, owed.parked_at) == (State.LOST, None)
+    assert "job_throttled" in indexed_job_ids(aws)  # still due: the sweeper queues it
+    assert owed.lease_until is None or owed.lease_until < time.time()  # released
+    assert run("job_throttled")[1] == []
+    assert [e["detail-type"] for e in world.announcements()][-1] == DETAIL_TYPES["lost"]
+    assert "job_throttled" not in indexed_job_ids(aws)

@@ -460,7 +460,12 @@ class JobProcessor:
         return JobResult(job_id, Action.SKIPPED, "not_received")
 
     def _announce_lost(self, job_id: str, last: bool) -> JobResult:
-        """Announce a lost job once its claim is ours (see the module docstring)."""
+        """Announce a lost job once its claim is ours (see the module docstring).
+
+        Nothing here can fail for good and the item stays due until
+        ``finish_lost``: on the message's last receive any failure leaves the
+        job to the sweeper, and only parked jobs' messages reach the DLQ.
+        """
         try:
             claimed = self._jobs.claim_lost(job_id, self._now(), self._lease)
         except NotClaimable as refused:
@@ -471,11 +476,16 @@ class JobProcessor:
             if last:
                 return JobResult(job_id, Action.LEFT_TO_SWEEPER, JobBusy.__name__)
             raise JobBusy(f"lost job {job_id} is leased until {stored.lease_until}") from None
+        except Exception as exc:
+            if last:  # nothing was written: the job is due when it was
+                return JobResult(job_id, Action.LEFT_TO_SWEEPER, failure_details(exc)["code"])
+            raise
         claim_id = claimed.claim_id
         assert claim_id is not None  # the claim has just written it
         try:
             self._announcer.announce(LostAnnouncement.of(claimed))
-        except WORK_FAILURES as exc:
+            finished = self._jobs.finish_lost(job_id, claim_id)
+        except Exception as exc:
             now = self._now()
             due = now if last else now + self._retries.retry_seconds + self._lease
 
@@ -484,7 +494,7 @@ class JobProcessor:
 
             try:
                 self._give_back(release, failure_details(exc))
-            except Exception as release_error:
+            except Exception as release_error:  # the lease's end stays the due time
                 exc.add_note(f"releasing the claim failed too: {release_error!r}")
             if last:
                 code = failure_details(exc)["code"]
@@ -492,7 +502,7 @@ class JobProcessor:
                     job_id, Action.LEFT_TO_SWEEPER, code, attempts=claimed.attempts or 1
                 )
             raise
-        if not self._jobs.finish_lost(job_id, claim_id):
+        if not finished:
             return JobResult(job_id, Action.SKIPPED, "claim_lost")
         return JobResult(job_id, Action.LOST_ANNOUNCED, "lost", attempts=claimed.attempts or 1)
 
