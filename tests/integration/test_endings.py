@@ -233,3 +233,37 @@ def test_a_lost_job_throttled_on_the_last_receive_is_left_to_the_sweeper_not_the
     assert run("job_throttled")[1] == []
     assert [e["detail-type"] for e in world.announcements()][-1] == DETAIL_TYPES["lost"]
     assert "job_throttled" not in indexed_job_ids(aws)
+
+
+def test_a_webhook_while_the_lost_announcement_is_sent_leaves_both_numbered_in_order(
+    aws,
+    sume,  # noqa: F811
+    world,
+):
+    now = time.time()
+    give_up(aws, sume, "job_racing", now)
+    webhooks: list[str] = []
+
+    def register(client):
+        def webhook_meanwhile(params, **_):
+            # The lost announcement is claimed and on its way when Sume's webhook lands.
+            if not webhooks and params["Entries"][0]["DetailType"] == DETAIL_TYPES["lost"]:
+                webhooks.append(deliver(job_body("job_racing", artifacts=[])))
+
+        client.meta.events.register("before-parameter-build.events.PutEvents", webhook_meanwhile)
+
+    with hooking_new_clients(register):
+        runtime.reset()
+        assert run("job_racing")[1] == []
+    runtime.reset()
+    assert webhooks == ["job_racing"]
+    assert run("job_racing")[1] == []
+
+    lost, completed = world.announcements()
+    assert (lost["detail-type"], lost["detail"]["sequence"]) == (DETAIL_TYPES["lost"], 1)
+    assert (completed["detail-type"], completed["detail"]["sequence"]) == (
+        DETAIL_TYPES["completed"],
+        2,
+    )
+    assert completed["detail"]["lost_at"] == lost["detail"]["lost_at"]
+    assert assert_consumers_agree(world.announcements(), world.item) == 1
