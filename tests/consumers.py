@@ -90,5 +90,8 @@ def assert_consumers_agree(
         for name, model in MODELS.items():
             for order, seen in (("arrival", endings), ("reversed", endings[::-1])):
                 got = model(seen).get(job_id)
+                if job is not None and job.details_dropped and got is not None:
+                    # The item kept the state and codes only: no count to compare.
+                    got = (*got[:3], expected[3])
                 assert got == expected, f"{name} subscriber, {order} order, {job_id}: {got}"
     return checked
