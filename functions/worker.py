@@ -28,7 +28,9 @@ from sume.core.names import Metric
 from sume.core.observability import logger, metrics, tracer
 from sume.core.runtime import time_left
 from sume.working import compose
-from sume.working.processing import Action, JobResult, Parked, failure_details
+from sume.working.errors import Parked
+from sume.working.failures import failure_details
+from sume.working.results import Action, JobResult
 
 OUTCOME_METRICS = {
     "completed": Metric.JOBS_COMPLETED,

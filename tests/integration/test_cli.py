@@ -35,7 +35,7 @@ from sume.polling.registry import Registry
 from sume.store.bus import EventBus
 from sume.store.jobs import JobsTable, Source, State
 from sume.store.queue import DeadLetterQueue
-from sume.working.processing import MAX_MESSAGE_BYTES, failure_details
+from sume.working.failures import MAX_MESSAGE_BYTES, failure_details
 from sume_cli.context import new_session
 from sume_cli.main import main
 from tests.builders import SECRET, job_body, raw_of, registration_entry, verify

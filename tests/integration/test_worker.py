@@ -27,10 +27,12 @@ from sume.polling.compose import build_poller
 from sume.polling.settings import PollerSettings
 from sume.store.jobs import JobsTable
 from sume.working.compose import build_worker
-from sume.working.processing import Action, JobBusy, OutOfTime
+from sume.working.errors import JobBusy, OutOfTime
+from sume.working.results import Action
 from sume.working.settings import WorkerSettings
 from tests.awscalls import hooking_new_clients
 from tests.builders import LambdaContext, delivery_event, job_body, sqs_event
+from tests.consumers import assert_consumers_agree
 
 MP4 = {"content-type": "video/mp4"}
 
@@ -89,7 +91,9 @@ class World:
 
 @pytest.fixture
 def world(aws):
-    return World(aws)
+    world = World(aws)
+    yield world
+    assert_consumers_agree(world.announcements(), world.item)
 
 
 def deliver(body):

@@ -200,7 +200,12 @@ class Job:
     """Report index sort key: when the job entered the report's window (``window_at``)."""
     sequence: int | None = None
     """The number of the job's latest announcement, sent or owed: record, mark_lost
-    and replay each add 1 (absent on items written before it existed)."""
+    and replay each add 1, a claim stores 1 on items written before it existed."""
+    announced: dict[str, Any] | None = None
+    """The ending a claim settled on, written before its announcement is sent:
+    ``{sequence, result, processed_at, processing_error, artifact_count, gave_up}``.
+    A later claim of the same ``sequence`` (a crash, a failed finish) announces it
+    again instead of doing the work again (worker)."""
     expires_at: int | None = None
     """DynamoDB TTL: the item, and its dedupe, go after ``RETENTION_DAYS``."""
     other: dict[str, Any] = field(default_factory=dict)
@@ -729,9 +734,12 @@ class JobsTable:
         deadline) and an attempt, when ``condition`` holds; else ``NotClaimable``."""
         lease_until = now + lease_seconds
         values = {**values, "now": now, "lease": lease_until, "claim": uuid.uuid4().hex, "one": 1}
+        # An item written before ``sequence`` existed is announced as 1: the
+        # claim stores that 1, so the next announcement owed is numbered 2.
         update = (
             f"SET {set_state}{JobAttr.LEASE_UNTIL} = :lease, {JobAttr.CLAIM_ID} = :claim, "
-            f"{JobAttr.CLAIMED_AT} = :now, {JobAttr.DUE_AT} = :lease "
+            f"{JobAttr.CLAIMED_AT} = :now, {JobAttr.DUE_AT} = :lease, "
+            f"#sequence = if_not_exists(#sequence, :one) "
             f"ADD {JobAttr.ATTEMPTS} :one{remove}"
         )
         ok, job = self._conditional(
@@ -782,6 +790,31 @@ class JobsTable:
         ]
         removed += [_alias(a) for a in _ENDING if a not in details]
         update = "SET " + ", ".join(sets) + f" REMOVE {', '.join(removed)}"
+        with _refused_as_invalid():
+            done, _ = self._conditional(job_id, update, HOLDS_CLAIM, values)
+        return done
+
+    def settle(
+        self,
+        job_id: str,
+        claim_id: str,
+        announced: dict[str, Any],
+        artifacts: list[dict[str, Any]] | None,
+    ) -> bool:
+        """Write down the ending about to be announced (and its artifact records), if we
+        still hold the claim: a retry announces this one again, never another.
+
+        Raises ``InvalidWrite`` when DynamoDB refuses the records.
+        """
+        values: dict[str, Any] = {
+            "processing": State.PROCESSING.value,
+            "claim": claim_id,
+            "announced": announced,
+        }
+        update = f"SET {JobAttr.ANNOUNCED} = :announced"
+        if artifacts is not None:
+            values["artifacts"] = artifacts
+            update += f", {JobAttr.ARTIFACTS} = :artifacts"
         with _refused_as_invalid():
             done, _ = self._conditional(job_id, update, HOLDS_CLAIM, values)
         return done
@@ -1074,9 +1107,9 @@ class JobsTable:
             sets.append(f"{JobAttr.REPLAY_REASON} = :reason")
         else:
             removed.append(JobAttr.REPLAY_REASON)
-        update = (
-            f"SET {', '.join(sets)} ADD {JobAttr.REPLAYS} :one, #sequence :one "
-            f"REMOVE {', '.join(removed)}"
-        )
+        # A finished item was announced: one without ``sequence`` (written
+        # before it existed) as 1, so its replay is 2.
+        sets.append("#sequence = if_not_exists(#sequence, :one) + :one")
+        update = f"SET {', '.join(sets)} ADD {JobAttr.REPLAYS} :one REMOVE {', '.join(removed)}"
         done, job = self._conditional(job_id, update, IS_FINISHED, values, ReturnValues="ALL_NEW")
         return job if done else None
