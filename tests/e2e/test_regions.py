@@ -114,8 +114,11 @@ def test_a_storm_split_by_a_failover_makes_one_of_everything_per_job(
         ]
         # Registered, and never delivered: both regions' pollers find them due.
         polled = [sume.new_job(artifacts=1) for _ in range(POLLED)]
-        # The application's registry call reads its first poll's delay from its environment.
+        # The application's registry call reads its first poll's delay and its URL policy
+        # from its own environment, not the stacks': Sume's simulator serves http on loopback.
         monkeypatch.setenv(Env.POLL_INITIAL_SECONDS, E2E_TIMINGS[Env.POLL_INITIAL_SECONDS])
+        monkeypatch.setenv(Env.ALLOW_HTTP_URLS, "true")
+        monkeypatch.setenv(Env.ALLOW_PRIVATE_HOSTS, "true")
         for job in polled:
             assert registry.expect(
                 job.job_id,
