@@ -34,7 +34,7 @@ from sume.store.bus import EventBus
 from sume.store.jobs import JobsTable, Source, State
 from sume.store.queue import DeadLetterQueue
 from sume.working.processing import MAX_MESSAGE_BYTES, failure_details
-from sume_cli.context import new_session
+from sume_cli.context import Ops, new_session
 from sume_cli.main import main
 from tests.builders import SECRET, job_body, raw_of, registration_entry, verify
 
@@ -842,6 +842,95 @@ def test_registrations_dlq_peek_says_why_each_event_is_there_then_redrive_sends_
     assert sorted(e["detail"]["job_id"] for e in events) == ["job_reg_refused", "job_reg_retried"]
     code, out, _ = cli("dlq", "peek", "--registrations")
     assert (code, out.strip()) == (0, "the registrations DLQ is empty")
+
+
+def redriving_into(monkeypatch: pytest.MonkeyPatch, queue_url: str, handle) -> None:
+    """The CLI's SQS client, with ``handle`` taking each message it sends to ``queue_url``
+    at once: the consumer that works the redriven messages, faster than any real one."""
+    real = Ops.client
+
+    def client(self: Ops, service: str):
+        made = real(self, service)
+        if service != "sqs":
+            return made
+
+        send = made.send_message
+
+        def send_and_consume(**params):
+            sent = send(**params)
+            if params["QueueUrl"] == queue_url:
+                sqs = boto3.client("sqs", endpoint_url=self.endpoint_url)
+                response = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10)
+                for message in response.get("Messages", []):
+                    handle(sqs, message["Body"])
+                    sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+            return sent
+
+        made.send_message = send_and_consume
+        return made
+
+    monkeypatch.setattr(Ops, "client", client)
+
+
+def test_a_registrations_redrive_moves_each_parked_event_once_while_the_poller_refuses_again(
+    cli, names, endpoint, monkeypatch
+):
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    jobs = JobsTable(boto3.client("dynamodb", endpoint_url=endpoint), names.table, 16)
+    # The cause is not fixed: the poller's list still lacks the status host.
+    registrations = Registrations(
+        Registry(jobs, 900, url_policy=UrlPolicy(False, False, ("api.sume.example",))),
+        DeadLetterQueue(sqs, names.registrations_dlq_url),
+        EventBus(boto3.client("events", endpoint_url=endpoint), names.event_bus),
+    )
+    refusals: list[str] = []
+
+    def poller(_sqs, body: str) -> None:
+        refusals.append(str(registrations.handle(body).refused))
+
+    for n in range(3):
+        put_registration(endpoint, names, {"job_id": f"job_again_{n}", "status_url": STATUS_URL})
+    for message in sqs.receive_message(
+        QueueUrl=names.registrations_queue_url, MaxNumberOfMessages=10
+    )["Messages"]:
+        poller(sqs, message["Body"])
+    assert refusals == ["refused_host"] * 3
+    refusals.clear()
+    redriving_into(monkeypatch, names.registrations_queue_url, poller)
+
+    code, out, _ = cli("dlq", "redrive", "--registrations")
+    assert code == 0
+    assert "moved 3 message(s) back to the registrations queue" in out
+    assert len(out.splitlines()) == 1 + 3 + 2
+    assert refusals == ["refused_host"] * 3
+    # Refused again, each once: back in the DLQ for the operator, once each.
+    monkeypatch.undo()
+    code, out, _ = cli("dlq", "peek", "--registrations", "--json")
+    assert sorted(row["job_id"] for row in json.loads(out)) == [f"job_again_{n}" for n in range(3)]
+
+
+def test_a_jobs_redrive_moves_each_parked_job_once_while_the_worker_parks_it_again(
+    cli, table, names, endpoint, monkeypatch
+):
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    for n in range(3):
+        received(table, f"job_parked_{n}")
+        sqs.send_message(QueueUrl=names.dlq_url, MessageBody=f"job_parked_{n}")
+    worked: list[str] = []
+
+    def worker(sqs, body: str) -> None:
+        # Failing every receive again: SQS moves the message back to the DLQ.
+        worked.append(body)
+        sqs.send_message(QueueUrl=names.dlq_url, MessageBody=body)
+
+    redriving_into(monkeypatch, names.queue_url, worker)
+    code, out, _ = cli("dlq", "redrive")
+    assert code == 0
+    assert "moved 3 message(s) back to the jobs queue" in out
+    assert sorted(worked) == [f"job_parked_{n}" for n in range(3)]
+    monkeypatch.undo()
+    code, out, _ = cli("dlq", "peek", "--json")
+    assert sorted(row["job_id"] for row in json.loads(out)) == sorted(worked)
 
 
 def test_registrations_dlq_of_a_stage_comes_from_its_outputs(cli, endpoint, names, monkeypatch):
