@@ -4,7 +4,8 @@
   within ``MAX_RECEIVES`` receives (AWS failing throughout, or a bug); the
   worker parked the job (``parked_at``) so the sweeper leaves it to the
   redrive. The job item says why: ``last_error`` (the latest failure),
-  ``attempts`` (the worker's claims this round).
+  ``attempts`` (the worker's claims this round; ``parked_attempts``, those
+  that parked it, once parked).
 - The registrations DLQ: a message is a registration event, unchanged. Why is
   in its message attributes: the poller's ``reason`` and ``message`` when it
   refused the event (``sume.store.queue.DeadLetterQueue.park``), EventBridge's
@@ -95,6 +96,13 @@ def described(label: str, error: Mapping[str, str]) -> str:
     return text
 
 
+def spent_attempts(job: Job) -> int:
+    """The worker's claims that brought the job here: a park keeps them aside."""
+    if job.parked_at is not None and job.parked_attempts is not None:
+        return job.parked_attempts
+    return job.attempts or 0
+
+
 @dataclass(frozen=True)
 class DeadLetter:
     """A jobs DLQ message and the item of the job it names."""
@@ -127,7 +135,7 @@ class DeadLetter:
             "sent_at": self.sent_at,
             "found": job is not None,
             "state": job.state if job else None,
-            "attempts": job.attempts if job else None,
+            "attempts": spent_attempts(job) if job else None,
             "last_error": self.last_error,
             "last_error_at": iso(job.last_error_at) if job else None,
             "processing_error": self.processing_error,
@@ -144,7 +152,7 @@ class DeadLetter:
     def row(self) -> list[str]:
         job = self.job
         state = (job.state or "?") if job else "(no such job)"
-        attempts = str(job.attempts or 0) if job else "-"
+        attempts = str(spent_attempts(job)) if job else "-"
         return [self.job_id, state, attempts, self.sent_at or "-", self.cause()]
 
 

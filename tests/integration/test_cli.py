@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 import subprocess
 import sys
 import time
@@ -730,6 +731,45 @@ def test_dlq_redrive_moves_the_jobs_and_says_once_what_next(cli, table, names, e
     code, out, err = cli("dlq", "redrive", "--output", "json")
     assert (code, json.loads(out)) == (0, {"moved": []})
     assert err.strip() == "moved 0 message(s) back to the jobs queue"
+
+
+def test_a_parked_job_shows_the_attempts_that_parked_it_and_its_claims_times_in_order(
+    cli, table, names, endpoint
+):
+    received(table, "job_parked")
+    error = failure_details(FetchError("fetch_failed", "HTTP 503", "https://cdn.example/a.mp4"))
+    start = int(time.time()) - 100
+    # As the worker does: four claims given back, the fifth (the last receive) parks the job.
+    for n in range(spec.MAX_RECEIVES):
+        at = start + 10 * n
+        job = table.claim("job_parked", at, lease_seconds=300)
+        if n < spec.MAX_RECEIVES - 1:
+            assert table.release("job_parked", str(job.claim_id), at + 1, error, due_at=at + 60)
+    assert table.park("job_parked", str(job.claim_id), at + 1, error, until=at + 14 * 86400)
+    assert table.get("job_parked").attempts == 0  # the redrive's fresh budget
+    boto3.client("sqs", endpoint_url=endpoint).send_message(
+        QueueUrl=names.dlq_url, MessageBody="job_parked"
+    )
+
+    code, out, _ = cli("dlq", "peek")
+    assert code == 0
+    assert out.splitlines()[1].split()[:3] == ["job_parked", "processing", str(spec.MAX_RECEIVES)]
+    code, out, _ = cli("dlq", "peek", "--json")
+    assert json.loads(out)[0]["attempts"] == spec.MAX_RECEIVES
+
+    code, out, _ = cli("status", "job_parked")
+    assert code == 0
+    claim = next(line for line in out.splitlines() if line.startswith("claim "))
+    times = re.findall(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", claim)
+    assert times == sorted(times) and len(times) == 2
+    assert "released" in claim and f"attempts={spec.MAX_RECEIVES}" in claim
+
+    # Redriven and claimed again: the fresh budget shows, the parked count goes.
+    assert cli("dlq", "redrive")[0] == 0
+    table.claim("job_parked", int(time.time()), lease_seconds=300)
+    code, out, _ = cli("status", "job_parked", "--json")
+    story = json.loads(out)
+    assert (story["attempts"], story.get("parked_attempts")) == (1, None)
 
 
 def test_dlq_shows_each_body_exactly_as_sent(cli, table, names, endpoint):

@@ -158,6 +158,8 @@ class Job:
     parked_at: int | None = None
     """When the worker parked the job on its message's last receive: the message is in
     the DLQ, and the sweeper leaves the job alone until the DLQ's retention is over."""
+    parked_attempts: int | None = None
+    """The attempts that parked it (``attempts`` starts afresh for the redrive)."""
     outcome: str | None = None
     """``completed``, ``failed`` or ``canceled``: what Sume said (worker)."""
     error: str | dict[str, Any] | None = None
@@ -707,7 +709,7 @@ class JobsTable:
             IS_UNATTENDED,
             values,
             set_state="#state = :processing, ",
-            remove=f" REMOVE {JobAttr.PARKED_AT}",
+            remove=f" REMOVE {JobAttr.PARKED_AT}, {JobAttr.PARKED_ATTEMPTS}",
         )
 
     def _lease(
@@ -841,7 +843,8 @@ class JobsTable:
         and ``error`` is noted), and more: the job is due only at ``until``,
         past the DLQ's retention, so the sweeper does not queue a second copy
         while the first waits there; the attempt budget starts afresh for the
-        redrive; ``parked_at`` says where the message is. Without a claim,
+        redrive (``parked_attempts`` keeps the spent one); ``parked_at`` says
+        where the message is. Without a claim,
         only a job nobody is working on is parked. Raises ``InvalidWrite``
         when DynamoDB refuses ``error``.
         """
@@ -854,7 +857,8 @@ class JobsTable:
         }
         update = (
             f"SET {JobAttr.LAST_ERROR} = :error, {JobAttr.LAST_ERROR_AT} = :now, "
-            f"{JobAttr.DUE_AT} = :until, {JobAttr.ATTEMPTS} = :zero, {JobAttr.PARKED_AT} = :now"
+            f"{JobAttr.DUE_AT} = :until, {JobAttr.ATTEMPTS} = :zero, {JobAttr.PARKED_AT} = :now, "
+            f"{JobAttr.PARKED_ATTEMPTS} = if_not_exists({JobAttr.ATTEMPTS}, :zero)"
         )
         if claim_id is None:
             values.update(received=State.RECEIVED.value)
