@@ -35,7 +35,18 @@ from sume.core.ids import InvalidJobId, check_job_id
 from sume.core.names import DUE_SHARDS, Env, Metric
 from sume.core.secrets import parse_secrets
 from sume.store.queue import JobQueue
-from sume_cli import CHECK_FAILED, FAILED, OK, USAGE, OpsError, dlq, jobs, report, rotation
+from sume_cli import (
+    CHECK_FAILED,
+    FAILED,
+    OK,
+    USAGE,
+    OpsError,
+    dlq,
+    jobs,
+    owed,
+    report,
+    rotation,
+)
 from sume_cli.context import LOCAL_ENDPOINT_HINT, Ops, not_an_aws_api
 from sume_cli.listing import DEFAULT_STATE, SCANNED, STATES, list_jobs
 from sume_cli.sendtest import MAX_SHOWN_BODY, send
@@ -164,9 +175,15 @@ def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
     window = _report_window(args, int(time.time()))
     found = report.report(ops.jobs, window, args.limit)
     problems = found.problems
-    most = max(found.lost.count, found.processing_error.count, found.overdue.count)
-    rest = f"raise --limit: {PROG} {deployment_option(ops)} report --since {args.since}"
-    rest += f" --limit {most}"
+    most = max((listed.count for listed in problems.values()), default=0)
+    cli = f"{PROG} {deployment_option(ops)}"
+    rest = f"raise --limit: {cli} report --since {args.since} --limit {most}"
+    steps = {kind: report.NEXT[kind].format(cli=cli) for kind in problems}
+
+    def detail(kind: str, listed: report.Listed) -> str:
+        shown = _listed(listed, rest)
+        return f"{shown}; next: {steps[kind]}" if kind in steps else shown
+
     if as_json_output(args):
         dump(
             {
@@ -184,18 +201,19 @@ def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
                 "pending": {
                     "count": sum(found.pending.values()),
                     **found.pending,
-                    "parked": found.parked,
+                    "parked": found.parked.count,
                 },
+                "parked": found.parked.as_dict(),
                 "overdue": found.overdue.as_dict(),
                 "index_entries_read": found.entries_read,
                 "items_read": found.items_read,
-                "problems": problems,
+                "problems": [f"{kind} {listed.count}" for kind, listed in problems.items()],
+                "next": steps,
             }
         )
     else:
         processed = ", ".join(f"{outcome} {n}" for outcome, n in found.processed.items())
         pending = ", ".join(f"{state} {n}" for state, n in found.pending.items())
-        pending += f" (parked in the DLQ: {found.parked})" if found.parked else ""
         out(
             f"jobs that entered {iso(window.since)} .. {iso(window.until)} "
             "(registered, else first recorded)"
@@ -210,23 +228,43 @@ def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
                 [
                     "processing_error",
                     str(found.processing_error.count),
-                    _listed(found.processing_error, rest),
+                    detail("processing_error", found.processing_error),
                 ],
-                ["lost", str(found.lost.count), _listed(found.lost, rest)],
+                ["lost", str(found.lost.count), detail("lost", found.lost)],
                 ["replayed", str(found.replayed), ""],
                 ["pending", str(sum(found.pending.values())), pending],
                 [
+                    "parked (pending, message in the jobs DLQ)",
+                    str(found.parked.count),
+                    detail("parked", found.parked),
+                ],
+                [
                     f"overdue (due before {iso(window.overdue_before)})",
                     str(found.overdue.count),
-                    _listed(found.overdue, rest),
+                    detail("overdue", found.overdue),
                 ],
             ],
             ["", "COUNT", "DETAIL"],
         )
     note(f"read {found.entries_read} index entries and {found.items_read} item(s); no Scan")
     if args.check and problems:
-        note(f"check failed: {', '.join(problems)}")
+        failed = (
+            f"{kind} {listed.count} (next: {steps[kind]})" for kind, listed in problems.items()
+        )
+        note(f"check failed: {', '.join(failed)}")
         return CHECK_FAILED
+    return OK
+
+
+def cmd_announce_owed(ops: Ops, args: argparse.Namespace) -> int:
+    now = int(time.time())
+    queue = JobQueue(ops.client("sqs"), ops.stack.names.queue_url)
+    found = owed.announce_owed(ops.jobs, queue, _report_window(args, now), now, args.dry_run)
+    if as_json_output(args):
+        dump(found.as_dict())
+    elif found.jobs:
+        table(found.rows(), owed.HEADER)
+    note(owed.summary(found, f"{PROG} {deployment_option(ops)}", args))
     return OK
 
 
@@ -565,7 +603,7 @@ def _report_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="exit 3 when a job in the window is lost, in processing_error or overdue",
+        help="exit 3 when a job in the window is lost, in processing_error, parked or overdue",
     )
 
 
@@ -574,7 +612,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Operate the Sume webhook receiver: jobs, DLQ, test deliveries, secrets.",
         epilog="Exit codes: 0 ok, 1 failed, 2 usage, 3 send-test not accepted by the endpoint "
-        "or report --check found lost, processing_error or overdue jobs.",
+        "or report --check found lost, processing_error, parked or overdue jobs.",
     )
     _global_options(parser, None)
     parser.add_argument("--version", action="version", version=version())
@@ -618,6 +656,10 @@ def build_parser() -> argparse.ArgumentParser:
         command(
             commands, "report", cmd_report, "how every job since a time ended: counts and job ids"
         )
+    )
+
+    owed.add_options(
+        command(commands, "announce-owed", cmd_announce_owed, "announce lost jobs never announced")
     )
 
     expect = command(commands, "expect", cmd_expect, "register a submitted job for status polling")
@@ -689,10 +731,9 @@ def build_parser() -> argparse.ArgumentParser:
         secrets_commands, "retire", cmd_secrets_retire, "remove an old secret (never the last)"
     )
     retire.add_argument("--position", type=int, help="which one (default: the oldest, last)")
-    usage = command(
+    command(
         secrets_commands, "status", cmd_secrets_status, "deliveries each secret verified"
-    )
-    usage.add_argument("--hours", type=int, default=24, help="window, in hours (24)")
+    ).add_argument("--hours", type=int, default=24, help="window, in hours (24)")
     return parser
 
 

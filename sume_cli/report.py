@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sume.contract.envelope import TERMINAL_EVENTS
-from sume.core.names import DUE_INDEX, REPORT_INDEX, report_buckets
+from sume.core.names import DUE_INDEX, REPORT_INDEX, REPORT_SHARDS, report_buckets
 from sume.store.jobs import Job, JobAttr, JobsTable, Source, State, expression_values
 
 # What the report reads of each job: never the stored body.
@@ -40,6 +40,14 @@ MAX_WINDOW_DAYS = 366
 PENDING = (State.AWAITING, State.RECEIVED, State.PROCESSING)
 # Sume's outcomes, in its order; a processed item holding another is counted under it.
 OUTCOMES = tuple(TERMINAL_EVENTS.values())
+# What to run next about each kind of job that did not end right (``{cli}``: the
+# CLI with its deployment option), in the order ``--check`` names them.
+NEXT = {
+    "lost": "`{cli} status JOB_ID`: why polling gave up (last poll error)",
+    "processing_error": "`{cli} status JOB_ID`: why; fix the cause, then `{cli} replay JOB_ID`",
+    "parked": "`{cli} dlq peek`: why; fix the cause, then `{cli} dlq redrive`",
+    "overdue": "`{cli} status JOB_ID`: due, and the poller has not acted (its log says why)",
+}
 
 
 @dataclass(frozen=True)
@@ -95,10 +103,14 @@ def not_ended(jobs: JobsTable, window: Window) -> tuple[list[Job], int]:
 
 
 def ended(jobs: JobsTable, window: Window) -> tuple[list[str], int]:
-    """The job_ids the report index holds for the window, and the entries read."""
+    """The job_ids the report index holds for the window, and the entries read.
+
+    Jobs that ended before the report shard was fixed are in a bucket below the
+    due-work shard count of then: the larger count covers the current one.
+    """
     job_ids: list[str] = []
     read = 0
-    for bucket in report_buckets(window.since, window.until, jobs.shards):
+    for bucket in report_buckets(window.since, window.until, max(REPORT_SHARDS, jobs.shards)):
         request = {
             "IndexName": REPORT_INDEX,
             "KeyConditionExpression": (
@@ -144,7 +156,7 @@ class Report:
     replayed: int
     pending: dict[str, int]
     """Jobs not ended, by state."""
-    parked: int
+    parked: Listed
     """Jobs not ended whose message waits in the jobs DLQ."""
     overdue: Listed
     entries_read: int
@@ -153,13 +165,15 @@ class Report:
     """Items read by BatchGetItem."""
 
     @property
-    def problems(self) -> list[str]:
-        """What makes ``--check`` fail: lost, processing_error and overdue jobs."""
-        named = (("lost", self.lost), ("processing_error", self.processing_error))
-        found = [f"{kind} {listed.count}" for kind, listed in named if listed.count]
-        if self.overdue.count:
-            found.append(f"overdue {self.overdue.count}")
-        return found
+    def problems(self) -> dict[str, Listed]:
+        """What makes ``--check`` fail, by kind (``NEXT``): the jobs not ended right."""
+        kinds = {
+            "lost": self.lost,
+            "processing_error": self.processing_error,
+            "parked": self.parked,
+            "overdue": self.overdue,
+        }
+        return {kind: listed for kind, listed in kinds.items() if listed.count}
 
 
 def _listed(jobs: list[Job], limit: int) -> Listed:
@@ -186,7 +200,7 @@ def summarize(window: Window, jobs: list[Job], limit: int, entries: int, items: 
         lost=_listed([j for j in jobs if j.state == State.LOST], limit),
         replayed=sum((job.replays or 0) > 0 for job in jobs),
         pending={state.value: states[state] for state in PENDING},
-        parked=sum(job.parked_at is not None for job in open_jobs),
+        parked=_listed([job for job in open_jobs if job.parked_at is not None], limit),
         overdue=_listed(overdue, limit),
         entries_read=entries,
         items_read=items,

@@ -139,6 +139,7 @@ HELP_PATHS = [
     ["expect"],
     ["replay"],
     ["report"],
+    ["announce-owed"],
     ["dlq"],
     ["dlq", "peek"],
     ["dlq", "redrive"],
@@ -163,7 +164,8 @@ def test_console_script_is_installed():
         [str(script), "--help"], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stderr
-    for command in ("status", "list", "report", "expect", "replay", "dlq", "send-test", "secrets"):
+    commands = ("status", "list", "report", "announce-owed", "expect", "replay", "dlq")
+    for command in (*commands, "send-test", "secrets"):
         assert command in result.stdout
 
 
@@ -238,6 +240,7 @@ def test_output_json_works_for_every_command_before_or_after_it(
         "list": ["--output", "json", "list"],
         "expect": ["--output", "json", "expect", "job_o3", url],
         "replay": ["replay", "job_o2", "--output", "json"],
+        "announce-owed": ["announce-owed", "--dry-run", "--output", "json"],
         "peek": ["--output", "json", "dlq", "peek"],
         "redrive": ["dlq", "redrive", "--output", "json"],
         "send-test": ["send-test", verifying_url, "--secret", SECRET, "--output", "json"],
@@ -262,6 +265,7 @@ def test_output_json_works_for_every_command_before_or_after_it(
         "replays": 1,
         "replay_reason": None,
     }
+    assert outputs["announce-owed"] == {"dry_run": True, "owed": [], "queued": []}
     assert outputs["peek"][0]["job_id"] == "job_o1"
     assert outputs["redrive"]["moved"][0]["job_id"] == "job_o1"
     assert outputs["send-test"][0]["status"] == 200
