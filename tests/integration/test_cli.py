@@ -807,17 +807,22 @@ def put_registration(endpoint: str, names: ResourceNames, detail: dict) -> None:
     assert response["FailedEntryCount"] == 0
 
 
+def refusing_poller(endpoint: str, names: ResourceNames) -> Registrations:
+    """The poller's registrations, with a list of status hosts that lacks the events' host."""
+    jobs = JobsTable(boto3.client("dynamodb", endpoint_url=endpoint), names.table, 16)
+    return Registrations(
+        Registry(jobs, 900, url_policy=UrlPolicy(False, False, ("api.sume.example",))),
+        DeadLetterQueue(boto3.client("sqs", endpoint_url=endpoint), names.registrations_dlq_url),
+        EventBus(boto3.client("events", endpoint_url=endpoint), names.event_bus),
+    )
+
+
 def test_registrations_dlq_peek_says_why_each_event_is_there_then_redrive_sends_it_back(
     cli, names, endpoint
 ):
     sqs = boto3.client("sqs", endpoint_url=endpoint)
-    jobs = JobsTable(boto3.client("dynamodb", endpoint_url=endpoint), names.table, 16)
     # The poller's own code, with a list that lacks the status host: refused and parked.
-    registrations = Registrations(
-        Registry(jobs, 900, url_policy=UrlPolicy(False, False, ("api.sume.example",))),
-        DeadLetterQueue(sqs, names.registrations_dlq_url),
-        EventBus(boto3.client("events", endpoint_url=endpoint), names.event_bus),
-    )
+    registrations = refusing_poller(endpoint, names)
     put_registration(
         endpoint,
         names,
@@ -920,13 +925,8 @@ def test_a_registrations_redrive_moves_each_parked_event_once_while_the_poller_r
     cli, names, endpoint, monkeypatch
 ):
     sqs = boto3.client("sqs", endpoint_url=endpoint)
-    jobs = JobsTable(boto3.client("dynamodb", endpoint_url=endpoint), names.table, 16)
     # The cause is not fixed: the poller's list still lacks the status host.
-    registrations = Registrations(
-        Registry(jobs, 900, url_policy=UrlPolicy(False, False, ("api.sume.example",))),
-        DeadLetterQueue(sqs, names.registrations_dlq_url),
-        EventBus(boto3.client("events", endpoint_url=endpoint), names.event_bus),
-    )
+    registrations = refusing_poller(endpoint, names)
     refusals: list[str] = []
 
     def poller(_sqs, body: str) -> None:
