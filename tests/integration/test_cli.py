@@ -35,6 +35,7 @@ from sume.store.bus import EventBus
 from sume.store.jobs import JobsTable, Source, State
 from sume.store.queue import DeadLetterQueue
 from sume.working.processing import MAX_MESSAGE_BYTES, failure_details
+from sume_cli import owed
 from sume_cli.context import Ops, new_session
 from sume_cli.main import main
 from tests.builders import SECRET, job_body, raw_of, registration_entry, verify
@@ -1274,3 +1275,31 @@ def test_stage_without_a_region_is_a_one_line_error(cli, monkeypatch):
     code, _, err = cli("--stage", "qa", "list", "--state", "owed", local=False)
     assert code == 1
     assert "no AWS region: pass --region" in one_line_error(err)
+
+
+def test_announce_owed_owes_each_lost_job_once_even_on_a_stale_read(
+    cli, table, names, endpoint, monkeypatch
+):
+    now = int(time.time())
+    url = LOCAL_STATUS + "job_old_lost"
+    assert table.register("job_old_lost", url, None, now - 7200, now - 6300)
+    assert table.mark_lost("job_old_lost", now - 3600, now, window_at=now - 7200)
+    boto3.client("dynamodb", endpoint_url=endpoint).update_item(
+        TableName=names.table,
+        Key={"job_id": {"S": "job_old_lost"}},
+        UpdateExpression="REMOVE due_at, due_shard, #sequence",
+        ExpressionAttributeNames={"#sequence": "sequence"},
+    )
+    code, out, _ = cli("announce-owed", "--output", "json")
+    assert (code, json.loads(out)["queued"]) == (0, ["job_old_lost"])
+    # A second run that read the job before the first one's write: the write refuses it.
+    monkeypatch.setattr(owed, "never_announced", lambda job: job.state == State.LOST)
+    code, out, _ = cli("announce-owed", "--output", "json")
+    assert code == 0
+    assert json.loads(out)["owed"][0]["job_id"] == "job_old_lost"
+    assert json.loads(out)["queued"] == []
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    queued = sqs.receive_message(QueueUrl=names.queue_url, MaxNumberOfMessages=10)["Messages"]
+    assert [m["Body"] for m in queued] == ["job_old_lost"]
+    item = table.get("job_old_lost")
+    assert (item.state, item.sequence, item.due_at is not None) == ("lost", 1, True)
