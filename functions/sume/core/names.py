@@ -207,8 +207,4 @@ def _bucket(at: int, shard: int) -> str:
 def report_buckets(since: int, until: int, shards: int = REPORT_SHARDS) -> list[str]:
     """Every partition of the report index that holds jobs entered in ``[since, until]``."""
     first, last = since - since % 86400, until - until % 86400
-    return [
-        _bucket(day, shard)
-        for day in range(first, last + 1, 86400)
-        for shard in range(shards)
-    ]
+    return [_bucket(day, shard) for day in range(first, last + 1, 86400) for shard in range(shards)]

@@ -993,9 +993,7 @@ class JobsTable:
         """
         values = {"lost": State.LOST.value, "now": now, "one": 1}
         values["shard"] = due_shard(job_id, self._shards)
-        update = (
-            f"SET {JobAttr.DUE_AT} = :now, {JobAttr.DUE_SHARD} = :shard ADD #sequence :one"
-        )
+        update = f"SET {JobAttr.DUE_AT} = :now, {JobAttr.DUE_SHARD} = :shard ADD #sequence :one"
         condition = (
             f"#state = :lost AND attribute_not_exists(#sequence) AND "
             f"attribute_not_exists({JobAttr.DUE_AT})"
