@@ -8,7 +8,9 @@ that passes on moto would then fail only in AWS, after deployment. The
 backends are patched (not botocore), so the limits hold for in-process
 ``mock_aws`` and for moto's threaded server alike. One gap the other way:
 moto delivers events to rule targets without their ``account``, which AWS
-always sets and the published schemas require; it is added here.
+always sets and the published schemas require; it is added here, and
+``devstack.moto_numbers`` (installed with these) keeps an event's numbers as
+they were written.
 
 Where AWS documents a size as approximate, the estimate here rounds up, so a
 test never accepts what AWS might refuse; moto's own 405,000-byte item check
@@ -24,7 +26,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from devstack import moto_atomic
+from devstack import moto_atomic, moto_numbers
 from sume.core.bounded import DYNAMODB_MAX_DEPTH, nests_deeper
 from sume.store.sizing import MAX_ITEM_BYTES, item_size, typed, utf8_size
 
@@ -57,6 +59,7 @@ def install() -> None:
         _limit_dynamodb()
         _limit_events()
         _whole_events()
+        moto_numbers.install()
         _limit_sqs()
         _limit_s3()
         _installed = True

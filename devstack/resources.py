@@ -137,6 +137,21 @@ def _registrations(sqs: Any, events: Any, prefix: str, bus: str) -> tuple[str, s
     return url, dlq_url
 
 
+def describe_stack(
+    dynamodb: Any, table: str, webhook_url: str, due_shards: int, previous: int
+) -> None:
+    """Tag the jobs table with what the ops CLI needs to know of the running stack."""
+    arn = dynamodb.describe_table(TableName=table)["Table"]["TableArn"]
+    tags = {
+        spec.LOCAL_TAG_WEBHOOK_URL: webhook_url,
+        spec.LOCAL_TAG_DUE_SHARDS: str(due_shards),
+        spec.LOCAL_TAG_DUE_SHARDS_PREVIOUS: str(previous),
+    }
+    dynamodb.tag_resource(
+        ResourceArn=arn, Tags=[{"Key": key, "Value": value} for key, value in tags.items()]
+    )
+
+
 def environment(names: ResourceNames) -> dict[str, str]:
     """The Lambda environment the stack would set for these resources."""
     env = {

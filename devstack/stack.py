@@ -39,6 +39,7 @@ from devstack.lambda_context import LambdaContext
 from devstack.resources import (
     ANNOUNCEMENTS_PATTERN,
     create_resources,
+    describe_stack,
     environment,
     subscribe_queue,
 )
@@ -53,7 +54,7 @@ from sume.core.names import (
     WEBHOOK_PATH,
     Env,
 )
-from sume.core.settings import TableSettings
+from sume.core.settings import TableSettings, due_shards, integer
 from sume.polling.settings import FanOutSettings, PollerSettings
 from sume.receiving.settings import ReceiverSettings
 from sume.store.compose import build_jobs
@@ -314,6 +315,13 @@ class DevStack:
             raise PortTaken(self.settings.port, "webhook") from None
         self.port = self._http.port
         self.url = f"http://{HOST}:{self.port}{WEBHOOK_PATH}"
+        describe_stack(
+            self.client("dynamodb"),
+            self.names.table,
+            self.url,
+            due_shards(os.environ),
+            integer(os.environ, Env.DUE_SHARDS_PREVIOUS, 0),
+        )
         sqs = self.client("sqs")
         self._loops.append(QueueTap(sqs, self.journal_queue_url, self._on_announcement))
         if self.settings.worker:

@@ -164,6 +164,11 @@ OUTPUT_WEBHOOK_URL: Final = "WebhookUrl"
 # Multi-region deployments only (infra/regions.py).
 OUTPUT_REGION_WEBHOOK_URL: Final = "RegionWebhookUrl"
 OUTPUT_HEALTH_CHECK: Final = "HealthCheckId"
+# The local stack has no CloudFormation: what the ops CLI reads from a stage's
+# outputs and its poller's environment, it reads from these tags of its jobs table.
+LOCAL_TAG_WEBHOOK_URL: Final = OUTPUT_WEBHOOK_URL
+LOCAL_TAG_DUE_SHARDS: Final = "DueShards"
+LOCAL_TAG_DUE_SHARDS_PREVIOUS: Final = "DueShardsPrevious"
 OUTPUTS: Final = {
     "table": "JobsTableName",
     "queue_url": "JobsQueueUrl",

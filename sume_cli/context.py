@@ -22,7 +22,8 @@ from botocore.exceptions import ClientError
 
 from infra import spec
 from sume.core.errors import ConfigurationError
-from sume.core.names import DUE_SHARDS, Env
+from sume.core.names import Env
+from sume.core.settings import due_shards, integer
 from sume.net.policy import HTTPS_ONLY, UrlPolicy
 from sume.polling.compose import build_registry
 from sume.polling.registry import Registry
@@ -117,8 +118,14 @@ def local_first_poll(table: str, env: Mapping[str, str] = os.environ) -> FirstPo
     )
 
 
-def deployed_first_poll(cloudformation: Any, lambda_: Any, stack_name: str) -> FirstPoll:
-    """``POLL_INITIAL_SECONDS`` of the stack's deployed poller (its default when unset).
+@dataclass(frozen=True)
+class DeployedPoller:
+    function_name: str
+    env: Mapping[str, str]
+
+
+def deployed_poller(cloudformation: Any, lambda_: Any, stack_name: str) -> DeployedPoller:
+    """The environment of the stack's deployed poller.
 
     Lists the stack's functions and reads the configuration of the one whose
     handler is the poller's, trying those whose logical id says Poller first.
@@ -136,13 +143,18 @@ def deployed_first_poll(cloudformation: Any, lambda_: Any, stack_name: str) -> F
         config = lambda_.get_function_configuration(FunctionName=function["PhysicalResourceId"])
         if config.get("Handler") == POLLER_HANDLER:
             env = (config.get("Environment") or {}).get("Variables") or {}
-            poller = PollerSettings.from_env(env)
-            return FirstPoll(
-                poller.policy.initial_seconds,
-                f"{Env.POLL_INITIAL_SECONDS} of {config['FunctionName']}",
-                poller.url_policy,
-            )
+            return DeployedPoller(config["FunctionName"], env)
     raise OpsError(f"stack {stack_name} has no function with handler {POLLER_HANDLER}")
+
+
+def deployed_first_poll(poller: DeployedPoller) -> FirstPoll:
+    """``POLL_INITIAL_SECONDS`` of the stack's deployed poller (its default when unset)."""
+    settings = PollerSettings.from_env(poller.env)
+    return FirstPoll(
+        settings.policy.initial_seconds,
+        f"{Env.POLL_INITIAL_SECONDS} of {poller.function_name}",
+        settings.url_policy,
+    )
 
 
 class Ops:
@@ -152,14 +164,14 @@ class Ops:
         endpoint_url: str | None = None,
         region: str | None = None,
         prefix: str = LOCAL_PREFIX,
-        shards: int = DUE_SHARDS,
+        shards: int | None = None,
         profile: str | None = None,
     ) -> None:
         self.stage = stage
         self.endpoint_url = checked_endpoint(endpoint_url) if endpoint_url else None
         self.region = region
         self.prefix = prefix
-        self.shards = shards
+        self._shards = shards
         self.profile = profile
 
     @functools.cached_property
@@ -199,24 +211,66 @@ class Ops:
         assert self.stage is not None
         return discover_stage(self.client("cloudformation"), self.stage)
 
+    @functools.cached_property
+    def poller(self) -> DeployedPoller | str:
+        """The deployed stage's poller, or why it could not be read."""
+        assert self.stage is not None
+        try:
+            return deployed_poller(
+                self.client("cloudformation"), self.client("lambda"), spec.stack_name(self.stage)
+            )
+        except (ClientError, OpsError) as exc:
+            return str(exc.response["Error"].get("Code") if isinstance(exc, ClientError) else exc)
+
+    @functools.cached_property
+    def shards(self) -> int:
+        """Shards of the due-work index: ``--shards``, else the count the stack runs with.
+
+        Writing a job under another count would put it in a shard no poller reads.
+        A stack that does not say (a poller that cannot be read, an older local
+        stack) gets ``DUE_SHARDS`` of this environment, else the default.
+        """
+        if self._shards is not None:
+            return self._shards
+        if self.endpoint_url:
+            said = self.stack.due_shards
+        else:
+            poller = self.poller
+            said = due_shards(poller.env) if isinstance(poller, DeployedPoller) else None
+        return said if said is not None else due_shards(os.environ)
+
+    @functools.cached_property
+    def read_shards(self) -> int:
+        """Shards a reader of the due-work index reads: as the poller, while a lowered
+        count drains (``DUE_SHARDS_PREVIOUS``), the old ones too."""
+        if self._shards is not None:
+            return self._shards
+        if self.endpoint_url:
+            previous = self.stack.due_shards_previous
+        else:
+            poller = self.poller
+            env = poller.env if isinstance(poller, DeployedPoller) else os.environ
+            previous = integer(env, Env.DUE_SHARDS_PREVIOUS, 0)
+        return max(self.shards, previous or 0)
+
     def first_poll(self) -> FirstPoll:
         """How long after ``expect`` this deployment's poller first asks ``status_url``."""
         table = self.stack.names.table
         if self.endpoint_url:
             return local_first_poll(table)
-        assert self.stage is not None
-        try:
-            return deployed_first_poll(
-                self.client("cloudformation"), self.client("lambda"), spec.stack_name(self.stage)
-            )
-        except (ClientError, ConfigurationError, OpsError) as exc:
-            reason = exc.response["Error"].get("Code") if isinstance(exc, ClientError) else exc
-            assumed = RegistrySettings.from_env(table_name=table)
-            return FirstPoll(
-                assumed.poll_initial_seconds,
-                f"assumed: the deployed poller's configuration could not be read ({reason})",
-                assumed.status_urls,
-            )
+        poller = self.poller
+        reason: object = poller
+        if isinstance(poller, DeployedPoller):
+            try:
+                return deployed_first_poll(poller)
+            except ConfigurationError as exc:
+                reason = exc
+        assumed = RegistrySettings.from_env(table_name=table)
+        return FirstPoll(
+            assumed.poll_initial_seconds,
+            f"assumed: the deployed poller's configuration could not be read ({reason})",
+            assumed.status_urls,
+        )
 
     @functools.cached_property
     def jobs(self) -> JobsTable:

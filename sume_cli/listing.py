@@ -1,11 +1,11 @@
 """Jobs by state: from the due-work index when it holds them, else a bounded Scan.
 
 The table is keyed by ``job_id`` and has one index, ``due-work``, holding only
-items that need attention (awaiting, received, processing: ``unfinished``, the
-default listing). Those states are read from it shard by shard, so the cost
-follows due work, never table size.
-Finished states (processed, failed, lost, processing_error) are in no index on
-purpose (an index by state would cost a write on every transition for a
+items that need attention (awaiting, received, processing, and lost ones whose
+announcement is still owed: ``unfinished``, the default listing). Those are read
+from it shard by shard, so the cost follows due work, never table size.
+Finished jobs (processed, failed, processing_error, lost and announced) are in no
+index on purpose (an index by state would cost a write on every transition for a
 question asked at 3 a.m.), so listing them takes a Scan: refused unless the
 operator passes ``--scan``, and then bounded by a budget of items read.
 """
@@ -21,7 +21,8 @@ from sume_cli import USAGE, OpsError
 
 # state argument -> item states, or a filter of its own (failed).
 INDEXED = {
-    "unfinished": (State.AWAITING, State.RECEIVED, State.PROCESSING),
+    # A lost job stays in the index until its announcement is sent.
+    "unfinished": (State.AWAITING, State.RECEIVED, State.PROCESSING, State.LOST),
     "awaiting": (State.AWAITING,),
     "owed": (State.RECEIVED, State.PROCESSING),
     "received": (State.RECEIVED,),
@@ -141,13 +142,13 @@ def _selection(state: str, since: int | None) -> Selection:
     )
 
 
-def from_index(jobs: JobsTable, state: str, since: int | None, limit: int) -> Listing:
+def from_index(jobs: JobsTable, state: str, since: int | None, limit: int, shards: int) -> Listing:
     """Every shard of the due-work index, soonest due first, up to ``limit`` jobs."""
     selection = _selection(state, since)
     found: list[Job] = []
     read = 0
     complete = True
-    for shard in range(jobs.shards):
+    for shard in range(shards):
         in_shard = 0
         start = None
         while True:
@@ -195,11 +196,13 @@ def list_jobs(
     since: int | None,
     limit: int,
     scan_budget: int | None,
+    shards: int,
 ) -> Listing:
+    """``shards``: how many of the due-work index to read (a draining count's too)."""
     if limit < 1:
         raise OpsError("--limit must be at least 1", USAGE)
     if state in INDEXED:
-        return from_index(jobs, state, since, limit)
+        return from_index(jobs, state, since, limit, shards)
     if scan_budget is None:
         raise OpsError(
             f"{state} jobs are in no index (only awaiting and owed work are): "

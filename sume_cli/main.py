@@ -1,8 +1,8 @@
 """``sume-webhooks``: the operator's CLI, against a deployed stage or the local stack.
 
-A thin layer: argparse, one small function per command over ``sume_cli``,
-and one place (``main``) that turns expected failures into a one-line message
-on stderr and an exit code. See docs/cli.md.
+A thin layer: argparse naming the commands (``sume_cli.commands``, one small
+function each over ``sume_cli``), and one place (``main``) that turns expected
+failures into a one-line message on stderr and an exit code. See docs/cli.md.
 """
 
 from __future__ import annotations
@@ -11,9 +11,7 @@ import argparse
 import os
 import platform
 import sys
-import time
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import Sequence
 from importlib.metadata import version as package_version
 from typing import Any
 
@@ -32,52 +30,22 @@ from infra.spec import DEFAULT_POLL_RATE_MINUTES, OUTPUT_WEBHOOK_URL
 from sume.contract.envelope import TERMINAL_EVENTS
 from sume.core.errors import ConfigurationError
 from sume.core.ids import InvalidJobId, check_job_id
-from sume.core.names import DUE_SHARDS, Env, Metric
-from sume.core.secrets import parse_secrets
-from sume.store.queue import JobQueue
-from sume_cli import (
-    CHECK_FAILED,
-    FAILED,
-    OK,
-    USAGE,
-    OpsError,
-    dlq,
-    jobs,
-    owed,
-    report,
-    rotation,
-)
+from sume.core.names import DUE_SHARDS
+from sume_cli import FAILED, USAGE, OpsError, owed
+from sume_cli.commands import PROG, Command
+from sume_cli.commands.dlq import cmd_dlq_peek, cmd_dlq_redrive
+from sume_cli.commands.jobs import cmd_expect, cmd_list, cmd_replay, cmd_status
+from sume_cli.commands.report import cmd_announce_owed, cmd_report
+from sume_cli.commands.secrets import cmd_secrets_retire, cmd_secrets_rotate, cmd_secrets_status
+from sume_cli.commands.send_test import cmd_send_test
 from sume_cli.context import LOCAL_ENDPOINT_HINT, Ops, not_an_aws_api
-from sume_cli.listing import DEFAULT_STATE, SCANNED, STATES, list_jobs
-from sume_cli.sendtest import MAX_SHOWN_BODY, send
+from sume_cli.listing import DEFAULT_STATE, STATES
+from sume_cli.output import JSON, TABLE, note
 from sume_cli.stackinfo import LOCAL_PREFIX, DiscoveryError
-from sume_cli.story import as_json, exact_json, render
-from sume_cli.times import iso, parse_duration, parse_since
 
-PROG = "sume-webhooks"
-# Job ids a hint names before it says "and N more".
-MAX_LISTED_JOBS = 10
 # A job still due this long after its due time is overdue: the poller, on its
 # default schedule, has let two runs pass without acting on it.
 DEFAULT_OVERDUE_AFTER = f"{2 * DEFAULT_POLL_RATE_MINUTES}m"
-Command = Callable[[Ops, argparse.Namespace], int]
-JSON, TABLE = "json", "table"
-
-
-def out(text: str = "") -> None:
-    print(text, file=sys.stdout)
-
-
-def note(text: str) -> None:
-    print(text, file=sys.stderr)
-
-
-def dump(value: Any) -> None:
-    out(exact_json(value, default=str, indent=2, ensure_ascii=False, sort_keys=True))
-
-
-def as_json_output(args: argparse.Namespace) -> bool:
-    return bool(args.output == JSON)
 
 
 def version() -> str:
@@ -85,458 +53,6 @@ def version() -> str:
         f"{PROG} {package_version('sume-webhooks')} Python/{platform.python_version()} "
         f"boto3/{boto3.__version__} botocore/{botocore.__version__}"
     )
-
-
-def table(rows: list[list[str]], header: list[str]) -> None:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        out("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-
-
-def deployment_option(ops: Ops) -> str:
-    if ops.endpoint_url:
-        return f"--endpoint-url {ops.endpoint_url}"
-    return f"--stage {ops.stage}"
-
-
-def cmd_status(ops: Ops, args: argparse.Namespace) -> int:
-    job = jobs.load(ops.jobs, args.job_id)
-    if as_json_output(args):
-        dump(as_json(job))
-    else:
-        out(render(job))
-    return OK
-
-
-def cmd_list(ops: Ops, args: argparse.Namespace) -> int:
-    state = args.state or DEFAULT_STATE
-    since = parse_since(args.since, time.time()) if args.since else None
-    listing = list_jobs(ops.jobs, state, since, args.limit, args.scan_budget if args.scan else None)
-    scanned = state in SCANNED
-    source = "by a bounded Scan" if scanned else "from the due-work index"
-    if as_json_output(args):
-        dump(
-            {
-                "state": state,
-                "jobs": [as_json(job) for job in listing.jobs],
-                "items_read": listing.read,
-                "complete": listing.complete,
-                "source": "scan" if scanned else "index",
-            }
-        )
-    elif listing.jobs:
-        times = listing.time_attributes
-        rows = []
-        for job in listing.jobs:
-            item = job.as_item()
-            rows.append(
-                [
-                    job.job_id,
-                    job.state or "",
-                    job.event or "",
-                    *(iso(item.get(attribute)) or "-" for attribute in times),
-                    iso(job.due_at) or "-",
-                ]
-            )
-        table(
-            rows,
-            ["JOB_ID", "STATE", "EVENT", *(a.upper() for a in times), "DUE_AT"],
-        )
-    else:
-        out(f"no {state} jobs")
-    summary = f"{len(listing.jobs)} {state} job(s); read {listing.read} item(s) {source}"
-    if not listing.complete:
-        summary += "; stopped early, more may exist (raise --limit"
-        summary += " or --scan-budget)" if scanned else ")"
-    note(summary)
-    return OK
-
-
-def _report_window(args: argparse.Namespace, now: int) -> report.Window:
-    since = parse_since(args.since, now)
-    if since > now:
-        raise OpsError(f"--since {args.since!r} is in the future", USAGE)
-    if now - since > report.MAX_WINDOW_DAYS * 86400:
-        raise OpsError(f"--since {args.since!r}: at most {report.MAX_WINDOW_DAYS} days back", USAGE)
-    if args.limit < 0:
-        raise OpsError("--limit must be at least 0", USAGE)
-    overdue_after = parse_duration(args.overdue_after, "--overdue-after")
-    return report.Window(since, now, now - overdue_after)
-
-
-def _listed(listed: report.Listed, rest: str) -> str:
-    shown = ", ".join(listed.job_ids)
-    if listed.more:
-        shown += f"{', ' if shown else ''}and {listed.more} more ({rest})"
-    return shown
-
-
-def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
-    window = _report_window(args, int(time.time()))
-    found = report.report(ops.jobs, window, args.limit)
-    problems = found.problems
-    most = max((listed.count for listed in problems.values()), default=0)
-    cli = f"{PROG} {deployment_option(ops)}"
-    rest = f"raise --limit: {cli} report --since {args.since} --limit {most}"
-    steps = {kind: report.NEXT[kind].format(cli=cli) for kind in problems}
-
-    def detail(kind: str, listed: report.Listed) -> str:
-        shown = _listed(listed, rest)
-        return f"{shown}; next: {steps[kind]}" if kind in steps else shown
-
-    if as_json_output(args):
-        dump(
-            {
-                "since": iso(window.since),
-                "until": iso(window.until),
-                "overdue_before": iso(window.overdue_before),
-                "jobs": found.jobs,
-                "registered": found.registered,
-                "received_by_webhook": found.received_by_webhook,
-                "recovered_by_poll": found.recovered_by_poll,
-                "processed": {"count": sum(found.processed.values()), **found.processed},
-                "processing_error": found.processing_error.as_dict(),
-                "lost": found.lost.as_dict(),
-                "replayed": found.replayed,
-                "pending": {
-                    "count": sum(found.pending.values()),
-                    **found.pending,
-                    "parked": found.parked.count,
-                },
-                "parked": found.parked.as_dict(),
-                "overdue": found.overdue.as_dict(),
-                "index_entries_read": found.entries_read,
-                "items_read": found.items_read,
-                "problems": [f"{kind} {listed.count}" for kind, listed in problems.items()],
-                "next": steps,
-            }
-        )
-    else:
-        processed = ", ".join(f"{outcome} {n}" for outcome, n in found.processed.items())
-        pending = ", ".join(f"{state} {n}" for state, n in found.pending.items())
-        out(
-            f"jobs that entered {iso(window.since)} .. {iso(window.until)} "
-            "(registered, else first recorded)"
-        )
-        table(
-            [
-                ["jobs", str(found.jobs), ""],
-                ["registered", str(found.registered), ""],
-                ["received by webhook", str(found.received_by_webhook), ""],
-                ["recovered by poll", str(found.recovered_by_poll), ""],
-                ["processed", str(sum(found.processed.values())), processed],
-                [
-                    "processing_error",
-                    str(found.processing_error.count),
-                    detail("processing_error", found.processing_error),
-                ],
-                ["lost", str(found.lost.count), detail("lost", found.lost)],
-                ["replayed", str(found.replayed), ""],
-                ["pending", str(sum(found.pending.values())), pending],
-                [
-                    "parked (pending, message in the jobs DLQ)",
-                    str(found.parked.count),
-                    detail("parked", found.parked),
-                ],
-                [
-                    f"overdue (due before {iso(window.overdue_before)})",
-                    str(found.overdue.count),
-                    detail("overdue", found.overdue),
-                ],
-            ],
-            ["", "COUNT", "DETAIL"],
-        )
-    note(f"read {found.entries_read} index entries and {found.items_read} item(s); no Scan")
-    if args.check and problems:
-        failed = (
-            f"{kind} {listed.count} (next: {steps[kind]})" for kind, listed in problems.items()
-        )
-        note(f"check failed: {', '.join(failed)}")
-        return CHECK_FAILED
-    return OK
-
-
-def cmd_announce_owed(ops: Ops, args: argparse.Namespace) -> int:
-    now = int(time.time())
-    queue = JobQueue(ops.client("sqs"), ops.stack.names.queue_url)
-    found = owed.announce_owed(ops.jobs, queue, _report_window(args, now), now, args.dry_run)
-    if as_json_output(args):
-        dump(found.as_dict())
-    elif found.jobs:
-        table(found.rows(), owed.HEADER)
-    note(owed.summary(found, f"{PROG} {deployment_option(ops)}", args))
-    return OK
-
-
-def cmd_expect(ops: Ops, args: argparse.Namespace) -> int:
-    metadata = jobs.parse_metadata(args.metadata)
-    first = ops.first_poll()
-    created, job = jobs.expect(
-        ops.registry(first), ops.jobs, args.job_id, args.status_url, metadata
-    )
-    if as_json_output(args):
-        dump(
-            {
-                "registered": created,
-                "first_poll_after_seconds": first.seconds,
-                "first_poll_after_source": first.source,
-                "job": as_json(job),
-            }
-        )
-    elif created:
-        out(
-            f"registered {args.job_id}: first status poll at {iso(job.due_at)} "
-            f"(after {first.seconds} s: {first.source})"
-        )
-    else:
-        out(f"{args.job_id} is already known (state {job.state}); nothing changed")
-    return OK
-
-
-def cmd_replay(ops: Ops, args: argparse.Namespace) -> int:
-    reason = jobs.check_reason(args.reason)
-    queue = JobQueue(ops.client("sqs"), ops.stack.names.queue_url)
-    job = jobs.replay(ops.jobs, queue, args.job_id, int(time.time()), reason)
-    if as_json_output(args):
-        dump(
-            {
-                "job_id": args.job_id,
-                "state": "received",
-                "replay": True,
-                "queued": True,
-                "replays": job.replays,
-                "replay_reason": job.replay_reason,
-            }
-        )
-    else:
-        out(
-            f"replay queued for {args.job_id}: state received, replay=true, "
-            f"replays={job.replays}; the worker copies its artifacts again, "
-            "with a fresh attempt budget"
-        )
-    return OK
-
-
-def _registrations_dlq(ops: Ops) -> tuple[str, str]:
-    names = ops.stack.names
-    if not (names.registrations_dlq_url and names.registrations_queue_url):
-        raise OpsError(
-            f"{ops.stack.description} has no registrations queue and DLQ "
-            "(deployed before registration by event)"
-        )
-    return names.registrations_dlq_url, names.registrations_queue_url
-
-
-def _dlq_url(ops: Ops, args: argparse.Namespace) -> str:
-    return _registrations_dlq(ops)[0] if args.registrations else ops.stack.names.dlq_url
-
-
-def cmd_dlq_peek(ops: Ops, args: argparse.Namespace) -> int:
-    sqs = ops.client("sqs")
-    url = _dlq_url(ops, args)
-    shown: list[dlq.DeadLetter] | list[dlq.ParkedRegistration]
-    if args.registrations:
-        shown, header = dlq.peek_registrations(sqs, url, args.limit), dlq.REGISTRATION_HEADER
-    else:
-        shown, header = dlq.peek(sqs, ops.jobs, url, args.limit), dlq.JOB_HEADER
-    if as_json_output(args):
-        dump([message.as_dict() for message in shown])
-    elif shown:
-        table([message.row() for message in shown], header)
-    else:
-        out(f"the {'registrations ' if args.registrations else ''}DLQ is empty")
-    note(
-        f"{len(shown)} shown; about {dlq.depth(sqs, url)} message(s) in {url} "
-        "(SQS counts each peek as a receive)"
-    )
-    return OK
-
-
-def _redriven_jobs(ops: Ops, letters: list[dlq.DeadLetter]) -> list[str]:
-    """What to do after a jobs DLQ redrive, each said once."""
-    where = f"{PROG} {deployment_option(ops)}"
-    finished = [letter.job_id for letter in letters if letter.finished]
-    steps = []
-    if len(finished) < len(letters):
-        steps.append(
-            f"The worker takes the jobs again; `{where} list --state owed` shows those not "
-            f"done yet, `{where} dlq peek` any that failed again."
-        )
-    if finished:
-        shown = ", ".join(finished[:MAX_LISTED_JOBS])
-        more = (
-            f" and {len(finished) - MAX_LISTED_JOBS} more"
-            if len(finished) > MAX_LISTED_JOBS
-            else ""
-        )
-        steps.append(
-            f"{len(finished)} of them are finished (processed or processing_error) and the "
-            f"worker leaves them alone: {shown}{more}. `{where} replay JOB_ID` redoes one's work."
-        )
-    return steps
-
-
-def cmd_dlq_redrive(ops: Ops, args: argparse.Namespace) -> int:
-    sqs = ops.client("sqs")
-    moved: list[dlq.DeadLetter] | list[dlq.ParkedRegistration]
-    if args.registrations:
-        dlq_url, queue_url = _registrations_dlq(ops)
-        moved = dlq.redrive_registrations(sqs, dlq_url, queue_url, args.limit)
-        header, target = dlq.REGISTRATION_HEADER, "registrations queue"
-        steps = [
-            f"The poller registers them from the registrations queue; any refused again comes "
-            f"back with its reason: `{PROG} {deployment_option(ops)} dlq peek --registrations`."
-        ]
-    else:
-        names = ops.stack.names
-        letters = dlq.redrive(sqs, ops.jobs, names.dlq_url, names.queue_url, args.limit)
-        moved, header, target = letters, dlq.JOB_HEADER, "jobs queue"
-        steps = _redriven_jobs(ops, letters)
-    if as_json_output(args):
-        dump({"moved": [message.as_dict() for message in moved]})
-    elif moved:
-        table([message.row() for message in moved], header)
-    say = note if as_json_output(args) else out
-    say(f"moved {len(moved)} message(s) back to the {target}")
-    if moved:
-        for step in steps:
-            say(step)
-    return OK
-
-
-def _signing_secrets(ops: Ops, args: argparse.Namespace) -> list[bytes]:
-    if args.secret:
-        return [s.encode("utf-8") for s in args.secret]
-    if value := os.environ.get(Env.SUME_COM_WEBHOOK_SIGNING_SECRET, "").strip():
-        return list(parse_secrets(value))
-    if not (ops.stage or ops.endpoint_url):
-        raise OpsError(
-            "no signing secret: pass --secret, set SUME_COM_WEBHOOK_SIGNING_SECRET, or name "
-            "the deployment (--stage / --endpoint-url) to read it from Secrets Manager",
-            USAGE,
-        )
-    arn = _secret_arn(ops)
-    return [s.encode("utf-8") for s in rotation.read(ops.client("secretsmanager"), arn)]
-
-
-def cmd_send_test(ops: Ops, args: argparse.Namespace) -> int:
-    url = args.url
-    if not url:
-        if not ops.stage:
-            raise OpsError(
-                f"no URL: pass the webhook URL, or --stage to use its {OUTPUT_WEBHOOK_URL}", USAGE
-            )
-        url = ops.stack.webhook_url
-        if not url:
-            raise OpsError(f"{ops.stack.description} has no {OUTPUT_WEBHOOK_URL} output")
-    answers = send(url, _signing_secrets(ops, args), args.job, args.event, args.artifact)
-    shown = [(a, a.body[:MAX_SHOWN_BODY]) for a in answers]
-    if as_json_output(args):
-        dump([{"sent": a.label, "status": a.status, "body": body} for a, body in shown])
-    else:
-        for answer, body in shown:
-            cut = "..." if len(answer.body) > len(body) else ""
-            out(f"{answer.label} -> {answer.status} {body}{cut}".rstrip())
-    failed = [a.label for a in answers if not a.ok]
-    if failed:
-        note(f"not accepted: {', '.join(failed)} (see the status and body above)")
-        return CHECK_FAILED
-    return OK
-
-
-def _secret_arn(ops: Ops) -> str:
-    arn = ops.stack.names.signing_secret_arn
-    if not arn:
-        raise OpsError(
-            f"{ops.stack.description} keeps no signing secret in Secrets Manager "
-            "(its receiver reads SUME_COM_WEBHOOK_SIGNING_SECRET)"
-        )
-    return arn
-
-
-def _positions(secrets: list[str], new: str | None = None) -> list[dict[str, Any]]:
-    return [
-        {"position": position, "fingerprint": rotation.fingerprint(secret), "new": secret == new}
-        for position, secret in enumerate(secrets)
-    ]
-
-
-def _show_positions(positions: list[dict[str, Any]]) -> None:
-    for p in positions:
-        out(f"  {p['position']}  {p['fingerprint']}{'  (new)' if p['new'] else ''}")
-
-
-STDIN = "-"
-
-
-def cmd_secrets_rotate(ops: Ops, args: argparse.Namespace) -> int:
-    # "-" keeps the secret out of the shell history and the process list.
-    new = sys.stdin.readline() if args.new_secret == STDIN else args.new_secret
-    arn = _secret_arn(ops)
-    secrets = rotation.rotate(ops.client("secretsmanager"), arn, new)
-    positions = _positions(secrets, new.strip())
-    next_steps = [
-        "Give Sume the new secret; the receiver accepts both meanwhile.",
-        rotation.metric_hint(len(secrets) - 1, deployment_option(ops)),
-        f"Then: {PROG} {deployment_option(ops)} secrets retire",
-    ]
-    if as_json_output(args):
-        dump({"secret_arn": arn, "secrets": positions})
-        for line in next_steps:
-            note(line)
-    else:
-        out(f"{arn} now holds {len(secrets)} secrets, newest first:")
-        _show_positions(positions)
-        for line in next_steps:
-            out(line)
-    return OK
-
-
-def cmd_secrets_retire(ops: Ops, args: argparse.Namespace) -> int:
-    arn = _secret_arn(ops)
-    retired, remaining = rotation.retire(ops.client("secretsmanager"), arn, args.position)
-    positions = _positions(remaining)
-    if as_json_output(args):
-        dump({"secret_arn": arn, "retired": rotation.fingerprint(retired), "secrets": positions})
-    else:
-        out(f"retired {rotation.fingerprint(retired)}; {arn} now holds:")
-        _show_positions(positions)
-    return OK
-
-
-def cmd_secrets_status(ops: Ops, args: argparse.Namespace) -> int:
-    arn = _secret_arn(ops)
-    secrets = rotation.read(ops.client("secretsmanager"), arn)
-    now = datetime.now(UTC)
-    # The end reaches into the next minute, so the current minute's deliveries count.
-    start, end = now - timedelta(hours=args.hours), now + timedelta(minutes=1)
-    usage = rotation.usage(ops.client("cloudwatch"), secrets, start, end)
-    if as_json_output(args):
-        positions = [
-            {
-                "position": u.position,
-                "fingerprint": u.fingerprint,
-                "metric": Metric.signature_secret(u.position),
-                "matches": u.matches,
-            }
-            for u in usage
-        ]
-        dump({"secret_arn": arn, "hours": args.hours, "positions": positions})
-        return OK
-    out(f"{arn}: deliveries verified per position in the last {args.hours} h")
-    table(
-        [
-            [
-                str(u.position),
-                u.fingerprint,
-                Metric.signature_secret(u.position),
-                "no data" if u.matches is None else f"{u.matches:g}",
-            ]
-            for u in usage
-        ],
-        ["POSITION", "FINGERPRINT", "METRIC", "MATCHES"],
-    )
-    return OK
 
 
 def _global_options(parser: argparse.ArgumentParser, default: Any) -> None:
@@ -572,7 +88,8 @@ def _global_options(parser: argparse.ArgumentParser, default: Any) -> None:
         "--shards",
         type=int,
         default=default,
-        help=f"shards of the due-work index (default: DUE_SHARDS, else {DUE_SHARDS})",
+        help="shards of the due-work index (default: the stack's: its poller's DUE_SHARDS, "
+        f"the local stack's own; else DUE_SHARDS, else {DUE_SHARDS})",
     )
 
 
@@ -657,7 +174,6 @@ def build_parser() -> argparse.ArgumentParser:
             commands, "report", cmd_report, "how every job since a time ended: counts and job ids"
         )
     )
-
     owed.add_options(
         command(commands, "announce-owed", cmd_announce_owed, "announce lost jobs never announced")
     )
@@ -762,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
         # AWS_REGION: the AWS CLI and SDKs read it; botocore only AWS_DEFAULT_REGION.
         region=args.region or os.environ.get("AWS_REGION", "").strip() or None,
         prefix=args.prefix or LOCAL_PREFIX,
-        shards=args.shards or int(os.environ.get(Env.DUE_SHARDS) or DUE_SHARDS),
+        shards=args.shards,
         profile=args.profile,
     )
     command: Command = args.run
@@ -782,6 +298,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        # Written now, while a closed pipe can still be caught, not at exit.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader stopped early (`| head -1`): the rest goes nowhere, quietly,
+        # as the Python docs advise for SIGPIPE; exit's own flush must not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return FAILED
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exit_:

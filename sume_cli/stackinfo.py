@@ -31,6 +31,10 @@ class Stack:
     names: ResourceNames
     webhook_url: str | None
     description: str
+    due_shards: int | None = None
+    """The shards the stack's writers spread the due-work index over, when it says."""
+    due_shards_previous: int | None = None
+    """A larger count its poller still reads while a lowered one drains."""
 
 
 def _error_code(exc: ClientError) -> str:
@@ -86,7 +90,7 @@ def discover_local(clients: Mapping[str, Any], endpoint_url: str, prefix: str) -
     where = f"{endpoint_url} (prefix {prefix})"
     table = f"{prefix}-jobs"
     try:
-        clients["dynamodb"].describe_table(TableName=table)
+        arn = clients["dynamodb"].describe_table(TableName=table)["Table"]["TableArn"]
     except ClientError as exc:
         if _error_code(exc) == "ResourceNotFoundException":
             raise DiscoveryError(f"no table {table} at {where}") from None
@@ -123,4 +127,18 @@ def discover_local(clients: Mapping[str, Any], endpoint_url: str, prefix: str) -
         **queues,
         **secrets,
     )
-    return Stack(names, None, f"local stack at {where}")
+    # A stack started before it tagged its table says neither.
+    tags = {
+        tag["Key"]: tag["Value"]
+        for tag in clients["dynamodb"].list_tags_of_resource(ResourceArn=arn).get("Tags", [])
+    }
+    shards, previous = (
+        tags.get(key, "") for key in (spec.LOCAL_TAG_DUE_SHARDS, spec.LOCAL_TAG_DUE_SHARDS_PREVIOUS)
+    )
+    return Stack(
+        names,
+        tags.get(spec.LOCAL_TAG_WEBHOOK_URL),
+        f"local stack at {where}",
+        int(shards) if shards.isdigit() else None,
+        int(previous) if previous.isdigit() else None,
+    )

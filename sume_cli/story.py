@@ -55,18 +55,22 @@ def lease_ended(job: Job, now: float) -> str | None:
     return "lease expired: its worker stopped; the sweeper queues it again"
 
 
-def _with_iso_times(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: iso(v) if is_time(k, v) else _with_iso_times(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_with_iso_times(v) for v in value]
-    return value
+def _with_iso_times(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: iso(v) if is_time(k, v) else v for k, v in record.items()}
 
 
 def as_json(job: Job) -> dict[str, Any]:
-    """The item with its times (also inside artifact records) in ISO UTC; the rest as stored."""
-    converted: dict[str, Any] = _with_iso_times(dict(sorted(job.as_item().items())))
-    return converted
+    """The item with its times (also inside artifact records) in ISO UTC; the rest as stored.
+
+    Only the item's own attributes and the worker's artifact records are read as
+    times: ``metadata`` is the application's, and its ``paid_at`` stays its number.
+    """
+    item = _with_iso_times(dict(sorted(job.as_item().items())))
+    if isinstance(artifacts := item.get(JobAttr.ARTIFACTS), list):
+        item[JobAttr.ARTIFACTS] = [
+            _with_iso_times(a) if isinstance(a, dict) else a for a in artifacts
+        ]
+    return item
 
 
 def exact_json(value: Any, default: Callable[[Any], Any] | None = None, **options: Any) -> str:

@@ -9,8 +9,11 @@
 //
 // Prints the announcement (the EventBridge event) as one JSON line on stdout, what
 // it does on stderr. Exit status: 0 announced, 1 nothing announced in time (or an
-// AWS call refused), 2 usage.
+// AWS call refused), 2 usage. --name names the rule and the queue; by default each
+// run has its own (integrator-js-<random>), so runs at the same time never share
+// one, and the first to clean up never deletes another's subscription.
 
+import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
 import { pathToFileURL } from "node:url";
 import {
@@ -168,7 +171,7 @@ function options(argv) {
       "job-id": { type: "string" },
       "status-url": { type: "string" },
       metadata: { type: "string" },
-      name: { type: "string", default: "integrator-js" },
+      name: { type: "string", default: `integrator-js-${randomUUID().slice(0, 8)}` },
       "wait-seconds": { type: "string", default: "120" },
       keep: { type: "boolean", default: false },
     },
@@ -208,6 +211,7 @@ export async function main(argv) {
   // Subscribe first: an announcement put before the rule exists reaches no one.
   const { queueUrl } = await subscribe({ events, sqs, bus: o.bus, name: o.name });
   console.error(`subscribed: rule ${o.name} on ${o.bus} -> ${queueUrl}`);
+  let failure = null;
   try {
     const eventId = await register({ events, ...o });
     console.error(`registered ${o.jobId} (event ${eventId}); waiting ${o.waitSeconds} s`);
@@ -219,8 +223,21 @@ export async function main(argv) {
     }
     console.log(JSON.stringify(announcement));
     return 0;
+  } catch (error) {
+    failure = error;
+    throw error;
   } finally {
-    if (!o.keep) await unsubscribe({ events, sqs, bus: o.bus, name: o.name, queueUrl });
+    if (!o.keep) {
+      try {
+        await unsubscribe({ events, sqs, bus: o.bus, name: o.name, queueUrl });
+      } catch (cleanup) {
+        // What failed first is the cause; a cleanup failing after it must not hide it.
+        if (failure === null) throw cleanup;
+        console.error(
+          `cleaning up ${o.name} failed too (${cleanup.name}: ${cleanup.message}); the cause:`,
+        );
+      }
+    }
   }
 }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,14 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "integrator-js"
 WAIT_SECONDS = 60
 
 
-def integrate(stack: DevStack, name: str, *args: str) -> subprocess.CompletedProcess[str]:
+def command(stack: DevStack, *args: str) -> tuple[list[str], dict[str, str]]:
+    """The example's command line and environment: exactly what the banner tells an
+    application to set, nothing of the tests'."""
     assert stack.names is not None
     assert (EXAMPLE / "node_modules").is_dir(), (
         "the example's dependencies are missing (make test installs them): "
         "make examples/integrator-js/node_modules/.package-lock.json"
     )
-    # Exactly what the banner tells an application to set, nothing of the tests'.
     (line,) = [line for line in stack.describe() if line.startswith("  any AWS SDK/CLI:")]
     banner = dict(word.split("=", 1) for word in line.partition(":")[2].split())
     env = {
@@ -36,14 +38,26 @@ def integrate(stack: DevStack, name: str, *args: str) -> subprocess.CompletedPro
         **banner,
         "SUME_EVENT_BUS": stack.names.event_bus,
     }
+    return ["node", "integrate.mjs", "--wait-seconds", str(WAIT_SECONDS), *args], env
+
+
+def integrate(stack: DevStack, name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    argv, env = command(stack, "--name", name, *args)
     return subprocess.run(
-        ["node", "integrate.mjs", "--name", name, "--wait-seconds", str(WAIT_SECONDS), *args],
+        argv,
         cwd=EXAMPLE,
         env=env,
         capture_output=True,
         text=True,
         timeout=WAIT_SECONDS + 30,
         check=False,
+    )
+
+
+def start(stack: DevStack, *args: str) -> subprocess.Popen[str]:
+    argv, env = command(stack, *args)
+    return subprocess.Popen(
+        argv, cwd=EXAMPLE, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
 
 
@@ -127,6 +141,61 @@ def test_a_refused_registration_is_announced_to_the_application(stack: DevStack)
     # The application can tell which of its events was refused.
     assert f"(event {detail['registration_event_id']})" in run.stderr
     assert stack.jobs().get("job_js_refused") is None
+
+
+def test_two_runs_at_once_each_read_their_own_subscription(stack: DevStack) -> None:
+    with Sume(stack.url, [stack.signing_secret], api_token=stack.api_token) as sume:
+        jobs = [sume.new_job(artifacts=0) for _ in range(2)]
+        # No --name: each run makes its own rule and queue.
+        runs = [
+            start(stack, "--job-id", job.job_id, "--status-url", job.status_url) for job in jobs
+        ]
+        outputs = [run.communicate(timeout=WAIT_SECONDS + 30) for run in runs]
+
+    for job, run, (stdout, stderr) in zip(jobs, runs, outputs, strict=True):
+        assert run.returncode == 0, stderr
+        (line,) = stdout.splitlines()
+        assert json.loads(line)["detail"]["job_id"] == job.job_id
+    names = {re.search(r"subscribed: rule (\S+)", err).group(1) for _, err in outputs}  # type: ignore[union-attr]
+    assert len(names) == 2
+    assert not [url for url in queues(stack) if url.rsplit("/", 1)[1] in names]
+
+
+def test_when_its_subscription_is_deleted_under_it_the_first_error_is_reported(
+    stack: DevStack,
+) -> None:
+    assert stack.names is not None
+    with Sume(stack.url, [stack.signing_secret], api_token=stack.api_token) as sume:
+        # Never finished: the run waits on its queue.
+        job = sume.new_job(finished=False)
+        run = start(
+            stack,
+            "--name",
+            "orders-js-shared",
+            "--job-id",
+            job.job_id,
+            "--status-url",
+            job.status_url,
+        )
+        assert run.stderr is not None
+        # (The SDK may warn first about the Node version.)
+        before = iter(run.stderr.readline, "")
+        assert any(line.startswith("subscribed: rule orders-js-shared") for line in before)
+        # What another run of the same name does when it cleans up.
+        events = stack.client("events")
+        events.remove_targets(
+            Rule="orders-js-shared", EventBusName=stack.names.event_bus, Ids=["queue"]
+        )
+        events.delete_rule(Name="orders-js-shared", EventBusName=stack.names.event_bus)
+        sqs = stack.client("sqs")
+        sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName="orders-js-shared")["QueueUrl"])
+        _, stderr = run.communicate(timeout=WAIT_SECONDS + 30)
+
+    assert run.returncode == 1
+    *_, cleanup, cause = stderr.splitlines()
+    # The queue that vanished is the cause; the rule the cleanup missed comes second.
+    assert cause.startswith("QueueDoesNotExist:"), stderr
+    assert "cleaning up orders-js-shared failed too (ResourceNotFoundException" in cleanup
 
 
 def test_without_a_bus_it_says_how_to_run_it() -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
+from devstack.resources import subscribe_queue
 from devstack.simulator import Sume
 from devstack.stack import DevStack, Entry
 from sume.core.names import DUE_SHARDS
@@ -70,6 +72,39 @@ def test_an_event_on_the_bus_registers_a_job_that_is_polled_processed_and_announ
     assert stack.poll()["runs"] == DUE_SHARDS
     time.sleep(0.5)
     assert stack.announced()[job.job_id] == 1
+
+
+def test_metadata_numbers_keep_every_digit_in_the_item_and_the_announcement(
+    stack: DevStack,
+) -> None:
+    assert stack.names is not None
+    # More digits than a double holds: AWS carries the number as it was written.
+    amount = "12345678901234567.89"
+    queue = subscribe_queue(
+        stack.client("sqs"), stack.client("events"), "digits", stack.names.event_bus
+    )
+    with Sume(stack.url, [stack.signing_secret], api_token=stack.api_token) as sume:
+        job = sume.new_job(artifacts=0)
+        entry = registration_entry(stack.names.event_bus, {})
+        entry["Detail"] = (
+            f'{{"job_id": "{job.job_id}", "status_url": "{job.status_url}", '
+            f'"metadata": {{"amount": {amount}}}}}'
+        )
+        assert stack.client("events").put_events(Entries=[entry])["FailedEntryCount"] == 0
+        assert until(lambda: stack.announced()[job.job_id])
+
+    stored = item(stack, job.job_id)
+    assert stored is not None
+    assert stored["metadata"]["M"]["amount"] == {"N": amount}
+    bodies = [
+        m["Body"]
+        for m in stack.client("sqs").receive_message(QueueUrl=queue, MaxNumberOfMessages=10)[
+            "Messages"
+        ]
+    ]
+    (announced,) = [b for b in bodies if job.job_id in b]
+    metadata = json.loads(announced, parse_float=Decimal)["detail"]["metadata"]
+    assert metadata["amount"] == Decimal(amount)
 
 
 def test_a_refused_registration_waits_in_the_dlq_with_its_reason(stack: DevStack) -> None:

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+import unicodedata
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -27,6 +28,7 @@ from infra import spec
 from infra.spec import ResourceNames
 from sume.contract.envelope import JobEvent, parse
 from sume.contract.signature import SignatureError
+from sume.core.names import due_shard
 from sume.net.fetch import FetchError
 from sume.net.policy import UrlPolicy
 from sume.polling.registration import Registrations
@@ -531,6 +533,18 @@ def test_list_without_a_state_shows_every_unfinished_job(cli, table):
     assert code == 0 and len(out.splitlines()) == 4
     code, out, _ = cli("list", "--since", "2099-01-01")
     assert (code, out.strip()) == (0, "no unfinished jobs")
+
+
+def test_list_shows_a_lost_job_whose_announcement_is_still_owed(cli, table):
+    assert cli("expect", "job_lost_owed", LOCAL_STATUS + "job_lost_owed")[0] == 0
+    now = int(time.time())
+    assert table.mark_lost("job_lost_owed", now, now + 60, window_at=None)
+
+    code, out, err = cli("list")
+    assert code == 0, err
+    assert [(r.split()[0], r.split()[1]) for r in out.splitlines()[1:]] == [
+        ("job_lost_owed", "lost")
+    ]
 
 
 def test_list_of_finished_states_needs_an_explicit_bounded_scan(cli, table):
@@ -1303,3 +1317,121 @@ def test_announce_owed_owes_each_lost_job_once_even_on_a_stale_read(
     assert [m["Body"] for m in queued] == ["job_old_lost"]
     item = table.get("job_old_lost")
     assert (item.state, item.sequence, item.due_at is not None) == ("lost", 1, True)
+
+
+# Every command reads the shard count the stack runs with
+
+
+def in_shard_8_or_above(prefix: str) -> str:
+    """A job id whose shard differs under 8 and 16 shards."""
+    return next(f"{prefix}{i}" for i in range(100) if due_shard(f"{prefix}{i}", 16) >= 8)
+
+
+def test_expect_and_replay_use_the_deployed_pollers_shard_count(
+    cli, endpoint, table, names, monkeypatch
+):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.delenv("DUE_SHARDS", raising=False)
+    deploy_poller(endpoint, "qa", names, DUE_SHARDS="8")
+    expected = in_shard_8_or_above("job_sh")
+    code, _, _ = cli(
+        "--stage", "qa", "expect", expected, "https://api.sume.example/jobs/x", local=False
+    )
+    assert code == 0
+    item = table.get(expected)
+    assert item is not None
+    assert item.due_shard == due_shard(expected, 8) < 8
+
+    replayed = in_shard_8_or_above("job_rp")
+    processed(table, replayed)
+    code, _, _ = cli("--stage", "qa", "replay", replayed, local=False)
+    assert code == 0
+    item = table.get(replayed)
+    assert item is not None
+    assert item.due_shard == due_shard(replayed, 8) < 8
+
+    # --shards still says otherwise when given.
+    given = in_shard_8_or_above("job_gv")
+    url = "https://api.sume.example/j"
+    code, _, _ = cli("--stage", "qa", "--shards", "16", "expect", given, url, local=False)
+    assert code == 0
+    item = table.get(given)
+    assert item is not None
+    assert item.due_shard == due_shard(given, 16)
+
+
+def test_list_reads_the_old_shards_while_a_lowered_count_drains(
+    cli, endpoint, table, names, monkeypatch
+):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.delenv("DUE_SHARDS", raising=False)
+    deploy_poller(endpoint, "qa", names, DUE_SHARDS="8", DUE_SHARDS_PREVIOUS="16")
+    job_id = in_shard_8_or_above("job_dr")
+    assert Registry(table, 900).expect(job_id, "https://api.sume.example/j")  # under 16
+    code, out, _ = cli("--stage", "qa", "list", "--state", "awaiting", local=False)
+    assert code == 0
+    assert job_id in out
+
+
+# Outside text never drives the operator's terminal
+
+# Erase the line, retitle the window, a C1 CSI, a right-to-left override.
+HOSTILE = "job_\x1b[2K\x1b]0;owned\x07\x9b31m\u202eevil"
+
+
+def assert_terminal_safe(text: str) -> None:
+    unsafe = [c for c in text if c != "\n" and (unicodedata.category(c) in {"Cc", "Cf"})]
+    assert not unsafe, repr(text)
+
+
+def test_outside_text_is_shown_escaped_never_raw(cli, names, endpoint, table):
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    put_registration(endpoint, names, {"job_id": HOSTILE, "status_url": STATUS_URL + "h"})
+    for _ in range(spec.MAX_RECEIVES + 1):
+        sqs.receive_message(QueueUrl=names.registrations_queue_url, VisibilityTimeout=0)
+    code, out, err = cli("dlq", "peek", "--registrations")
+    assert code == 0
+    assert_terminal_safe(out + err)
+    assert "job_\\u001b[2K\\u001b]0;owned\\u0007\\u009b31m\\u202eevil" in out
+    code, out, err = cli("dlq", "peek", "--registrations", "--output", "json")
+    assert code == 0
+    assert_terminal_safe(out + err)
+    assert json.loads(out)[0]["job_id"] == HOSTILE
+
+    assert Registry(table, 900).expect("job_evil", "https://api.sume.example/j", {"n": HOSTILE})
+    for argv in (["status", "job_evil"], ["status", "job_evil", "--json"]):
+        code, out, err = cli(*argv)
+        assert code == 0
+        assert_terminal_safe(out + err)
+    assert json.loads(out)["metadata"] == {"n": HOSTILE}
+
+
+def test_status_json_keeps_metadata_as_the_application_wrote_it(cli, table):
+    metadata = {"paid_at": 1700000000, "valid_at": 10**20}
+    assert Registry(table, 900).expect("job_meta_at", "https://api.sume.example/j", metadata)
+    code, out, _ = cli("status", "job_meta_at", "--json")
+    assert code == 0
+    story = json.loads(out)
+    assert story["metadata"] == metadata
+    assert story["registered_at"].endswith("Z")
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(endpoint, table):
+    received(table, "job_piped")
+    script = Path(sys.executable).parent / "sume-webhooks"
+    for argv in (
+        ["status", "job_piped"],
+        ["dlq", "peek", "--registrations", "--output", "json"],
+    ):
+        # As `| head -1` once it has its line: nobody reads the rest.
+        command = subprocess.Popen(
+            [str(script), "--endpoint-url", endpoint, *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert command.stdout is not None and command.stderr is not None
+        command.stdout.close()
+        err = command.stderr.read().decode()
+        command.wait(timeout=60)
+        assert "Traceback" not in err
+        assert "BrokenPipeError" not in err

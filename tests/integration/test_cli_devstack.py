@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from devstack.stack import DevStack, DevStackSettings
 from sume.core import runtime
-from sume.core.names import Env
+from sume.core.names import Env, due_shard
 from sume_cli.main import main
 from sume_cli.times import iso
 from tests.builders import registration_entry
@@ -157,3 +160,32 @@ def test_a_job_lost_before_lost_jobs_were_announced_is_announced_once(stack, cap
     time.sleep(1)
     lost = [a for a in stack.announcements if a["detail"].get("job_id") == "job_cli_old_lost"]
     assert [(a["detail-type"], a["detail"]["sequence"]) for a in lost] == [("Sume Job Lost", 1)]
+
+
+def test_the_local_stack_tells_the_cli_its_webhook_url_and_shard_count(monkeypatch, capsys):
+    monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
+    settings = DevStackSettings(
+        port=0, moto_port=0, signing_secret=SECRET, poller=False, lambda_env={Env.DUE_SHARDS: "8"}
+    )
+    with DevStack(settings) as stack:
+        # No URL: the local stack's, as --stage finds the stage's WebhookUrl output.
+        code, out = cli(stack, capsys, "send-test", "--job", "job_cli_no_url")
+        assert code == 0, out
+        assert out.startswith("webhook.test -> 200")
+
+        # An operator's shell, not the one running the stack: no DUE_SHARDS there.
+        job_id = next(f"job_sh{i}" for i in range(100) if due_shard(f"job_sh{i}", 16) >= 8)
+        shell = {k: v for k, v in os.environ.items() if k != Env.DUE_SHARDS}
+        script = Path(sys.executable).parent / "sume-webhooks"
+        where = ["--endpoint-url", stack.endpoint_url, "--prefix", stack.prefix]
+        result = subprocess.run(
+            [str(script), *where, "expect", job_id, f"http://127.0.0.1:8081/jobs/{job_id}"],
+            env=shell,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        code, out = cli(stack, capsys, "status", job_id, "--json")
+        assert json.loads(out)["due_shard"] == due_shard(job_id, 8)

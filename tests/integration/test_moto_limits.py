@@ -327,3 +327,52 @@ def test_key_over_1024_bytes_is_refused(bucket: tuple[Any, str], operation: str)
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=name).get("Contents", [])]
     assert keys == ["source"]
     assert s3.list_multipart_uploads(Bucket=name).get("Uploads", []) == []
+
+
+# -- EventBridge: what the local stack's timer stands in for -------------------
+
+
+def test_a_schedule_rule_with_a_lambda_target_breaks_put_events_on_the_default_bus_only() -> None:
+    # docs/local-stack.md says why the local stack ticks the poller on a timer:
+    # moto never fires a ScheduleExpression, and a schedule rule (it has no
+    # pattern, so it matches every event on the default bus) with a Lambda target
+    # makes moto's PutEvents on that bus fail. A custom bus is not touched.
+    with mock_aws():
+        events = boto3.client("events", region_name="us-east-1")
+        events.create_event_bus(Name="own-bus")
+        events.put_rule(Name="tick", ScheduleExpression="rate(1 minute)")
+        poller = "arn:aws:lambda:us-east-1:123456789012:function:poller"
+        events.put_targets(Rule="tick", Targets=[{"Id": "poller", "Arn": poller}])
+        entry = {"Source": "x", "DetailType": "d", "Detail": "{}"}
+
+        own = events.put_events(Entries=[{**entry, "EventBusName": "own-bus"}])
+        assert own["FailedEntryCount"] == 0
+        with pytest.raises(NotImplementedError):
+            events.put_events(Entries=[entry])
+        refused(
+            lambda: events.put_rule(
+                Name="tick", EventBusName="own-bus", ScheduleExpression="rate(1 minute)"
+            ),
+            "ValidationException",
+            "only on the default event bus",
+        )
+
+
+def test_an_events_numbers_reach_its_targets_as_they_were_written(client: Client) -> None:
+    # devstack/moto_numbers.py: moto alone parses Detail into floats and writes
+    # the event from them (12345678901234568); a numeric pattern still matches.
+    sqs, events = client("sqs"), client("events")
+    bus, name = unique("digits"), unique("digits")
+    events.create_event_bus(Name=bus)
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    pattern = {"detail": {"amount": [{"numeric": [">", 1e16]}]}}
+    events.put_rule(Name=name, EventBusName=bus, EventPattern=json.dumps(pattern))
+    events.put_targets(Rule=name, EventBusName=bus, Targets=[{"Id": "q", "Arn": arn["QueueArn"]}])
+    written = '{"amount": 12345678901234567.89, "rate": 1.50, "big": 1e400}'
+    for detail in (written, '{"amount": 1.5}'):
+        entry = {"EventBusName": bus, "Source": "x", "DetailType": "d", "Detail": detail}
+        assert events.put_events(Entries=[entry])["FailedEntryCount"] == 0
+
+    (message,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert f'"detail": {written}' in message["Body"]

@@ -370,6 +370,23 @@ def test_webhook_and_poll_racing_produce_one_item_and_one_enqueue(aws, sume):
         assert item.source in ("webhook", "poll")
 
 
+def test_a_job_sume_never_knew_is_lost_with_the_404_as_its_last_poll_error(
+    aws, sume, monkeypatch, logs
+):
+    monkeypatch.setenv("MAX_POLL_AGE_SECONDS", "3600")
+    sume.answer("job_unknown", {"message": "no such job"}, 404)
+    register(aws, Clock(time.time() - 4000), "job_unknown", sume.job_url("job_unknown"))
+
+    assert poller_round(60)["lost"] == 1
+
+    lost = table(aws).get("job_unknown")
+    assert lost is not None
+    # What status and the announcement show is what the log says.
+    assert (lost.state, lost.last_poll_error) == (State.LOST, "http_404")
+    (line,) = [e for e in logs.lines("ERROR") if e["message"].startswith("job lost")]
+    assert line["last_poll_error"] == "http_404"
+
+
 def test_backoff_doubles_up_to_its_cap_and_the_job_is_lost_at_the_cut_off(aws, sume, monkeypatch):
     monkeypatch.setenv("POLL_MAX_INTERVAL_SECONDS", "5000")
     monkeypatch.setenv("MAX_POLL_AGE_SECONDS", "20000")

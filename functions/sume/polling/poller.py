@@ -36,7 +36,7 @@ from sume.core.observability import logger
 from sume.core.runtime import TimeLeft
 from sume.net.fetch import REFUSED_HOST
 from sume.polling.settings import POLL_FINISH_SECONDS, PollPolicy
-from sume.polling.status import StatusResult, Verdict
+from sume.polling.status import NOT_TERMINAL, StatusResult, Verdict
 from sume.store.intake import JobIntake, Outcome
 from sume.store.jobs import Job, JobsTable, Source, State
 from sume.store.queue import JobQueue
@@ -286,6 +286,9 @@ class Poller:
         tallies: tuple[Tally, ...] = (Tally.POLLED,)
         if result.verdict is Verdict.PENDING:
             logger.info("status poll: not finished yet", job_id=job_id, reason=result.reason)
+            # A 404 or an unreadable body is "not yet" too, but no answer from Sume:
+            # the item (and a lost job's announcement) says so.
+            error = None if result.reason == NOT_TERMINAL else result.reason
         elif result.verdict is Verdict.OTHER_JOB:
             # The job's status_url is another job's (registered so, by mistake
             # or not): whoever registered it should look.
@@ -314,7 +317,7 @@ class Poller:
                     job_id=job_id,
                     registered_at=registered_at,
                     polls=(job.poll_attempts or 0) + 1,
-                    last_reason=result.reason,
+                    last_poll_error=error,
                 )
                 return (*tallies, Tally.LOST)
             return tallies

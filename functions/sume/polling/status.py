@@ -51,6 +51,8 @@ MAX_STATUS_BYTES = 1024 * 1024
 JOB_NAME_FIELDS = ("job_id", "id")
 # The reason an answer naming another job is not recorded.
 JOB_ID_MISMATCH = "job_id_mismatch"
+# Sume answered, and the job is not finished: the one "not yet" that is no poll error.
+NOT_TERMINAL = "not_terminal"
 
 _EVENT_FOR_WORDS = (
     (COMPLETED_WORDS, "job.completed", "OK"),
@@ -202,7 +204,7 @@ def _from_object(job_id: str, data: dict[str, Any], text: str) -> StatusResult:
         return StatusResult(
             Verdict.TERMINAL, "status_field", build_envelope(job_id, event, status, data)
         )
-    return StatusResult(Verdict.PENDING, "not_terminal")
+    return StatusResult(Verdict.PENDING, NOT_TERMINAL)
 
 
 def interpret(job_id: str, http_status: int, text: str) -> StatusResult:
