@@ -82,10 +82,10 @@ def summary(found: Owed, cli: str, args: argparse.Namespace) -> str:
 
 
 def announce_owed(
-    jobs: JobsTable, queue: JobQueue, window: Window, now: int, dry_run: bool
+    jobs: JobsTable, queue: JobQueue, window: Window, now: int, shards: int, dry_run: bool
 ) -> Owed:
     """Find the window's lost jobs never announced and, unless ``dry_run``, queue each once."""
-    ids, read = ended(jobs, window)
+    ids, read = ended(jobs, window, shards)
     found = [job for job in jobs.get_many(sorted(set(ids)), READ) if never_announced(job)]
     found.sort(key=lambda job: (job.lost_at or 0, job.job_id))
     queued = []

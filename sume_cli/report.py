@@ -83,11 +83,12 @@ def _query_all(jobs: JobsTable, request: dict[str, Any]) -> tuple[list[Job], int
             return found, read
 
 
-def not_ended(jobs: JobsTable, window: Window) -> tuple[list[Job], int]:
-    """The due-work index's jobs that entered the window, and the entries read."""
+def not_ended(jobs: JobsTable, window: Window, shards: int) -> tuple[list[Job], int]:
+    """The due-work index's jobs that entered the window, and the entries read: of
+    ``shards`` shards, a lowered count's old ones too while they drain."""
     found: list[Job] = []
     read = 0
-    for shard in range(jobs.shards):
+    for shard in range(shards):
         request = {
             **_in_window(window),
             "IndexName": DUE_INDEX,
@@ -102,7 +103,7 @@ def not_ended(jobs: JobsTable, window: Window) -> tuple[list[Job], int]:
     return found, read
 
 
-def ended(jobs: JobsTable, window: Window) -> tuple[list[str], int]:
+def ended(jobs: JobsTable, window: Window, shards: int) -> tuple[list[str], int]:
     """The job_ids the report index holds for the window, and the entries read.
 
     Jobs that ended before the report shard was fixed are in a bucket below the
@@ -110,7 +111,7 @@ def ended(jobs: JobsTable, window: Window) -> tuple[list[str], int]:
     """
     job_ids: list[str] = []
     read = 0
-    for bucket in report_buckets(window.since, window.until, max(REPORT_SHARDS, jobs.shards)):
+    for bucket in report_buckets(window.since, window.until, max(REPORT_SHARDS, shards)):
         request = {
             "IndexName": REPORT_INDEX,
             "KeyConditionExpression": (
@@ -207,11 +208,12 @@ def summarize(window: Window, jobs: list[Job], limit: int, entries: int, items: 
     )
 
 
-def report(jobs: JobsTable, window: Window, limit: int) -> Report:
-    """Every job that entered ``window``, read once from the two indexes and the table."""
-    pending, pending_read = not_ended(jobs, window)
+def report(jobs: JobsTable, window: Window, limit: int, shards: int) -> Report:
+    """Every job that entered ``window``, read once from the two indexes and the table;
+    ``shards`` of the due-work index (as the poller reads them)."""
+    pending, pending_read = not_ended(jobs, window, shards)
     found = {job.job_id: job for job in pending}
-    ids, ended_read = ended(jobs, window)
+    ids, ended_read = ended(jobs, window, shards)
     # The item as read now supersedes the due-work index's copy (it ended meanwhile).
     fresh = jobs.get_many(sorted(set(ids)), READ)
     found.update((job.job_id, job) for job in fresh)

@@ -34,7 +34,7 @@ def _listed(listed: report.Listed, rest: str) -> str:
 
 def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
     window = _report_window(args, int(time.time()))
-    found = report.report(ops.jobs, window, args.limit)
+    found = report.report(ops.jobs, window, args.limit, ops.read_shards)
     problems = found.problems
     most = max((listed.count for listed in problems.values()), default=0)
     cli = f"{PROG} {deployment_option(ops)}"
@@ -120,7 +120,8 @@ def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
 def cmd_announce_owed(ops: Ops, args: argparse.Namespace) -> int:
     now = int(time.time())
     queue = JobQueue(ops.client("sqs"), ops.stack.names.queue_url)
-    found = owed.announce_owed(ops.jobs, queue, _report_window(args, now), now, args.dry_run)
+    window = _report_window(args, now)
+    found = owed.announce_owed(ops.jobs, queue, window, now, ops.read_shards, args.dry_run)
     if as_json_output(args):
         dump(found.as_dict())
     elif found.jobs:
