@@ -21,7 +21,7 @@ import worker
 from devstack import moto_atomic
 from infra import spec
 from sume.core import runtime
-from sume.core.names import DETAIL_TYPES, DUE_SHARDS, EVENT_SOURCE, due_shard, report_bucket
+from sume.core.names import DETAIL_TYPES, DUE_SHARDS, EVENT_SOURCE, report_bucket
 from sume.net.fetch import TransientFetchError
 from sume.polling.compose import build_poller
 from sume.polling.settings import PollerSettings
@@ -181,7 +181,7 @@ def test_failed_and_canceled_jobs_are_written_down_with_their_error(world):
         assert stored.outcome == outcome
         assert stored.first_seen is not None
         assert stored.report_at == stored.first_seen
-        assert stored.report_bucket == report_bucket(stored.first_seen, due_shard(stored.job_id))
+        assert stored.report_bucket == report_bucket(stored.first_seen, stored.job_id)
         assert json.loads(stored.error) == body["error"]  # JSON text, see sume.core.bounded
         assert stored.artifacts == []
         event = announced[body["job_id"]]

@@ -158,6 +158,8 @@ class Job:
     parked_at: int | None = None
     """When the worker parked the job on its message's last receive: the message is in
     the DLQ, and the sweeper leaves the job alone until the DLQ's retention is over."""
+    parked_attempts: int | None = None
+    """The attempts that parked it (``attempts`` starts afresh for the redrive)."""
     outcome: str | None = None
     """``completed``, ``failed`` or ``canceled``: what Sume said (worker)."""
     error: str | dict[str, Any] | None = None
@@ -194,7 +196,7 @@ class Job:
     """When polling gave up before a terminal event arrived; it stays when a late
     event completes the job, whose announcement says so."""
     report_bucket: str | None = None
-    """Report index partition: the UTC day of ``report_at`` and the job's shard; set
+    """Report index partition: the UTC day of ``report_at`` and the job's report shard; set
     when the job first ends (worker's finish, poller's lost), never by the receiver."""
     report_at: int | None = None
     """Report index sort key: when the job entered the report's window (``window_at``)."""
@@ -692,7 +694,7 @@ class JobsTable:
         """The SET parts that put a job in the report index (none for ``window_at`` None)."""
         if window_at is None:
             return []
-        values["report_bucket"] = report_bucket(window_at, due_shard(job_id, self._shards))
+        values["report_bucket"] = report_bucket(window_at, job_id)
         values["report_at"] = window_at
         return [
             f"{JobAttr.REPORT_BUCKET} = :report_bucket",
@@ -717,7 +719,7 @@ class JobsTable:
             IS_UNATTENDED,
             values,
             set_state="#state = :processing, ",
-            remove=f" REMOVE {JobAttr.PARKED_AT}",
+            remove=f" REMOVE {JobAttr.PARKED_AT}, {JobAttr.PARKED_ATTEMPTS}",
         )
 
     def _lease(
@@ -879,7 +881,8 @@ class JobsTable:
         and ``error`` is noted), and more: the job is due only at ``until``,
         past the DLQ's retention, so the sweeper does not queue a second copy
         while the first waits there; the attempt budget starts afresh for the
-        redrive; ``parked_at`` says where the message is. Without a claim,
+        redrive (``parked_attempts`` keeps the spent one); ``parked_at`` says
+        where the message is. Without a claim,
         only a job nobody is working on is parked. Raises ``InvalidWrite``
         when DynamoDB refuses ``error``.
         """
@@ -892,7 +895,8 @@ class JobsTable:
         }
         update = (
             f"SET {JobAttr.LAST_ERROR} = :error, {JobAttr.LAST_ERROR_AT} = :now, "
-            f"{JobAttr.DUE_AT} = :until, {JobAttr.ATTEMPTS} = :zero, {JobAttr.PARKED_AT} = :now"
+            f"{JobAttr.DUE_AT} = :until, {JobAttr.ATTEMPTS} = :zero, {JobAttr.PARKED_AT} = :now, "
+            f"{JobAttr.PARKED_ATTEMPTS} = if_not_exists({JobAttr.ATTEMPTS}, :zero)"
         )
         if claim_id is None:
             values.update(received=State.RECEIVED.value)
@@ -1016,6 +1020,23 @@ class JobsTable:
         )
         update += f" REMOVE {', '.join(remove)}" if remove else ""
         done, _ = self._conditional(job_id, update, IS_DUE_AWAITING, values)
+        return done
+
+    def owe_lost_announcement(self, job_id: str, now: int) -> bool:
+        """Make a lost job's announcement owed, for a job lost before it was announced.
+
+        As ``mark_lost`` leaves a job: due at ``now`` and numbered; the caller
+        queues it for the worker. Only a lost job with no announcement sent or
+        owed (no ``sequence``, not due) qualifies, so a second call owes nothing.
+        """
+        values = {"lost": State.LOST.value, "now": now, "one": 1}
+        values["shard"] = due_shard(job_id, self._shards)
+        update = f"SET {JobAttr.DUE_AT} = :now, {JobAttr.DUE_SHARD} = :shard ADD #sequence :one"
+        condition = (
+            f"#state = :lost AND attribute_not_exists(#sequence) AND "
+            f"attribute_not_exists({JobAttr.DUE_AT})"
+        )
+        done, _ = self._conditional(job_id, update, condition, values)
         return done
 
     def claim_lost(self, job_id: str, now: int, lease_seconds: int) -> Job:
