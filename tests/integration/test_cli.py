@@ -26,7 +26,7 @@ from infra import spec
 from infra.spec import ResourceNames
 from sume.contract.envelope import JobEvent, parse
 from sume.contract.signature import SignatureError
-from sume.net.fetch import FetchError
+from sume.net.errors import FetchError
 from sume.net.policy import UrlPolicy
 from sume.polling.registration import Registrations
 from sume.polling.registry import Registry

@@ -46,7 +46,7 @@ from sume.core.bounded import bounded_text, stored_error
 from sume.core.errors import AWS_FAILURES, PermanentError, RetryableError
 from sume.core.ids import check_job_id
 from sume.core.runtime import TimeLeft
-from sume.net.fetch import FetchError, PermanentFetchError, TransientFetchError
+from sume.net.errors import FetchError, PermanentFetchError, TransientFetchError
 from sume.net.urls import redact_url, scrub_urls
 from sume.store.jobs import InvalidWrite, Job, JobAttr, JobsTable, NotClaimable, State
 from sume.store.payloads import PayloadStore
