@@ -24,7 +24,7 @@ from sume.core.names import (
 )
 from sume.polling import compose
 from sume.polling.registration import MAX_LOGGED_BYTES, Registrations
-from sume.polling.registry import REFUSED_BY_DYNAMODB, Registry
+from sume.polling.registering import REFUSED_BY_DYNAMODB, Registry
 from sume.store.bus import EventBus
 from sume.store.jobs import Job, JobsTable, State
 from sume.store.queue import DeadLetterQueue
