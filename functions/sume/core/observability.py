@@ -39,5 +39,7 @@ def retried(
         yield
     except errors:
         count(name)
-        logger.exception(message, **keys)
+        # The log line's location is the step's, not this helper's: two frames up
+        # (contextlib's __exit__, then the function the step is in).
+        logger.exception(message, stacklevel=4, **keys)
         raise
