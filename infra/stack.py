@@ -28,7 +28,7 @@ from infra.monitoring import Monitored, Monitoring
 from infra.regions import FailoverEndpoint, RegionPlan
 from infra.registration import JobRegistrations
 from infra.scheduling import PollerSchedule
-from infra.schemas import EventSchemas
+from infra.schemas.registry import EventSchemas
 from infra.secrets import SumeSecrets
 from infra.storage import Buckets, JobsTableResource, Replication
 from sume.core.names import REGISTRATION_DETAIL_TYPE, SERVICE_NAME, WEBHOOK_PATH

@@ -29,7 +29,7 @@ from infra.spec import ResourceNames
 from sume.contract.envelope import JobEvent, parse
 from sume.contract.signature import SignatureError
 from sume.core.names import due_shard
-from sume.net.fetch import FetchError
+from sume.net.errors import FetchError
 from sume.net.policy import UrlPolicy
 from sume.polling.registration import Registrations
 from sume.polling.registry import Registry

@@ -22,7 +22,7 @@ from devstack import moto_atomic
 from infra import spec
 from sume.core import runtime
 from sume.core.names import DETAIL_TYPES, DUE_SHARDS, EVENT_SOURCE, report_bucket
-from sume.net.fetch import TransientFetchError
+from sume.net.errors import TransientFetchError
 from sume.polling.compose import build_poller
 from sume.polling.settings import PollerSettings
 from sume.store.jobs import JobsTable

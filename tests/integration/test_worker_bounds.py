@@ -17,7 +17,7 @@ from moto.dynamodb.models.dynamo_type import LimitedSizeDict
 
 from sume.core import runtime
 from sume.core.names import DETAIL_TYPES
-from sume.net.fetch import TransientFetchError
+from sume.net.errors import TransientFetchError
 from sume.working import compose as worker_compose
 from sume.working.compose import build_worker
 from sume.working.settings import WorkerSettings

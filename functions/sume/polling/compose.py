@@ -12,8 +12,8 @@ from sume.net.fetch import SafeHttp
 from sume.polling.awaiting import AwaitingGauge
 from sume.polling.fanout import FanOut, ShardLeases, ShardQueue, ShardRun
 from sume.polling.poller import Poller
+from sume.polling.registering import Registry
 from sume.polling.registration import Registrations
-from sume.polling.registry import Registry
 from sume.polling.settings import (
     AWAITING_COUNT_LIMIT,
     FanOutSettings,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sume.core.errors import AWS_FAILURES, PermanentError, RetryableError
-from sume.net.fetch import TransientFetchError
+from sume.net.errors import TransientFetchError
 from sume.working.announce import AnnounceFailed
 from sume.working.failures import noted
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 
 from sume.core.bounded import bounded_text
-from sume.net.fetch import FetchError
+from sume.net.errors import FetchError
 from sume.net.urls import redact_url, scrub_urls
 from sume.store.jobs import InvalidWrite, Job
 

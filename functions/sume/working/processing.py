@@ -44,7 +44,7 @@ from sume.contract.envelope import JobEvent, MalformedEvent, stored_event
 from sume.core.errors import AWS_FAILURES
 from sume.core.ids import check_job_id
 from sume.core.runtime import TimeLeft
-from sume.net.fetch import PermanentFetchError
+from sume.net.errors import PermanentFetchError
 from sume.store.jobs import InvalidWrite, Job, JobsTable, NotClaimable, State
 from sume.store.payloads import PayloadStore
 from sume.working.announce import Announcement, Announcer, LostAnnouncement
