@@ -88,8 +88,7 @@ bench: install
 ## synth: cdk synth of STAGE (dev) into cdk.out/, offline, no AWS account needed
 synth: install
 	CDK_OUTDIR=cdk.out $(PY) app.py -c stage=$(STAGE) $(CONTEXT)
-	@# The templates this synth wrote, as its manifest lists them (cdk.out keeps older ones).
-	@$(PY) -c "import json; m = json.load(open('cdk.out/manifest.json')); print('template:', ' '.join('cdk.out/' + a['properties']['templateFile'] for a in m['artifacts'].values() if a['type'] == 'aws:cloudformation:stack'), '(cloud assembly in cdk.out/)')"
+	@$(PY) -m infra.assembly cdk.out
 
 # The JavaScript integrator example's pinned AWS SDK, which tests/e2e runs
 # (npm writes node_modules/.package-lock.json on every install).
