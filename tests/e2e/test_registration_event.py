@@ -7,8 +7,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from devstack.journal import Entry
 from devstack.simulator import Sume
-from devstack.stack import DevStack, Entry
+from devstack.stack import DevStack
 from sume.core.names import DUE_SHARDS
 from tests.builders import registration_entry
 

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from devstack.stack import DevStack, DevStackSettings
+from devstack.settings import DevStackSettings
+from devstack.stack import DevStack
 from sume.core import runtime
 from sume.core.names import Env
 from sume_cli.main import main
