@@ -16,12 +16,11 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-import receiver
 import worker
 from devstack import moto_atomic
 from infra import spec
 from sume.core import runtime
-from sume.core.names import DETAIL_TYPES, DUE_SHARDS, EVENT_SOURCE, due_shard, report_bucket
+from sume.core.names import DETAIL_TYPES, DUE_SHARDS, due_shard, report_bucket
 from sume.net.fetch import TransientFetchError
 from sume.polling.compose import build_poller
 from sume.polling.settings import PollerSettings
@@ -30,7 +29,8 @@ from sume.working.compose import build_worker
 from sume.working.processing import Action, JobBusy, OutOfTime
 from sume.working.settings import WorkerSettings
 from tests.awscalls import hooking_new_clients
-from tests.builders import LambdaContext, delivery_event, job_body, sqs_event
+from tests.builders import LambdaContext, job_body, sqs_event
+from tests.integration.world import Subscriber, deliver
 
 MP4 = {"content-type": "video/mp4"}
 
@@ -45,34 +45,11 @@ class World:
         self.s3 = boto3.client("s3")
         self.sqs = boto3.client("sqs")
         self.table = JobsTable(boto3.client("dynamodb"), names.table, 16)
-        events = boto3.client("events")
-        self.capture_url = self.sqs.create_queue(QueueName="announcements")["QueueUrl"]
-        arn = self.sqs.get_queue_attributes(QueueUrl=self.capture_url, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
-        events.put_rule(
-            Name="all-jobs",
-            EventBusName=names.event_bus,
-            EventPattern=json.dumps({"source": [EVENT_SOURCE]}),
-        )
-        events.put_targets(
-            Rule="all-jobs", EventBusName=names.event_bus, Targets=[{"Id": "q", "Arn": arn}]
-        )
-        self.seen = []
+        self.subscriber = Subscriber(self.sqs, boto3.client("events"), names.event_bus)
 
     def announcements(self):
         """Every announcement so far (read from the subscriber's queue)."""
-        while True:
-            batch = self.sqs.receive_message(QueueUrl=self.capture_url, MaxNumberOfMessages=10).get(
-                "Messages", []
-            )
-            if not batch:
-                return self.seen
-            for message in batch:
-                self.seen.append(json.loads(message["Body"]))
-                self.sqs.delete_message(
-                    QueueUrl=self.capture_url, ReceiptHandle=message["ReceiptHandle"]
-                )
+        return self.subscriber.announcements()
 
     def item(self, job_id):
         return self.table.get(job_id)
@@ -90,12 +67,6 @@ class World:
 @pytest.fixture
 def world(aws):
     return World(aws)
-
-
-def deliver(body):
-    response = receiver.handler(delivery_event(body), LambdaContext())
-    assert response["statusCode"] == 200, response
-    return body["job_id"]
 
 
 def run(*job_ids, receives=1):
