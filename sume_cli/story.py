@@ -10,7 +10,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from sume.store.jobs import Job, JobAttr, State
+from sume.store.job import Job, JobAttr, State
 from sume_cli.dlq import spent_attempts
 from sume_cli.times import iso
 

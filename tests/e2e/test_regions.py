@@ -21,7 +21,7 @@ from sume.contract import envelope
 from sume.contract.envelope import JobEvent
 from sume.core.names import Env
 from sume.polling import registry
-from sume.store.jobs import Job, Source, State
+from sume.store.job import Job, Source, State
 from tests.consumers import assert_consumers_agree
 from tests.e2e.conftest import E2E_TIMINGS
 
