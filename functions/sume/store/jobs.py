@@ -155,6 +155,9 @@ class Job:
     """When the latest replay was requested."""
     replay_reason: str | None = None
     """Why, as the operator gave it (``--reason``), at most ``MAX_REPLAY_REASON_BYTES``."""
+    replay_runs: list[str] | None = None
+    """The window replays (``sume-webhooks replay --since``) that replayed the job, by run
+    id (a string set): a run replays a job at most once, however often it is run."""
     parked_at: int | None = None
     """When the worker parked the job on its message's last receive: the message is in
     the DLQ, and the sweeper leaves the job alone until the DLQ's retention is over."""
@@ -1092,14 +1095,22 @@ class JobsTable:
         return done
 
     def request_replay(
-        self, job_id: str, now: int, sweep_at: int, reason: str | None = None
+        self,
+        job_id: str,
+        now: int,
+        sweep_at: int,
+        reason: str | None = None,
+        run: str | None = None,
     ) -> Job | None:
         """Make a finished job's follow-up work owed again, on an operator's request.
 
         The replay starts a fresh attempt budget and is counted, with its time
         and ``reason`` (cut to ``MAX_REPLAY_REASON_BYTES``). The records of the
         artifacts already stored stay until the new copies replace them.
-        Returns the job as the replay left it; None when it was not finished.
+        A window replay passes its ``run`` id: the same write adds it to
+        ``replay_runs``, and is refused when the run already replayed the job.
+        Returns the job as the replay left it; None when it was not finished
+        (or this run already replayed it).
         """
         values: dict[str, Any] = {
             "processed": State.PROCESSED.value,
@@ -1131,6 +1142,12 @@ class JobsTable:
         # A finished item was announced: one without ``sequence`` (written
         # before it existed) as 1, so its replay is 2.
         sets.append("#sequence = if_not_exists(#sequence, :one) + :one")
-        update = f"SET {', '.join(sets)} ADD {JobAttr.REPLAYS} :one REMOVE {', '.join(removed)}"
-        done, job = self._conditional(job_id, update, IS_FINISHED, values, ReturnValues="ALL_NEW")
+        added = [f"{JobAttr.REPLAYS} :one"]
+        condition = IS_FINISHED
+        if run is not None:
+            values |= {"run": run, "runs": {run}}
+            added.append(f"{JobAttr.REPLAY_RUNS} :runs")
+            condition += f" AND NOT contains({JobAttr.REPLAY_RUNS}, :run)"
+        update = f"SET {', '.join(sets)} ADD {', '.join(added)} REMOVE {', '.join(removed)}"
+        done, job = self._conditional(job_id, update, condition, values, ReturnValues="ALL_NEW")
         return job if done else None
