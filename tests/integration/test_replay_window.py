@@ -25,7 +25,7 @@ from tests.integration import test_report as reported
 from tests.integration.test_report import HOUR, NOW, finish, lose, record, register
 
 # The report's moto world: a fresh local stack's resources, and the CLI over it.
-cli, endpoint, table = reported.cli, reported.endpoint, reported.table
+cli, endpoint, names, table = reported.cli, reported.endpoint, reported.names, reported.table
 
 ENTERED = NOW - HOUR
 OUTAGE = ("job_out_a", "job_out_b", "job_out_c", "job_out_failed")
@@ -89,7 +89,7 @@ def outage(table: JobsTable) -> JobsTable:
     record(table, "job_before", NOW - 5 * HOUR)
     gave_up(table, "job_before", NOW - 5 * HOUR + 5, "http_503")
     register(table, "job_lost", ENTERED)
-    lose(table, "job_lost", ENTERED + 60)
+    lose(table, "job_lost", ENTERED + 900)
     record(table, "job_still_owed", ENTERED + 40)
     return table
 
