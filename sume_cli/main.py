@@ -130,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Operate the Sume webhook receiver: jobs, DLQ, test deliveries, secrets.",
         epilog="Exit codes: 0 ok, 1 failed, 2 usage, 3 send-test not accepted by the endpoint "
-        "or report --check found lost, processing_error, parked or overdue jobs.",
+        "or report --check found lost, processing_error, parked or overdue jobs, or a "
+        "replay --since had a replay refused; 130 interrupted.",
     )
     _global_options(parser, None)
     parser.add_argument("--version", action="version", version=version())
