@@ -291,9 +291,12 @@ def test_a_write_refused_after_the_plan_is_counted_and_exits_3(cli, outage, endp
     def plan_then_race(*args: Any) -> replaying.Plan:
         found = planned(*args)
         # Between the read and the writes: an operator replays one job by id,
-        # and another copy of this same run gets to a second one first.
+        # and another copy of this same run replays a second one, which the
+        # worker ends in error again (the origin still down) before our write:
+        # only the write's condition knows this run replayed it.
         assert outage.request_replay("job_out_b", NOW, NOW + 60, "by hand")
         assert outage.request_replay("job_out_c", NOW, NOW + 60, REASON, run_id(REASON))
+        gave_up(outage, "job_out_c", NOW, "http_503")
         return found
 
     monkeypatch.setattr("sume_cli.commands.replay.plan", plan_then_race)
@@ -308,6 +311,8 @@ def test_a_write_refused_after_the_plan_is_counted_and_exits_3(cli, outage, endp
     by_hand = outage.get("job_out_b")
     assert by_hand is not None
     assert (by_hand.replays, by_hand.replay_reason, by_hand.replay_runs) == (1, "by hand", None)
+    raced = outage.get("job_out_c")
+    assert raced is not None and (raced.state, raced.replays) == (State.PROCESSING_ERROR, 1)
 
     monkeypatch.undo()
     code, out, _ = cli("replay", *SELECT, "--reason", REASON)
