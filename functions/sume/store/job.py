@@ -109,6 +109,9 @@ class Job:
     """When the latest replay was requested."""
     replay_reason: str | None = None
     """Why, as the operator gave it (``--reason``), at most ``MAX_REPLAY_REASON_BYTES``."""
+    replay_runs: list[str] | None = None
+    """The window replays (``sume-webhooks replay --since``) that replayed the job, by run
+    id (a string set): a run replays a job at most once, however often it is run."""
     parked_at: int | None = None
     """When the worker parked the job on its message's last receive: the message is in
     the DLQ, and the sweeper leaves the job alone until the DLQ's retention is over."""

@@ -17,14 +17,22 @@ class OperatorWrites(TableBase):
     """Make work owed again, once: a second request finds nothing to owe."""
 
     def request_replay(
-        self, job_id: str, now: int, sweep_at: int, reason: str | None = None
+        self,
+        job_id: str,
+        now: int,
+        sweep_at: int,
+        reason: str | None = None,
+        run: str | None = None,
     ) -> Job | None:
         """Make a finished job's follow-up work owed again, on an operator's request.
 
         The replay starts a fresh attempt budget and is counted, with its time
         and ``reason`` (cut to ``MAX_REPLAY_REASON_BYTES``). The records of the
         artifacts already stored stay until the new copies replace them.
-        Returns the job as the replay left it; None when it was not finished.
+        A window replay passes its ``run`` id: the same write adds it to
+        ``replay_runs``, and is refused when the run already replayed the job.
+        Returns the job as the replay left it; None when it was not finished
+        (or this run already replayed it).
         """
         values: dict[str, Any] = {
             "processed": State.PROCESSED.value,
@@ -56,8 +64,14 @@ class OperatorWrites(TableBase):
         # A finished item was announced: one without ``sequence`` (written
         # before it existed) as 1, so its replay is 2.
         sets.append("#sequence = if_not_exists(#sequence, :one) + :one")
-        update = f"SET {', '.join(sets)} ADD {JobAttr.REPLAYS} :one REMOVE {', '.join(removed)}"
-        done, job = self._conditional(job_id, update, IS_FINISHED, values, ReturnValues="ALL_NEW")
+        added = [f"{JobAttr.REPLAYS} :one"]
+        condition = IS_FINISHED
+        if run is not None:
+            values |= {"run": run, "runs": {run}}
+            added.append(f"{JobAttr.REPLAY_RUNS} :runs")
+            condition += f" AND NOT contains({JobAttr.REPLAY_RUNS}, :run)"
+        update = f"SET {', '.join(sets)} ADD {', '.join(added)} REMOVE {', '.join(removed)}"
+        done, job = self._conditional(job_id, update, condition, values, ReturnValues="ALL_NEW")
         return job if done else None
 
     def owe_lost_announcement(self, job_id: str, now: int) -> bool:
