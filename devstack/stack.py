@@ -412,6 +412,9 @@ class DevStack:
 
     def stop(self) -> None:
         global _running  # noqa: PLW0603
+        # All at once, as a region's outage stops them: none takes work while another winds down.
+        for loop in self._loops:
+            loop.halt()
         for loop in reversed(self._loops):
             loop.stop()
         self._loops.clear()
