@@ -68,7 +68,7 @@ def _install() -> None:
             if _reaches_down(environ):
                 start_response(STATUS, [("Content-Type", "application/xml")])
                 return [BODY]
-            return original(self, environ, start_response)  # type: ignore[no-any-return]
+            return original(self, environ, start_response)
 
         DomainDispatcherApplication.__call__ = call  # type: ignore[method-assign]
         _installed = True
