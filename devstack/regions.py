@@ -44,6 +44,7 @@ HOST = "127.0.0.1"
 START_TIMEOUT_SECONDS = 120.0
 STOP_RECEIVER = "stop-receiver"
 GO_DOWN = "down"
+HALT = "halt"
 _FAKE_CREDENTIALS = {k.lower(): v for k, v in FAKE_CREDENTIALS.items()}
 
 
@@ -70,6 +71,7 @@ class Region:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stopped: threading.Event = field(default_factory=threading.Event)
     _down: threading.Event = field(default_factory=threading.Event)
+    _halted: threading.Event = field(default_factory=threading.Event)
     down_at: float | None = None
     """When ``Regions.take_down`` began taking it down (Unix time)."""
 
@@ -184,6 +186,15 @@ class Regions:
         self._tell(region, STOP_RECEIVER)
         if not region._stopped.wait(30):
             raise TimeoutError(f"{name}'s receiver did not stop")
+
+    def halt(self, name: str) -> None:
+        """A region's outage as it may begin: its worker, poller and queue readers stop
+        taking work, its API still acknowledging deliveries (whose work then waits,
+        owed, in its queue)."""
+        region = self.regions[name]
+        self._tell(region, HALT)
+        if not region._halted.wait(30):
+            raise TimeoutError(f"{name}'s loops did not stop")
 
     def take_down(self, name: str) -> None:
         """One region's outage: its API refuses connections, its worker, poller and
@@ -300,6 +311,8 @@ def _follow(region: Region) -> None:
             region._stopped.set()
         elif message.get("stopped") == "stack":
             region._down.set()
+        elif message.get("stopped") == "loops":
+            region._halted.set()
 
 
 def _message(line: str) -> dict[str, Any]:
@@ -385,7 +398,8 @@ def _address(url: str) -> tuple[str, int]:
 def child(config: Mapping[str, Any]) -> int:
     """One regional stack: a JSON line when ready, one per journal entry, until stdin ends.
 
-    ``stop-receiver`` on stdin takes its webhook route down; ``down`` the whole stack
+    ``stop-receiver`` on stdin takes its webhook route down; ``halt`` stops its loops
+    taking work (the API still answers); ``down`` the whole stack
     (its API first, so the health check fails at once, then its worker, poller and
     queue readers).
     """
@@ -426,6 +440,9 @@ def child(config: Mapping[str, Any]) -> int:
             if line.strip() == STOP_RECEIVER:
                 stack.stop_receiver()
                 emit({"stopped": "receiver"})
+            elif line.strip() == HALT:
+                stack.halt()
+                emit({"stopped": "loops"})
             elif line.strip() == GO_DOWN:
                 stack.stop_receiver()
                 stack.stop()

@@ -410,11 +410,15 @@ class DevStack:
             self._http.stop()
             self._http = None
 
-    def stop(self) -> None:
-        global _running  # noqa: PLW0603
-        # All at once, as a region's outage stops them: none takes work while another winds down.
+    def halt(self) -> None:
+        """Every loop (worker, poller, queue readers) stops taking work at once, as in a
+        region's outage; what one holds it finishes, and the API still answers."""
         for loop in self._loops:
             loop.halt()
+
+    def stop(self) -> None:
+        global _running  # noqa: PLW0603
+        self.halt()
         for loop in reversed(self._loops):
             loop.stop()
         self._loops.clear()
