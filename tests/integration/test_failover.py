@@ -38,7 +38,7 @@ def api(state: dict[str, int], port: int = 0) -> LoopbackHTTPServer:
     return server.start()
 
 
-def wait_for(failover: Failover, url: str, bound: float = 10.0) -> bool:
+def wait_for(failover: Failover, url: str, bound: float = 30.0) -> bool:
     deadline = time.monotonic() + bound
     while failover.resolve() != url and time.monotonic() < deadline:
         time.sleep(0.02)
