@@ -150,7 +150,10 @@ class Buckets(Construct):
         is_dev: bool,
         payloads_expire_days: int,
         artifacts_infrequent_access_days: int,
+        payloads_bucket_name: str | None = None,
     ) -> None:
+        """``payloads_bucket_name``: two regions only, where the other region's
+        functions write and read it by its name (``infra.stack.payloads_bucket_name``)."""
         super().__init__(scope, construct_id)
         self._is_dev = is_dev
         self.access_logs = self._bucket(
@@ -185,6 +188,7 @@ class Buckets(Construct):
                     expiration=Duration.days(payloads_expire_days),
                 )
             ],
+            bucket_name=payloads_bucket_name,
         )
 
     def _bucket(
@@ -192,10 +196,12 @@ class Buckets(Construct):
         construct_id: str,
         access_logs: s3.IBucket | None,
         lifecycle_rules: list[s3.LifecycleRule],
+        bucket_name: str | None = None,
     ) -> s3.Bucket:
         return s3.Bucket(
             self,
             construct_id,
+            bucket_name=bucket_name,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             # SSE-S3: server access logs can only be delivered to SSE-S3 buckets,
             # and it needs no key grants for the functions.

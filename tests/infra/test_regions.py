@@ -41,8 +41,12 @@ def test_the_single_region_stack_has_nothing_of_the_option(cloud: Cloud, stage: 
     assert {r["Properties"]["RouteKey"] for r in routes} == {"POST /webhooks/sume", "GET /health"}
 
 
-def _global_table(stage: Stage) -> dict[str, Any]:
-    (table,) = stage.of_type("AWS::DynamoDB::GlobalTable").values()
+def _global_table(stage: Stage, name: str = TABLE) -> dict[str, Any]:
+    (table,) = [
+        t
+        for t in stage.of_type("AWS::DynamoDB::GlobalTable").values()
+        if t["Properties"]["TableName"] == name
+    ]
     properties: dict[str, Any] = table["Properties"]
     return properties
 

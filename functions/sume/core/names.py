@@ -61,6 +61,10 @@ REGISTRATION_REFUSED_DETAIL_TYPE: Final = "Sume Job Registration Refused"
 # (sume.polling.registration); its source is the application's own.
 REGISTRATION_DETAIL_TYPE: Final = "Sume Job Submitted"
 
+# The key of the expiry schedule's event to the poller (two regions: the MRSC
+# table has no TTL), ``{"expire_ended_jobs": true}``.
+EXPIRY_EVENT: Final = "expire_ended_jobs"
+
 METRICS_NAMESPACE: Final = "SumeWebhooks"
 SERVICE_NAME: Final = "sume-webhooks"
 
@@ -74,6 +78,10 @@ class Env:
     JOBS_QUEUE_URL: Final = "JOBS_QUEUE_URL"
     PAYLOADS_BUCKET_NAME: Final = "PAYLOADS_BUCKET_NAME"
     ARTIFACTS_BUCKET_NAME: Final = "ARTIFACTS_BUCKET_NAME"
+    # Two regions only: the other region, and its payloads bucket (large events
+    # are written to both).
+    PEER_REGION: Final = "PEER_REGION"
+    PEER_PAYLOADS_BUCKET_NAME: Final = "PEER_PAYLOADS_BUCKET_NAME"
     EVENT_BUS_NAME: Final = "EVENT_BUS_NAME"
     SIGNING_SECRET_ARN: Final = "SIGNING_SECRET_ARN"
     SUME_API_TOKEN_ARN: Final = "SUME_API_TOKEN_ARN"
@@ -83,6 +91,8 @@ class Env:
     POLL_SHARDS_QUEUE_URL: Final = "POLL_SHARDS_QUEUE_URL"
     SHARD_LEASES_TABLE_NAME: Final = "SHARD_LEASES_TABLE_NAME"
     POLL_SHARDS_PER_RUN: Final = "POLL_SHARDS_PER_RUN"
+    POLL_ROUND_SECONDS: Final = "POLL_ROUND_SECONDS"
+    EXPIRY_LOOKBACK_DAYS: Final = "EXPIRY_LOOKBACK_DAYS"
 
     # Secrets in plain text, for running without Secrets Manager.
     SUME_COM_WEBHOOK_SIGNING_SECRET: Final = "SUME_COM_WEBHOOK_SIGNING_SECRET"
@@ -141,6 +151,8 @@ class Metric:
     STORAGE_ERRORS: Final = "StorageErrors"
     CONFIGURATION_ERRORS: Final = "ConfigurationErrors"
     HEALTH_CHECK_FAILURES: Final = "HealthCheckFailures"
+    # receiver and poller, two regions: a large event the other region's bucket did not take.
+    PAYLOADS_IN_ONE_REGION: Final = "PayloadsInOneRegion"
     # worker
     JOBS_SKIPPED: Final = "JobsSkipped"
     LOST_JOBS_ANNOUNCED: Final = "LostJobsAnnounced"
@@ -167,6 +179,8 @@ class Metric:
     # Gauge: registered jobs still awaiting their terminal event (the silence alarm's).
     JOBS_AWAITING: Final = "JobsAwaiting"
     POLLER_RUNS_STARTED: Final = "PollerRunsStarted"
+    # poller, two regions: ended jobs deleted past their retention (no TTL on MRSC).
+    JOBS_EXPIRED: Final = "JobsExpired"
     # poller, registrations by event
     JOBS_REGISTERED: Final = "JobsRegistered"
     REGISTRATIONS_OF_KNOWN_JOBS: Final = "RegistrationsOfKnownJobs"
