@@ -114,6 +114,8 @@ class DevStackSettings:
     jobs_table: str | None = None
     """The jobs table exists already, as a global table's replica does: it is used, not
     created. None: the stack creates its own."""
+    leases_table: str | None = None
+    """The shard leases table exists already (two regions share one), as ``jobs_table``."""
 
 
 @dataclass(frozen=True)
@@ -296,6 +298,7 @@ class DevStack:
             signing_secret=self.signing_secret,
             api_token=self.api_token,
             jobs_table=self.settings.jobs_table,
+            leases_table=self.settings.leases_table,
         )
         self.journal_queue_url = self._subscribe_journal()
         self._apply_env(self.lambda_environment())
