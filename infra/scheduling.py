@@ -90,12 +90,8 @@ class PollerSchedule(Construct):
             self.leases = dynamodb.TableV2(
                 self,
                 "Leases",
-                table_name=leases_replication.table_name,
+                **leases_replication.table_props(),
                 **keys,
-                billing=dynamodb.Billing.on_demand(),
-                multi_region_consistency=dynamodb.MultiRegionConsistency.STRONG,
-                replicas=[dynamodb.ReplicaTableProps(region=leases_replication.replica_region)],
-                witness_region=leases_replication.witness_region,
                 point_in_time_recovery_specification=recovery,
                 removal_policy=removal_policy,
             )

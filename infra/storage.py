@@ -38,6 +38,16 @@ class Replication:
     replica_region: str
     witness_region: str
 
+    def table_props(self) -> dict[str, Any]:
+        """What makes a ``TableV2`` this MRSC global table: its name, replica and witness."""
+        return {
+            "table_name": self.table_name,
+            "billing": dynamodb.Billing.on_demand(),
+            "multi_region_consistency": dynamodb.MultiRegionConsistency.STRONG,
+            "replicas": [dynamodb.ReplicaTableProps(region=self.replica_region)],
+            "witness_region": self.witness_region,
+        }
+
 
 class JobsTableResource(Construct):
     """The jobs table: one item per job; the sparse due-work index; TTL on ``expires_at``.
@@ -115,12 +125,8 @@ def _global_table(
     return dynamodb.TableV2(
         scope,
         "GlobalTable",
-        table_name=replication.table_name,
+        **replication.table_props(),
         **key_attributes(definition, definition["KeySchema"]),
-        billing=dynamodb.Billing.on_demand(),
-        multi_region_consistency=dynamodb.MultiRegionConsistency.STRONG,
-        replicas=[dynamodb.ReplicaTableProps(region=replication.replica_region)],
-        witness_region=replication.witness_region,
         global_secondary_indexes=[
             dynamodb.GlobalSecondaryIndexPropsV2(
                 index_name=index["IndexName"],

@@ -5,6 +5,7 @@ daily expiry of ended jobs that the MRSC table's missing TTL leaves behind."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -209,7 +210,8 @@ def test_both_regions_ticks_of_one_period_ask_sume_once_per_job(
             # regions' own (a region's runs take its own tick's assignments).
             clients = clients_of(region, sqs=HOME)
             fanout_settings = FanOutSettings.from_env()
-            round_ = build_fanout(fanout_settings, clients, lambda t=tick: t).start()["round"]
+            clock = functools.partial(float, tick)
+            round_ = build_fanout(fanout_settings, clients, clock).start()["round"]
             sqs = boto3.client("sqs")
             sent = sqs.receive_message(QueueUrl=aws.shards_queue_url, MaxNumberOfMessages=10).get(
                 "Messages", []
@@ -218,9 +220,7 @@ def test_both_regions_ticks_of_one_period_ask_sume_once_per_job(
                 sqs.delete_message(
                     QueueUrl=aws.shards_queue_url, ReceiptHandle=message["ReceiptHandle"]
                 )
-            run = build_shard_run(
-                PollerSettings.from_env(), fanout_settings, clients, lambda t=tick: t
-            )
+            run = build_shard_run(PollerSettings.from_env(), fanout_settings, clients, clock)
             runs[region] = (
                 round_,
                 [run.work(run.parse(m["Body"]), lambda: 60.0) for m in sent],
