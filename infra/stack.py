@@ -12,6 +12,7 @@ from typing import Any
 
 from aws_cdk import Aws, CfnOutput, Environment, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -144,6 +145,13 @@ class SumeWebhooksStack(Stack):
             receiver.take_peer_payloads(peer, peer_payloads)
             poller.take_peer_payloads(peer, peer_payloads)
             worker.grant_peer_payloads(peer_payloads, "s3:GetObject")
+            # So that a body its own bucket lacks is answered NoSuchKey, not
+            # AccessDenied: the worker then reads it from the recording region's.
+            iam.Grant.add_to_principal(
+                grantee=worker.function,
+                actions=["s3:ListBucket"],
+                resource_arns=[buckets.payloads.bucket_arn],
+            )
             TableExpiry(
                 self,
                 "Expiry",

@@ -278,6 +278,8 @@ def test_a_large_event_is_written_to_both_regions_payloads_buckets(
         assert environment["PEER_PAYLOADS_BUCKET_NAME"] == f"resolved-{PAYLOADS[peer]}"
         assert stage.permissions(function)[peer_events] == {"s3:PutObject"}
     assert stage.permissions("Worker")[peer_events] == {"s3:GetObject"}
+    # A key its own bucket lacks is NoSuchKey (not AccessDenied): it falls back to the peer's.
+    assert stage.permissions("Worker")["BucketsPayloads"] == {"s3:ListBucket"}
     assert "PEER_REGION" not in stage.environment("Worker")
 
 
