@@ -24,6 +24,8 @@ INLINE_BODY_LIMIT = 256 * 1024
 # region's is written: well inside the receiver's 8 s, and far above a
 # cross-region PUT of a few MB (docs/regions.md, "A large event").
 PEER_COPY_SECONDS: Final = 3.0
+# Copies to the other region in flight at once, per container.
+PEER_COPIES: Final = 16
 _PEER_FAILURES: Final[tuple[type[Exception], ...]] = (
     *AWS_FAILURES,
     concurrent.futures.TimeoutError,
@@ -88,7 +90,8 @@ class PayloadStore:
         if self._peer is None or self._peer_client is None:
             return None
         if self._copier is None:
-            self._copier = concurrent.futures.ThreadPoolExecutor(1, "peer-payloads")
+            # The poller records from parallel polls: one copy must not wait for another.
+            self._copier = concurrent.futures.ThreadPoolExecutor(PEER_COPIES, "peer-payloads")
         return self._copier.submit(self._write, self._peer_client(), self._peer.bucket, key, data)
 
     def _settle(self, copy: concurrent.futures.Future[None], job_id: str) -> None:
