@@ -112,6 +112,8 @@ class Regions:
         self.prefix = f"sume-{secrets.token_hex(3)}"
         self.table = ""
         """The one jobs table, named by the home region, which creates it."""
+        self.leases_table = ""
+        """The one shard leases table, likewise (infra/scheduling.py: a global table)."""
         self._lambda_env = dict(lambda_env or {})
         self._poll_every = poll_every_seconds
         self._retry_delay = retry_delay_seconds
@@ -144,6 +146,7 @@ class Regions:
             for name in self.order:
                 self.regions[name] = region = self._launch(name)
                 self.table = region.names.table
+                self.leases_table = region.names.leases_table
         except BaseException:
             self.stop()
             raise
@@ -155,9 +158,10 @@ class Regions:
             "moto_endpoint": self.endpoint_url,
             "prefix": f"{self.prefix}-{name}",
             "jobs_table": self.table or None,
+            "leases_table": self.leases_table or None,
             "signing_secret": self.signing_secret,
             "api_token": self.api_token,
-            "lambda_env": self._lambda_env,
+            "lambda_env": {**self._region_env(name), **self._lambda_env},
             "poll_every_seconds": self._poll_every,
             "retry_delay_seconds": self._retry_delay,
         }
@@ -179,6 +183,17 @@ class Regions:
             region.names.event_bus,
         )
         return region
+
+    def _region_env(self, name: str) -> dict[str, str]:
+        """What the two-region stacks set (infra/stack.py): the other region's payloads
+        bucket, written with every large event, and rounds named by the schedule's period."""
+        peer = next(region for region in self.order if region != name)
+        return {
+            Env.PEER_REGION: peer,
+            # Its stack makes it later under this name (devstack.resources).
+            Env.PEER_PAYLOADS_BUCKET_NAME: f"{self.prefix}-{peer}-payloads",
+            Env.POLL_ROUND_SECONDS: str(max(1, round(self._poll_every))),
+        }
 
     def stop_receiver(self, name: str) -> None:
         """Take one region's webhook route down; its worker and poller carry on."""
@@ -431,6 +446,7 @@ def child(config: Mapping[str, Any]) -> int:
             region=config["region"],
             moto_endpoint=config["moto_endpoint"],
             jobs_table=config["jobs_table"],
+            leases_table=config["leases_table"],
         ),
         echo=echo,
     )

@@ -57,6 +57,8 @@ class DevStackSettings:
     jobs_table: str | None = None
     """The jobs table exists already, as a global table's replica does: it is used, not
     created. None: the stack creates its own."""
+    leases_table: str | None = None
+    """The shard leases table exists already (two regions share one), as ``jobs_table``."""
 
 
 class PortTaken(OSError):

@@ -148,6 +148,7 @@ class DevStack:
             signing_secret=self.signing_secret,
             api_token=self.api_token,
             jobs_table=self.settings.jobs_table,
+            leases_table=self.settings.leases_table,
         )
         self.journal_queue_url = self._subscribe_journal()
         self._apply_env(self.lambda_environment())

@@ -38,6 +38,16 @@ class Replication:
     replica_region: str
     witness_region: str
 
+    def table_props(self) -> dict[str, Any]:
+        """What makes a ``TableV2`` this MRSC global table: its name, replica and witness."""
+        return {
+            "table_name": self.table_name,
+            "billing": dynamodb.Billing.on_demand(),
+            "multi_region_consistency": dynamodb.MultiRegionConsistency.STRONG,
+            "replicas": [dynamodb.ReplicaTableProps(region=self.replica_region)],
+            "witness_region": self.witness_region,
+        }
+
 
 class JobsTableResource(Construct):
     """The jobs table: one item per job; the sparse due-work index; TTL on ``expires_at``.
@@ -115,12 +125,8 @@ def _global_table(
     return dynamodb.TableV2(
         scope,
         "GlobalTable",
-        table_name=replication.table_name,
+        **replication.table_props(),
         **key_attributes(definition, definition["KeySchema"]),
-        billing=dynamodb.Billing.on_demand(),
-        multi_region_consistency=dynamodb.MultiRegionConsistency.STRONG,
-        replicas=[dynamodb.ReplicaTableProps(region=replication.replica_region)],
-        witness_region=replication.witness_region,
         global_secondary_indexes=[
             dynamodb.GlobalSecondaryIndexPropsV2(
                 index_name=index["IndexName"],
@@ -150,7 +156,10 @@ class Buckets(Construct):
         is_dev: bool,
         payloads_expire_days: int,
         artifacts_infrequent_access_days: int,
+        payloads_bucket_name: str | None = None,
     ) -> None:
+        """``payloads_bucket_name``: two regions only, where the other region's
+        functions write and read it by its name (``infra.stack.payloads_bucket_name``)."""
         super().__init__(scope, construct_id)
         self._is_dev = is_dev
         self.access_logs = self._bucket(
@@ -185,6 +194,7 @@ class Buckets(Construct):
                     expiration=Duration.days(payloads_expire_days),
                 )
             ],
+            bucket_name=payloads_bucket_name,
         )
 
     def _bucket(
@@ -192,10 +202,12 @@ class Buckets(Construct):
         construct_id: str,
         access_logs: s3.IBucket | None,
         lifecycle_rules: list[s3.LifecycleRule],
+        bucket_name: str | None = None,
     ) -> s3.Bucket:
         return s3.Bucket(
             self,
             construct_id,
+            bucket_name=bucket_name,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             # SSE-S3: server access logs can only be delivered to SSE-S3 buckets,
             # and it needs no key grants for the functions.

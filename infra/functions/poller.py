@@ -74,6 +74,7 @@ class PollerFunction(StackFunction):
         due_shards_previous: int | None,
         shards_per_run: int,
         max_concurrency: int,
+        round_seconds: int | None = None,
     ) -> None:
         """A round's assignments (``infra/scheduling.py``) from the shards queue, one per run.
 
@@ -95,6 +96,8 @@ class PollerFunction(StackFunction):
         }
         if due_shards_previous is not None:
             environment[Env.DUE_SHARDS_PREVIOUS] = str(due_shards_previous)
+        if round_seconds is not None:
+            environment[Env.POLL_ROUND_SECONDS] = str(round_seconds)
         for key, value in environment.items():
             self.function.add_environment(key, value)
 

@@ -43,8 +43,12 @@ def test_the_single_region_stack_has_nothing_of_the_option(cloud: Cloud, stage: 
     assert {r["Properties"]["RouteKey"] for r in routes} == {"POST /webhooks/sume", "GET /health"}
 
 
-def _global_table(stage: Stage) -> dict[str, Any]:
-    (table,) = stage.of_type("AWS::DynamoDB::GlobalTable").values()
+def _global_table(stage: Stage, name: str = TABLE) -> dict[str, Any]:
+    (table,) = [
+        t
+        for t in stage.of_type("AWS::DynamoDB::GlobalTable").values()
+        if t["Properties"]["TableName"] == name
+    ]
     properties: dict[str, Any] = table["Properties"]
     return properties
 
@@ -325,3 +329,87 @@ def test_what_cannot_deploy_is_refused_in_one_line(changes: dict[str, str], mess
 def test_the_domains_settings_alone_are_refused() -> None:
     with pytest.raises(ConfigError, match="domain_name is only used with -c regions"):
         RegionPlan.from_context(lambda key: "hooks.example.com" if key == "domain_name" else None)
+
+
+LEASES = f"SumeWebhooks-{GLOBAL_STAGE}-shard-leases"
+PAYLOADS = {r: f"{GLOBAL_STAGE}-sume-events-AWS::AccountId-{r}" for r in (PRIMARY, SECONDARY)}
+
+
+def test_one_leases_table_for_both_regions_pollers_and_one_round_per_period(cloud: Cloud) -> None:
+    leases = _global_table(cloud.regional[PRIMARY], LEASES)
+    assert leases["MultiRegionConsistency"] == "STRONG"
+    assert leases["GlobalTableWitnesses"] == [{"Region": "us-west-2"}]
+    assert {r["Region"] for r in leases["Replicas"]} == {PRIMARY, SECONDARY}
+    assert not cloud.regional[SECONDARY].of_type("AWS::DynamoDB::Table")
+    primary, secondary = (cloud.regional[r].environment("Poller") for r in (PRIMARY, SECONDARY))
+    assert primary["SHARD_LEASES_TABLE_NAME"] == "resolved-PollerScheduleLeases"
+    assert secondary["SHARD_LEASES_TABLE_NAME"] == LEASES
+    assert f"table/{LEASES}" in json.dumps(list(cloud.regional[SECONDARY].permissions("Poller")))
+    # The schedule's period (the stage's default poll_rate_minutes, 5).
+    assert primary["POLL_ROUND_SECONDS"] == secondary["POLL_ROUND_SECONDS"] == "300"
+
+
+@pytest.mark.parametrize("region", [PRIMARY, SECONDARY])
+def test_a_large_event_is_written_to_both_regions_payloads_buckets(
+    cloud: Cloud, region: str
+) -> None:
+    stage = cloud.regional[region]
+    peer = SECONDARY if region == PRIMARY else PRIMARY
+    (bucket,) = [
+        b["Properties"]
+        for logical_id, b in stage.of_type("AWS::S3::Bucket").items()
+        if base_name(logical_id) == "BucketsPayloads"
+    ]
+    assert ref_name(bucket["BucketName"]) == PAYLOADS[region]
+    peer_events = f"arn:aws:s3:::{PAYLOADS[peer]}/events/*"
+    for function in ("Receiver", "Poller"):
+        environment = stage.environment(function)
+        assert environment["PEER_REGION"] == peer
+        assert environment["PEER_PAYLOADS_BUCKET_NAME"] == f"resolved-{PAYLOADS[peer]}"
+        assert stage.permissions(function)[peer_events] == {"s3:PutObject"}
+    assert stage.permissions("Worker")[peer_events] == {"s3:GetObject"}
+    # A key its own bucket lacks is NoSuchKey (not AccessDenied): it falls back to the peer's.
+    assert stage.permissions("Worker")["BucketsPayloads"] == {"s3:ListBucket"}
+    assert "PEER_REGION" not in stage.environment("Worker")
+
+
+@pytest.mark.parametrize(("region", "hour"), [(PRIMARY, "3"), (SECONDARY, "15")])
+def test_each_region_expires_ended_jobs_once_a_day_at_its_own_hour(
+    cloud: Cloud, region: str, hour: str
+) -> None:
+    stage = cloud.regional[region]
+    (rule,) = [
+        r["Properties"]
+        for logical_id, r in stage.of_type("AWS::Events::Rule").items()
+        if base_name(logical_id) == "ExpiryRule"
+    ]
+    assert rule["ScheduleExpression"] == f"cron(0 {hour} * * ? *)"
+    (target,) = rule["Targets"]
+    assert json.loads(target["Input"]) == {"expire_ended_jobs": True}
+    assert ref_name(target["Arn"]) == "FunctionsPollerFunction"
+    granted = stage.permissions("Poller")
+    items = [actions for resource, actions in granted.items() if "dynamodb:DeleteItem" in actions]
+    assert len(items) == 1 and {"dynamodb:BatchGetItem"} <= items[0]
+    assert any(r.endswith("/index/report-window") for r in granted)
+    assert stage.environment("Poller")["RETENTION_DAYS"] == "35"
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_the_single_region_stage_keeps_its_ttl_and_has_no_expiry_run(
+    cloud: Cloud, stage: str
+) -> None:
+    template = cloud.stages[stage]
+    (table,) = template.of_type("AWS::DynamoDB::Table").values() and [
+        t
+        for t in template.of_type("AWS::DynamoDB::Table").values()
+        if "TimeToLiveSpecification" in t["Properties"]
+    ]
+    assert table["Properties"]["TimeToLiveSpecification"] == {
+        "AttributeName": "expires_at",
+        "Enabled": True,
+    }
+    rules = {base_name(r) for r in template.of_type("AWS::Events::Rule")}
+    assert "ExpiryRule" not in rules
+    for function in ("Receiver", "Poller", "Worker"):
+        assert "PEER_REGION" not in template.environment(function)
+    assert "POLL_ROUND_SECONDS" not in template.environment("Poller")

@@ -63,6 +63,10 @@ REGISTRATION_REFUSED_DETAIL_TYPE: Final = "Sume Job Registration Refused"
 # (sume.polling.registration); its source is the application's own.
 REGISTRATION_DETAIL_TYPE: Final = "Sume Job Submitted"
 
+# The key of the expiry schedule's event to the poller (two regions: the MRSC
+# table has no TTL), ``{"expire_ended_jobs": true}``.
+EXPIRY_EVENT: Final = "expire_ended_jobs"
+
 METRICS_NAMESPACE: Final = "SumeWebhooks"
 SERVICE_NAME: Final = "sume-webhooks"
 
@@ -76,6 +80,10 @@ class Env:
     JOBS_QUEUE_URL: Final = "JOBS_QUEUE_URL"
     PAYLOADS_BUCKET_NAME: Final = "PAYLOADS_BUCKET_NAME"
     ARTIFACTS_BUCKET_NAME: Final = "ARTIFACTS_BUCKET_NAME"
+    # Two regions only: the other region, and its payloads bucket (large events
+    # are written to both).
+    PEER_REGION: Final = "PEER_REGION"
+    PEER_PAYLOADS_BUCKET_NAME: Final = "PEER_PAYLOADS_BUCKET_NAME"
     EVENT_BUS_NAME: Final = "EVENT_BUS_NAME"
     SIGNING_SECRET_ARN: Final = "SIGNING_SECRET_ARN"
     SUME_API_TOKEN_ARN: Final = "SUME_API_TOKEN_ARN"
@@ -88,6 +96,8 @@ class Env:
     # Two regions only: the failover domain's health route, and Route 53's primary.
     FAILOVER_HEALTH_URL: Final = "FAILOVER_HEALTH_URL"
     FAILOVER_PRIMARY_REGION: Final = "FAILOVER_PRIMARY_REGION"
+    POLL_ROUND_SECONDS: Final = "POLL_ROUND_SECONDS"
+    EXPIRY_LOOKBACK_DAYS: Final = "EXPIRY_LOOKBACK_DAYS"
 
     # Secrets in plain text, for running without Secrets Manager.
     SUME_COM_WEBHOOK_SIGNING_SECRET: Final = "SUME_COM_WEBHOOK_SIGNING_SECRET"
@@ -146,6 +156,8 @@ class Metric:
     STORAGE_ERRORS: Final = "StorageErrors"
     CONFIGURATION_ERRORS: Final = "ConfigurationErrors"
     HEALTH_CHECK_FAILURES: Final = "HealthCheckFailures"
+    # receiver and poller, two regions: a large event the other region's bucket did not take.
+    PAYLOADS_IN_ONE_REGION: Final = "PayloadsInOneRegion"
     # worker
     JOBS_SKIPPED: Final = "JobsSkipped"
     LOST_JOBS_ANNOUNCED: Final = "LostJobsAnnounced"
@@ -174,6 +186,8 @@ class Metric:
     POLLER_RUNS_STARTED: Final = "PollerRunsStarted"
     # Gauge, two regions only: 1 when the failover domain answers from this region.
     SERVING: Final = "Serving"
+    # poller, two regions: ended jobs deleted past their retention (no TTL on MRSC).
+    JOBS_EXPIRED: Final = "JobsExpired"
     # poller, registrations by event
     JOBS_REGISTERED: Final = "JobsRegistered"
     REGISTRATIONS_OF_KNOWN_JOBS: Final = "RegistrationsOfKnownJobs"

@@ -101,9 +101,34 @@ class TableSettings:
         )
 
 
+@dataclass(frozen=True)
+class PeerPayloads:
+    """The other region's payloads bucket, where large events are written too (two regions)."""
+
+    region: str
+    bucket: str
+
+    @staticmethod
+    def from_env(env: Mapping[str, str]) -> PeerPayloads | None:
+        region = optional(env, Env.PEER_REGION)
+        bucket = optional(env, Env.PEER_PAYLOADS_BUCKET_NAME)
+        if (region is None) != (bucket is None):
+            raise ConfigurationError(
+                f"{Env.PEER_REGION} and {Env.PEER_PAYLOADS_BUCKET_NAME} are set together "
+                "or not at all"
+            )
+        return PeerPayloads(region, bucket) if region and bucket else None
+
+
 def due_shards(env: Mapping[str, str]) -> int:
     """Partitions of the due-work index: every reader of the table must agree on it."""
     return integer(env, Env.DUE_SHARDS, DUE_SHARDS, 1, MAX_DUE_SHARDS)
+
+
+def retention_days(env: Mapping[str, str]) -> int:
+    """How long an ended job is kept: the worker sets ``expires_at`` by it, and the
+    MRSC table's expiry (two regions, no TTL) looks back by it."""
+    return integer(env, Env.RETENTION_DAYS, 35, 1, 3650)
 
 
 def secret_cache_seconds(env: Mapping[str, str]) -> int:

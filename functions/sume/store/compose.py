@@ -9,10 +9,10 @@ from typing import Any, Protocol
 from sume.core import aws
 from sume.core.aws import Clients
 from sume.core.names import DUE_SHARDS
-from sume.core.settings import TableSettings
+from sume.core.settings import PeerPayloads, TableSettings
 from sume.store.intake import JobIntake
 from sume.store.jobs import JobsTable
-from sume.store.payloads import PayloadStore
+from sume.store.payloads import PayloadStore, PeerBucket
 from sume.store.queue import JobQueue
 
 
@@ -27,6 +27,8 @@ class IntakeSettings(Protocol):
     def redeliver_grace_seconds(self) -> int: ...
     @property
     def sweep_after_seconds(self) -> int: ...
+    @property
+    def peer_payloads(self) -> PeerPayloads | None: ...
 
 
 class JobsTableSettings(Protocol):
@@ -57,7 +59,16 @@ def build_intake(settings: IntakeSettings, clients: Clients = aws.client) -> Job
     return JobIntake(
         build_jobs(table, clients("dynamodb")),
         JobQueue(clients("sqs"), table.jobs_queue_url),
-        PayloadStore(functools.partial(clients, "s3"), bucket) if bucket else None,
+        PayloadStore(functools.partial(clients, "s3"), bucket, _peer(settings.peer_payloads))
+        if bucket
+        else None,
         settings.redeliver_grace_seconds,
         settings.sweep_after_seconds,
     )
+
+
+def _peer(peer: PeerPayloads | None) -> PeerBucket | None:
+    """The other region's payloads bucket, through a client of that region."""
+    if peer is None:
+        return None
+    return PeerBucket(functools.partial(aws.regional_client, "s3", peer.region), peer.bucket)
