@@ -646,11 +646,27 @@ def section_indexes(report: indexes.IndexReport, targets: Targets) -> None:
             f"{phase} {tally.index_units.get(indexes.REPORT_INDEX, 0)}"
             for phase, tally in life.phases.items()
         )
-        rows.append((*cells, by))
+        rows.append((*cells, by, life.ending))
     headers = ["job's life", "table writes"]
-    headers += [f"`{index}` writes (WRU)" for index in report.indexes]
-    headers.append(f"`{indexes.REPORT_INDEX}` WRU by writer")
+    headers += [
+        f"`{index}` writes (WRU)"
+        + (" as it was (ALL), not deployed" if index == report.before else "")
+        for index in report.indexes
+    ]
+    headers += [f"`{indexes.REPORT_INDEX}` WRU by writer", "ending written"]
     print(table(headers, rows))
+    due_units = indexes.completed_due_units(report)
+    targets.add(
+        f"`{indexes.DUE_INDEX}`: at most 3 write units for a job completed with 2 artifacts",
+        str(due_units),
+        due_units <= 3,
+    )
+    unended = [life.label for life in report.lives if not life.ended]
+    targets.add(
+        "every index scenario runs to its ending",
+        f"{len(report.lives) - len(unended)} of {len(report.lives)}",
+        not unended,
+    )
     per_job = max(life.total(indexes.REPORT_INDEX)[1] for life in report.lives)
     by_receiver = indexes.report_index_writes_by_receiver(report)
     usd = per_job * cost.DDB_WRU_PER_M

@@ -79,6 +79,7 @@ class SumeWebhooksStack(Stack):
                 is_dev=config.is_dev,
                 warm_writes_per_second=config.table_warm_writes_per_second,
                 warm_reads_per_second=config.table_warm_reads_per_second,
+                due_index_before=config.due_index_migration is not None,
                 replication=Replication(
                     table_name=global_table_name(config.stage),
                     replica_region=plan.other(plan.primary),
@@ -133,6 +134,7 @@ class SumeWebhooksStack(Stack):
             payloads=buckets.payloads,
             api_token=secrets.api_token,
             status_allowed_hosts=config.status_allowed_hosts,
+            due_index_migration=config.due_index_migration,
         )
 
         schedule = PollerSchedule(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sume.contract.envelope import TERMINAL_EVENTS
-from sume.core.names import DUE_INDEX, REPORT_INDEX, report_buckets
+from sume.core.names import REPORT_INDEX, report_buckets
 from sume.store.jobs import Job, JobAttr, JobsTable, Source, State, expression_values
 
 # What the report reads of each job: never the stored body.
@@ -82,7 +82,7 @@ def not_ended(jobs: JobsTable, window: Window) -> tuple[list[Job], int]:
     for shard in range(jobs.shards):
         request = {
             **_in_window(window),
-            "IndexName": DUE_INDEX,
+            "IndexName": jobs.due_index,
             "KeyConditionExpression": f"{JobAttr.DUE_SHARD} = :shard",
         }
         request["ExpressionAttributeValues"] = expression_values(

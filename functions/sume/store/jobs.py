@@ -58,6 +58,7 @@ from sume.core.errors import PermanentError, RetryableError
 from sume.core.names import (
     DUE_AT,
     DUE_INDEX,
+    DUE_PROJECTED,
     DUE_SHARD,
     JOB_ID,
     REPORT_AT,
@@ -263,6 +264,8 @@ if (
     JobAttr.REPORT_AT,
 ) != _STACK_NAMES:
     raise RuntimeError("the Job's key and index fields must be named as sume.core.names says")
+if not set(DUE_PROJECTED) <= set(JobAttr):
+    raise RuntimeError("the due-work index projects only the Job's fields")
 
 
 # Condition parts. Reserved words (state, source, status, ...) go through
@@ -472,15 +475,23 @@ def _poll_error(values: dict[str, Any], error: str | None) -> tuple[str, list[st
 class JobsTable:
     """The jobs table: its transitions, and its reads, which hand back ``Job``s."""
 
-    def __init__(self, client: Any, table_name: str, shards: int) -> None:
+    def __init__(
+        self, client: Any, table_name: str, shards: int, due_index: str = DUE_INDEX
+    ) -> None:
         self._client = client
         self._table = table_name
         self._shards = shards
+        self._due_index = due_index
 
     @property
     def shards(self) -> int:
         """Partitions of the due-work index."""
         return self._shards
+
+    @property
+    def due_index(self) -> str:
+        """The due-work index its readers query (the one before, while a table migrates)."""
+        return self._due_index
 
     def _update(
         self,
@@ -720,13 +731,18 @@ class JobsTable:
         set_state: str = "",
         remove: str = "",
     ) -> Job:
-        """The one claim write: a fresh ``claim_id``, the lease (also the sweep
-        deadline) and an attempt, when ``condition`` holds; else ``NotClaimable``."""
+        """The one claim write: a fresh ``claim_id``, the lease and an attempt, when
+        ``condition`` holds; else ``NotClaimable``.
+
+        The due time stays: a claim that moved the due-work index's key would
+        cost its entry a delete and a put. The sweeper, meeting the running
+        lease at that due time, waits for its end (``await_lease``).
+        """
         lease_until = now + lease_seconds
         values = {**values, "now": now, "lease": lease_until, "claim": uuid.uuid4().hex, "one": 1}
         update = (
             f"SET {set_state}{JobAttr.LEASE_UNTIL} = :lease, {JobAttr.CLAIM_ID} = :claim, "
-            f"{JobAttr.CLAIMED_AT} = :now, {JobAttr.DUE_AT} = :lease "
+            f"{JobAttr.CLAIMED_AT} = :now "
             f"ADD {JobAttr.ATTEMPTS} :one{remove}"
         )
         ok, job = self._conditional(
@@ -872,7 +888,7 @@ class JobsTable:
     ) -> tuple[list[Job], dict[str, Any] | None]:
         """Jobs of one shard whose due time has come, oldest first; each has its ``due_at``."""
         request: dict[str, Any] = {
-            "IndexName": DUE_INDEX,
+            "IndexName": self._due_index,
             "KeyConditionExpression": f"{JobAttr.DUE_SHARD} = :shard AND {JobAttr.DUE_AT} <= :now",
             "ExpressionAttributeValues": expression_values(shard=shard, now=now),
             "Limit": limit,
@@ -889,7 +905,7 @@ class JobsTable:
         """
         response = self._client.query(
             TableName=self._table,
-            IndexName=DUE_INDEX,
+            IndexName=self._due_index,
             KeyConditionExpression=f"{JobAttr.DUE_SHARD} = :shard",
             FilterExpression=IS_AWAITING,
             ExpressionAttributeNames=_names(IS_AWAITING),
@@ -1029,6 +1045,28 @@ class JobsTable:
             f"SET {JobAttr.DUE_AT} = :next, {JobAttr.DUE_SHARD} = :shard ADD {JobAttr.SWEEPS} :one"
         )
         condition = f"#state IN (:received, :processing, :lost) AND {JobAttr.DUE_AT} = :seen"
+        done, _ = self._conditional(job_id, update, condition, values)
+        return done
+
+    def await_lease(self, job_id: str, seen_due_at: int, lease_until: int) -> bool:
+        """Make a claimed job due when its running lease ends, as the sweeper found it.
+
+        Conditional on the due time and the lease the sweeper read: a finish,
+        a release or a new claim meanwhile is never overwritten. Nothing is
+        sent and ``sweeps`` is not counted: the job is not owed while its lease runs.
+        """
+        values = {
+            "processing": State.PROCESSING.value,
+            "lost": State.LOST.value,
+            "seen": seen_due_at,
+            "lease": lease_until,
+            "shard": due_shard(job_id, self._shards),
+        }
+        update = f"SET {JobAttr.DUE_AT} = :lease, {JobAttr.DUE_SHARD} = :shard"
+        condition = (
+            f"#state IN (:processing, :lost) AND {JobAttr.DUE_AT} = :seen "
+            f"AND {JobAttr.LEASE_UNTIL} = :lease"
+        )
         done, _ = self._conditional(job_id, update, condition, values)
         return done
 
