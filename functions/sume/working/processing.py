@@ -405,8 +405,8 @@ class JobProcessor:
             return JobResult(job_id, Action.SKIPPED, "finished", outcome=stored.outcome)
         if stored.state in (State.PROCESSING, State.RECEIVED):
             if last:
-                # The lease's end is the job's due time: whatever its holder
-                # does, the job is finished, retried or swept.
+                # The job stays due: a sweep waits out its holder's lease, so
+                # whatever the holder does, the job is finished, retried or swept.
                 return JobResult(job_id, Action.LEFT_TO_SWEEPER, JobBusy.__name__)
             raise JobBusy(f"job {job_id} is leased until {stored.lease_until}")
         return JobResult(job_id, Action.SKIPPED, "not_received")
