@@ -6,6 +6,7 @@ index and queues on moto that ``infra`` deploys, and they cannot drift.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -139,7 +140,7 @@ def table_definition(table_name: str, due_index_before: bool = False) -> dict[st
     ``due_index_before``: the due-work index as it was is kept beside the new one,
     as while a live table migrates (``due_index_migration``).
     """
-    definition = {
+    definition: dict[str, Any] = {
         "TableName": table_name,
         "BillingMode": "PAY_PER_REQUEST",
         "KeySchema": [{"AttributeName": JOB_ID, "KeyType": "HASH"}],
@@ -153,7 +154,7 @@ def table_definition(table_name: str, due_index_before: bool = False) -> dict[st
         "GlobalSecondaryIndexes": [
             {
                 "IndexName": DUE_INDEX,
-                "KeySchema": DUE_KEYS,
+                "KeySchema": copy.deepcopy(DUE_KEYS),
                 "Projection": {
                     "ProjectionType": "INCLUDE",
                     "NonKeyAttributes": list(DUE_PROJECTED),
@@ -172,7 +173,7 @@ def table_definition(table_name: str, due_index_before: bool = False) -> dict[st
         ],
     }
     if due_index_before:
-        definition["GlobalSecondaryIndexes"].append(DUE_INDEX_BEFORE_DEFINITION)
+        definition["GlobalSecondaryIndexes"].append(copy.deepcopy(DUE_INDEX_BEFORE_DEFINITION))
     return definition
 
 
