@@ -31,9 +31,10 @@ import io
 import os
 from dataclasses import dataclass, field
 
-from bench import copier, servers
+from bench import copier, cost, servers
 from bench.env import STUB_NAMES
 from bench.origin import Content
+from bench.report import Targets, table
 from infra.spec import worker_queue_environment
 from sume.core.names import Env
 
@@ -320,3 +321,117 @@ def measure(size: int = SIZE, rounds: int = 2) -> ArtifactsReport:
             FULL,
         )
         return bench.run(rounds)
+
+
+def _row(
+    report: ArtifactsReport, label: str, seconds: float, row: Row | None
+) -> tuple[object, ...]:
+    copies = (Role.OURS, Role.ALTERNATIVE)
+    ratio = report.over_limit(row) if row and row.case.role in copies else None
+    best = row.best if row else None
+    python_peak = row.traced.python_peak if row else None
+    return (
+        label,
+        f"{seconds:.2f}",
+        f"{mb_per_second(report.size, seconds):.0f}",
+        "" if ratio is None else f"{ratio:.2f}x",
+        "" if best is None else f"{best.cpu_seconds:.2f}",
+        "" if python_peak is None else f"{python_peak / MiB:.1f}",
+        "" if best is None else f"{best.rss_before / MiB:.0f}",
+        "" if best is None else f"{best.rss_peak / MiB:.0f}",
+    )
+
+
+def render(report: ArtifactsReport, targets: Targets) -> None:
+    part_mib = report.part_size / MiB
+    print(
+        f"## 6. Artifact copies ({report.size / MiB:.0f} MiB from a loopback origin into S3 on "
+        f"moto's server; each run a fresh process, fastest of {report.rounds}). "
+        "BOUNDED BY MOTO on the upload side\n"
+    )
+    upload = report.find(Role.UPLOAD_FLOOR, None)
+    rows: list[tuple[object, ...]] = []
+    for speed in (FULL, CAPPED):
+        download = report.find(Role.DOWNLOAD_FLOOR, speed)
+        limit = report.limit(speed)
+        if download is None or upload is None or limit is None:
+            continue
+        rows.append((f"**{speed.name}**", "", "", "", "", "", "", ""))
+        rows.append(_row(report, download.case.label, download.seconds, download))
+        rows.append(_row(report, upload.case.label, upload.seconds, upload))
+        rows.append(_row(report, "limit: max(download, upload)", limit, None))
+        for row in report.rows:
+            copies = (Role.OURS, Role.ALTERNATIVE)
+            if row.case.role in copies and row.case.speed == speed:
+                rows.append(_row(report, row.case.label, row.seconds, row))
+    print(
+        table(
+            [
+                "transfer",
+                "s",
+                "MB/s",
+                "x limit",
+                "CPU s",
+                "Python peak MiB",
+                "RSS at start MiB",
+                "peak RSS MiB",
+            ],
+            rows,
+        )
+    )
+    print(
+        "\nAn overlapped copy cannot beat the slower of download only and upload only for the "
+        "same bytes, so that is its limit. Upload only is s3transfer's managed upload (up to 10 "
+        "threads) from memory; the receiving end is moto, one Python process, which bounds "
+        "every copy at full speed here. Python peak: tracemalloc, in a run of its own. Peak "
+        "RSS: the copy's own high-water mark (VmHWM, reset just before the copy). Parts are "
+        f"the worker's {part_mib:.0f} MiB. Under the cap the limit is one connection's, so a "
+        "ranged copy has no x limit there: its measure is the speed-up over one stream."
+    )
+    from infra.spec import WORKER_MEMORY_MB, WORKER_TIMEOUT
+
+    ours = [r for r in report.rows if r.case.role is Role.OURS]
+    if ours:
+        seconds = report.fetch_seconds
+        largest = ", ".join(
+            f"{report.size / r.seconds * seconds / 1e9:.1f} GB ({r.case.label.split(': ')[-1]}, "
+            f"{r.case.speed.name if r.case.speed else ''})"
+            for r in ours
+        )
+        planned = report.planned_rate * seconds
+        deployed = report.find(Role.OURS, FULL, report.connections) or ours[0]
+        cpu = deployed.best.cpu_seconds / report.size * 1e9
+        share = WORKER_MEMORY_MB / cost.FULL_VCPU_MB
+        print(
+            f"\nTimeout math (`infra/spec.py`): one artifact's copy may take {seconds:.0f} s "
+            f"(`HTTP_TOTAL_TIMEOUT_SECONDS`) of the worker's {WORKER_TIMEOUT} s; at ours' rates "
+            f"above that is {largest}. The worker plans at "
+            f"{report.planned_rate / 1e6:.0f} MB/s (`ARTIFACT_PLANNED_BYTES_PER_SECOND`): "
+            f"{planned / 1e9:.1f} GB per invocation, and `MAX_ARTIFACT_BYTES` is "
+            f"{report.max_bytes / 1e9:.2f} GB ({report.max_bytes / 2**30:.0f} GiB). Ours as "
+            f"deployed costs {cpu:.1f} CPU s per GB at full speed here, so the worker's "
+            f"{WORKER_MEMORY_MB} MB ({share:.2f} of a vCPU) carries about "
+            f"{share / cpu * 1e3:.0f} MB/s."
+        )
+    print()
+    full = report.find(Role.OURS, FULL, report.connections)
+    ratio = report.over_limit(full) if full else None
+    targets.add(
+        f"artifact copy at full speed: ours <= {FULL_SPEED_TARGET}x the overlapped limit",
+        "not measured" if ratio is None else f"{ratio:.2f}x",
+        None if ratio is None else ratio <= FULL_SPEED_TARGET,
+    )
+    speedup = report.ranged_speedup(CAPPED)
+    targets.add(
+        f"artifact copy {CAPPED.name}: ranged >= {RANGED_TARGET}x one stream",
+        "not measured" if speedup is None else f"{speedup:.2f}x",
+        None if speedup is None else speedup >= RANGED_TARGET,
+    )
+    peak = report.python_peak()
+    targets.add(
+        f"artifact copy memory: ours' Python peak <= {report.bound_bytes / MiB:.0f} MiB "
+        f"({report.bound_parts} parts, ARTIFACT_CONNECTIONS + ARTIFACT_UPLOADS, and "
+        f"{FRAMING_PER_UPLOAD // MiB} MiB per upload)",
+        f"{peak / MiB:.1f} MiB ({peak / report.part_size:.1f} parts)",
+        peak <= report.bound_bytes,
+    )

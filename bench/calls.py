@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from bench import deliveries as d
-from bench.counting import CallCounter
+from bench.counting import CallCounter, short
 from bench.env import STUB_NAMES, environment
 from bench.references import Handler, floor_handler, powertools_handler
+from bench.report import Targets, table, verdict
 from bench.runtime import python, silenced
 from devstack.lambda_context import LambdaContext
 from sume.core import runtime
@@ -350,3 +351,57 @@ def lambda_runtime_env() -> dict[str, str]:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(FUNCTIONS.parent / ".cache" / "bench-pycache")
     return env
+
+
+def render(report: CallsReport, targets: Targets) -> None:
+    print("## 1. AWS calls per delivery (moto in-process, counted on botocore `before-call`)\n")
+    print(
+        table(
+            ["design", "delivery", "answer", "AWS calls", "which", "target", ""],
+            [
+                (
+                    r.design,
+                    r.delivery,
+                    f"{r.status} {r.result}",
+                    len(r.calls),
+                    short(r.calls),
+                    r.target.text if r.target else "",
+                    verdict(r.met) if r.target else "",
+                )
+                for r in report.rows
+            ],
+        )
+    )
+    print("\nAt import, in a fresh process with the Lambda environment:")
+    for module, found in report.at_import.items():
+        if isinstance(found, str):
+            print(f"- `{module}`: import failed: {found}")
+            targets.add(f"{module}: 0 AWS calls at import", "import failed", False)
+            continue
+        print(
+            f"- `{module}`: {found['calls']} AWS calls, {found['clients']} clients created, "
+            f"{found['connects']} sockets connected"
+        )
+        targets.add(
+            f"{module}: 0 AWS calls at import",
+            f"{found['calls']} calls, {found['clients']} clients",
+            found["calls"] == 0 and found["clients"] == 0,
+        )
+    missing = {"worker", "poller"} - set(handler_modules())
+    if missing:
+        print(f"\nNot measured: {', '.join(sorted(missing))} (handler not present yet).")
+    by_kind = {
+        "new delivery: exactly 2 AWS calls": [
+            r for r in report.rows if r.design == "ours" and r.delivery == "new"
+        ],
+        "duplicate: 1-2 AWS calls (3 only re-enqueueing)": [
+            r for r in report.rows if r.design == "ours" and r.delivery.startswith("duplicate")
+        ],
+        "rejected: 0 AWS calls": [
+            r for r in report.rows if r.design == "ours" and r.target is ZERO
+        ],
+    }
+    for name, rows in by_kind.items():
+        counts = sorted({len(r.calls) for r in rows})
+        targets.add(name, "/".join(map(str, counts)), all(r.met for r in rows))
+    print()

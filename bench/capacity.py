@@ -33,6 +33,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote
 
+from bench.report import Targets, table
 from devstack.loopback import LoopbackHTTPServer, Served
 from sume.core.names import DUE_SHARDS, Env
 
@@ -353,3 +354,102 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def render(report: CapacityReport, targets: Targets) -> None:
+    print(
+        "## 7. Poller capacity (a round fanned out: 1, 4 and 16 runs, each a process working "
+        "16 / runs shards through `polling.compose.build_shard_run`; one moto server; status "
+        f"URLs on loopback answering `running` after {report.delay * 1000:.0f} ms, so every "
+        f"poll reschedules; MAX_PARALLEL_POLLS {report.parallel} a run)\n"
+    )
+    one = report.rows[0]
+    print(
+        table(
+            [
+                "runs",
+                "due",
+                "window s",
+                "ran s",
+                "polled",
+                "polled/s",
+                "x one run",
+                "Query",
+                "UpdateItem",
+                "lease calls",
+                "DynamoDB calls per polled job",
+                "jobs table's per polled job",
+            ],
+            [
+                (
+                    row.runs,
+                    row.due,
+                    f"{row.window:.0f}",
+                    f"{row.seconds:.1f}",
+                    row.polled,
+                    f"{row.polled_per_second:.1f}",
+                    f"{report.growth(row):.1f}",
+                    row.calls["dynamodb.Query"],
+                    row.calls["dynamodb.UpdateItem"],
+                    row.lease_calls,
+                    f"{row.calls_per_polled_job:.3f}",
+                    f"{row.job_calls_per_polled_job:.3f}",
+                )
+                for row in report.rows
+            ],
+        )
+    )
+    bound = report.parallel / report.delay
+    print(
+        f"\nEach run polls at most MAX_PARALLEL_POLLS / latency = {bound:.2f} jobs/s here. "
+        "Lease calls are a claim (`PutItem`) and a release (`UpdateItem`) per shard per round, "
+        "whatever the backlog; the jobs table's calls are an `UpdateItem` per poll and a "
+        "`Query` per page of 50. Every process shares this machine's 2 cores with moto's "
+        "server, so the last row is bound by CPU, not by the design.\n"
+    )
+    for row in report.rows[1:]:
+        targets.add(
+            f"poller: {row.runs} parallel runs poll >= 0.7 x {row.runs} x one run's rate",
+            f"{report.growth(row):.1f}x ({row.polled_per_second:.1f} vs "
+            f"{one.polled_per_second:.1f} polls/s)",
+            report.growth(row) >= 0.7 * row.runs,
+        )
+    worst = max(row.job_calls_per_polled_job for row in report.rows)
+    targets.add(
+        "poller: the jobs table's DynamoDB calls per polled job stay about 1.02 (<= 1.05)",
+        f"{worst:.3f} at most",
+        worst <= 1.05,
+    )
+    first, last = report.intervals
+    runs_deployed = DUE_SHARDS
+    per_run = report.deployed_parallel / 0.5
+    aws_rate = runs_deployed * per_run
+    print(
+        "In AWS a round polls about S x P / L jobs a second: S parallel runs (one per shard "
+        f"group: {runs_deployed} at the default `due_shards` {DUE_SHARDS} and "
+        "`poller_shards_per_run` 1), P = `MAX_PARALLEL_POLLS` "
+        f"({report.deployed_parallel}) and L Sume's answer time, as long as each run's CPU "
+        "share carries P / L (about 64 polls/s at 512 MB, docs/poller.md). Each run has its own "
+        "invocation, CPU and deadline, so the rows above grow with S until this machine's "
+        f"cores are used up. At L = 500 ms: {runs_deployed} x {report.deployed_parallel} / "
+        f"0.5 = {aws_rate:,.0f} polls/s. A schedule keeps up with N <= rate x W x I / R "
+        f"outstanding jobs: W = {report.window:.0f} s in which a run starts polls (budget "
+        f"{report.budget:.0f} s, the function's timeout less the handler's margin, less one "
+        f"poll's worst case of {report.reserve:.0f} s), R = {report.every} s between rounds, "
+        f"I the interval at which each job is due: {first} s for fresh jobs, up to {last} s.\n"
+    )
+    print(
+        table(
+            ["runs S", "polls/s (S x P / L)", f"N at I = {first} s", f"N at I = {last} s"],
+            [
+                (
+                    runs,
+                    f"{runs * per_run:,.0f}",
+                    f"{report.backlog(runs * per_run, first):,.0f}",
+                    f"{report.backlog(runs * per_run, last):,.0f}",
+                )
+                for runs in (1, 16, 64)
+            ],
+        )
+    )
+    print()

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from bench.calls import handler_modules, lambda_runtime_env
 from bench.env import STUB_NAMES
+from bench.report import Targets, paired_difference, table
 from bench.runtime import python
 
 # The guard is set before the clock starts: a probe never leaves loopback.
@@ -157,3 +158,59 @@ def measure(runs: int) -> ColdReport:
     report.heaviest = packages[:10]
     report.heaviest_modules = modules[:12]
     return report
+
+
+IMPORT_MARGIN_MS = 60.0
+
+
+def render(report: ColdReport, targets: Targets) -> None:
+    print(
+        f"## 3. Cold start against an honest floor (fresh process, Lambda env, Tracer on; "
+        f"CPU ms, median of {report.runs} runs)\n"
+    )
+    print(
+        "Floor: what any correct receiver does before its first answer: `import boto3`, "
+        "the DynamoDB, SQS and Secrets Manager clients, one secret read (kept). The read is "
+        "answered at botocore's `before-send` (serialisation, signing and parsing run, the "
+        "round trip does not), for the floor and the receiver alike.\n"
+    )
+    floor = report.ms[FLOOR]
+    print(
+        table(
+            ["import", "CPU ms", "wall ms", "vs floor (CPU)"],
+            [
+                (
+                    name,
+                    f"{report.median(name):.0f}",
+                    f"{report.median_wall(name):.0f}",
+                    f"{paired_difference(v, floor):+.0f}",
+                )
+                for name, v in report.ms.items()
+            ],
+        )
+    )
+    print("\nWith the Tracer off (`POWERTOOLS_TRACE_DISABLED=true`; the X-Ray SDK not patched in):")
+    for name, v in report.tracer_off_ms.items():
+        print(
+            f"- {name}: {statistics.median(v):.0f} CPU ms, "
+            f"{paired_difference(v, floor):+.0f} vs floor"
+        )
+    print(
+        "\nHeaviest imports of `import receiver` (`python -X importtime`, own time per package):\n"
+    )
+    print(table(["package", "ms"], [(p, f"{ms:.0f}") for p, ms in report.heaviest]))
+    print("\nHeaviest single modules (own ms / cumulative ms):\n")
+    print(
+        table(
+            ["module", "own ms", "cumulative ms"],
+            [(m, f"{a:.0f}", f"{b:.0f}") for m, a, b in report.heaviest_modules],
+        )
+    )
+    gap = paired_difference(report.ms[RECEIVER_FIRST_USE], floor)
+    off = paired_difference(report.tracer_off_ms[RECEIVER_FIRST_USE], floor)
+    targets.add(
+        f"receiver cold start within {IMPORT_MARGIN_MS:.0f} ms of floor (import + first use)",
+        f"{gap:+.0f} ms CPU with the Tracer ({off:+.0f} ms without)",
+        gap <= IMPORT_MARGIN_MS,
+    )
+    print()

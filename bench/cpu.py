@@ -27,11 +27,14 @@ from typing import Any
 
 from botocore.stub import Stubber
 
+from bench import cost
 from bench import deliveries as d
 from bench.env import STUB_NAMES, environment
 from bench.references import Handler, floor_handler, powertools_handler
+from bench.report import Targets, paired_difference, paired_ratio, table
 from bench.runtime import silenced
 from devstack.lambda_context import LambdaContext
+from infra.spec import RECEIVER_MEMORY_MB
 from sume.core import runtime
 from sume.core.names import Env
 from sume.receiving.compose import build_signing_secrets, receiver_service
@@ -338,3 +341,72 @@ def breakdown(rounds: int, batch: int) -> dict[str, list[float]]:
                 name = BREAKDOWN[(i + n) % len(layers)]
                 seconds.setdefault(name, []).append(_run(layer, "new", _batch("new", batch)))
     return seconds
+
+
+POWERTOOLS_RATIO_TARGET = 1.5
+
+
+def render(report: CpuReport, parts: dict[str, list[float]], targets: Targets) -> None:
+    print(
+        f"## 2. Receiver CPU per delivery (Stubber, no network; median of {report.rounds} "
+        f"interleaved rounds x {report.batch} deliveries)\n"
+    )
+    rows = []
+    for kind in KINDS:
+        s = {name: report.seconds[(name, kind)] for name in DESIGNS}
+        rows.append(
+            (
+                kind,
+                f"{report.median_us('floor', kind):.0f}",
+                f"{report.median_us('ours', kind):.0f}",
+                f"{report.median_us('powertools', kind):.0f}",
+                f"{paired_ratio(s['ours'], s['floor']):.2f}x",
+                f"{paired_ratio(s['powertools'], s['ours']):.2f}x",
+            )
+        )
+    print(
+        table(
+            [
+                "delivery",
+                "floor us",
+                "ours us",
+                "Powertools idempotency us",
+                "ours / floor",
+                "Powertools / ours",
+            ],
+            rows,
+        )
+    )
+    new = {name: report.seconds[(name, "new")] for name in DESIGNS}
+    ratio = paired_ratio(new["ours"], new["floor"])
+    ahead = paired_ratio(new["powertools"], new["ours"])
+    memory = RECEIVER_MEMORY_MB
+    worth = cost.cpu_per_million(report.median_us("ours", "new"), memory)
+    print(
+        f"\nNot a target: a new delivery's CPU ({ratio:.2f}x the floor) is worth "
+        f"${worth:.3f} per million deliveries at {memory} MB; it stays here to catch "
+        "regressions."
+    )
+    targets.add(
+        f"Powertools idempotency >= {POWERTOOLS_RATIO_TARGET}x ours (new)",
+        f"{ahead:.2f}x",
+        ahead >= POWERTOOLS_RATIO_TARGET,
+    )
+    print("\nWhere a new delivery's CPU goes (ours, peeled layer by layer; same method):\n")
+    floor = parts["floor"]
+    print(
+        table(
+            ["layer", "us", "x floor"],
+            [
+                (name, f"{statistics.median(v) * 1e6:.0f}", f"{paired_ratio(v, floor):.2f}x")
+                for name, v in parts.items()
+            ],
+        )
+    )
+    print("\nPer-delivery telemetry, each part the difference of two layers above (paired):\n")
+    telemetry = []
+    for part, (below, above) in TELEMETRY.items():
+        us = paired_difference(parts[above], parts[below]) * 1e6
+        telemetry.append((part, f"{us:.0f}", f"{cost.cpu_per_million(us, memory):.4f}"))
+    print(table(["telemetry", "us", f"USD per million at {memory} MB"], telemetry))
+    print()

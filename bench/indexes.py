@@ -25,8 +25,10 @@ from typing import Any
 
 from botocore import handlers
 
+from bench import cost
 from bench import deliveries as d
 from bench.env import environment
+from bench.report import Targets, table
 from bench.runtime import silenced
 from devstack.lambda_context import LambdaContext
 from infra import spec
@@ -406,3 +408,56 @@ def report_index_writes_by_receiver(report: IndexReport) -> int:
         for life in report.lives
         if "receiver" in life.phases
     )
+
+
+def render(report: IndexReport, targets: Targets) -> None:
+    print(
+        "## 8. Index writes per job (the real handlers on moto in-process; every write's "
+        "item read before and after, each index's entry compared)\n"
+    )
+    rows = []
+    for life in report.lives:
+        cells: list[object] = [life.label, sum(t.writes for t in life.phases.values())]
+        for index in report.indexes:
+            writes, units = life.total(index)
+            cells.append(f"{writes} ({units} WRU)")
+        by = ", ".join(
+            f"{phase} {tally.index_units.get(REPORT_INDEX, 0)}"
+            for phase, tally in life.phases.items()
+        )
+        rows.append((*cells, by, life.ending))
+    headers = ["job's life", "table writes"]
+    headers += [
+        f"`{index}` writes (WRU)"
+        + (" as it was (ALL), not deployed" if index == report.before else "")
+        for index in report.indexes
+    ]
+    headers += [f"`{REPORT_INDEX}` WRU by writer", "ending written"]
+    print(table(headers, rows))
+    due_units = completed_due_units(report)
+    targets.add(
+        f"`{DUE_INDEX}`: at most 3 write units for a job completed with 2 artifacts",
+        str(due_units),
+        due_units <= 3,
+    )
+    unended = [life.label for life in report.lives if not life.ended]
+    targets.add(
+        "every index scenario runs to its ending",
+        f"{len(report.lives) - len(unended)} of {len(report.lives)}",
+        not unended,
+    )
+    per_job = max(life.total(REPORT_INDEX)[1] for life in report.lives)
+    by_receiver = report_index_writes_by_receiver(report)
+    usd = per_job * cost.DDB_WRU_PER_M
+    print(
+        f"\nThe report index's keys add {report.report_key_bytes} B to the item. At most "
+        f"{per_job} write unit per job goes to `{REPORT_INDEX}` (${usd:.3f} "
+        "per million jobs at on-demand prices), from the write that ends it; "
+        f"the receiver's writes make {by_receiver} of them.\n"
+    )
+    targets.add(
+        f"receiver: 0 writes of the `{REPORT_INDEX}` index",
+        str(by_receiver),
+        by_receiver == 0,
+    )
+    targets.add(f"`{REPORT_INDEX}`: at most 1 write unit per job", str(per_job), per_job <= 1)

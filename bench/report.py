@@ -1,4 +1,4 @@
-"""Markdown tables and the machine the figures came from."""
+"""Markdown tables, the targets each section adds to, and the machine the figures came from."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import os
 import platform
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -44,3 +45,11 @@ def paired_difference(left: Sequence[float], right: Sequence[float]) -> float:
 
 def verdict(met: bool | None) -> str:
     return "-" if met is None else ("met" if met else "**MISSED**")
+
+
+@dataclass
+class Targets:
+    rows: list[tuple[str, str, bool | None]]
+
+    def add(self, target: str, measured: str, met: bool | None) -> None:
+        self.rows.append((target, measured, met))

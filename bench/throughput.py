@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from bench.report import table
 from bench.runtime import silenced
 from sume.core.names import Env
 
@@ -201,3 +202,36 @@ def measure(deliveries: int, senders: int = SENDERS, rounds: int = ROUNDS) -> Th
 
 def median_ms(mix: Mix) -> float:
     return statistics.median(ms for b in mix.bursts for ms in b.latencies_ms)
+
+
+def render(report: ThroughputReport) -> None:
+    print(
+        f"## 4. Bursts on the local stack ({report.burst} deliveries from {report.senders} "
+        f"senders at once, {report.rounds} rounds, ours and the floor taking turns; HTTP -> "
+        "handler -> moto server, one process). BOUNDED BY MOTO, not by AWS\n"
+    )
+    if report.skipped:
+        print(f"Not measured: {report.skipped}\n")
+        return
+    print(
+        table(
+            ["design", "mix", "deliveries", "per second", "p50 ms", "p99 ms", "answers"],
+            [
+                (
+                    m.design,
+                    m.name,
+                    m.deliveries,
+                    f"{m.per_second:.1f}",
+                    f"{median_ms(m):.0f}",
+                    f"{m.percentile(99):.0f}",
+                    ", ".join(f"{k} {v}" for k, v in sorted(m.answers.items())),
+                )
+                for m in report.mixes
+            ],
+        )
+    )
+    ratios = ", ".join(f"{name} {report.floor_ratio(name):.2f}x" for name in MIXES)
+    print(
+        f"\nFloor deliveries/s over ours under the same burst (median of the rounds' ratios; "
+        f"1.00x: as fast as the floor): {ratios}.\n"
+    )

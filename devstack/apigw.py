@@ -1,7 +1,8 @@
 """Plays API Gateway (HTTP API, payload format 2.0) in front of a Lambda handler.
 
-Only the stack's one route reaches the handler; anything else gets API
-Gateway's own 404, as it would in AWS, so local and cloud answer alike.
+Only the stack's routes (``POST /webhooks/sume``, ``GET /health``) reach the
+handler; anything else gets API Gateway's own 404, as it would in AWS, so local
+and cloud answer alike.
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ from typing import Any
 
 from devstack.lambda_context import LambdaContext
 from devstack.loopback import LoopbackHTTPServer
-from sume.core.names import WEBHOOK_PATH
+from sume.core.names import HEALTH_PATH, WEBHOOK_PATH
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 Observer = Callable[[dict[str, Any], dict[str, Any]], None]
 
 # API Gateway's payload limit; larger requests never reach the function.
 MAX_PAYLOAD_BYTES = 10 * 1024 * 1024
-ROUTE_METHOD = "POST"
+# The stack's route keys (infra/api.py), as "METHOD path".
+ROUTES = frozenset({f"POST {WEBHOOK_PATH}", f"GET {HEALTH_PATH}"})
 
 
 def headers_of(pairs: list[tuple[str, str]]) -> dict[str, str]:
@@ -54,7 +56,7 @@ def http_api_event(
     except UnicodeDecodeError:
         text, encoded = base64.b64encode(body).decode("ascii"), True
     now = datetime.now(UTC)
-    route = f"{ROUTE_METHOD} {WEBHOOK_PATH}"
+    route = f"{method} {path}"
     event: dict[str, Any] = {
         "version": "2.0",
         "routeKey": route,
@@ -149,7 +151,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._gateway_error(413, "Request Entity Too Large")
             return
         path = self.path.partition("?")[0]
-        if self.command != ROUTE_METHOD or path != WEBHOOK_PATH:
+        if f"{self.command} {path}" not in ROUTES:
             self._gateway_error(404, "Not Found")
             return
         event = http_api_event(

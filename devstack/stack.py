@@ -49,6 +49,7 @@ from sume.core import runtime
 from sume.core.errors import ConfigurationError
 from sume.core.names import (
     DETAIL_TYPES,
+    MAX_DUE_SHARDS,
     REGISTRATION_DETAIL_TYPE,
     REGISTRATION_REFUSED_DETAIL_TYPE,
     WEBHOOK_PATH,
@@ -320,7 +321,7 @@ class DevStack:
             self.names.table,
             self.url,
             due_shards(os.environ),
-            integer(os.environ, Env.DUE_SHARDS_PREVIOUS, 0),
+            integer(os.environ, Env.DUE_SHARDS_PREVIOUS, 0, 0, MAX_DUE_SHARDS),
         )
         sqs = self.client("sqs")
         self._loops.append(QueueTap(sqs, self.journal_queue_url, self._on_announcement))

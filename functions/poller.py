@@ -23,7 +23,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from sume.core.errors import RETRYABLE
 from sume.core.names import Metric
-from sume.core.observability import logger, metrics, tracer
+from sume.core.observability import count, logger, metrics, retried, tracer
 from sume.core.runtime import time_left
 from sume.polling import compose
 from sume.polling.fanout import InvalidAssignment
@@ -40,7 +40,7 @@ def observe_registration(registration: Registration) -> None:
     job_id, source = registration.job_id, registration.source
     if registration.refused:
         # Alarmed: the event is in the registrations DLQ and its job is not watched.
-        metrics.add_metric(name=Metric.REGISTRATIONS_REJECTED, unit="Count", value=1)
+        count(Metric.REGISTRATIONS_REJECTED)
         logger.error(
             "registration refused; the event is in the registrations DLQ",
             reason=registration.refused,
@@ -49,21 +49,22 @@ def observe_registration(registration: Registration) -> None:
             source=source,
         )
     elif registration.new:
-        metrics.add_metric(name=Metric.JOBS_REGISTERED, unit="Count", value=1)
+        count(Metric.JOBS_REGISTERED)
         logger.info("job registered", job_id=job_id, source=source)
     else:
-        metrics.add_metric(name=Metric.REGISTRATIONS_OF_KNOWN_JOBS, unit="Count", value=1)
+        count(Metric.REGISTRATIONS_OF_KNOWN_JOBS)
         logger.info("registration of a known job: nothing changed", job_id=job_id, source=source)
 
 
 def register_record(record: SQSRecord) -> None:
     logger.append_keys(message_id=record.message_id)
     try:
-        registration = compose.registrations_service().handle(record.body)
-    except Exception:
-        metrics.add_metric(name=Metric.REGISTRATION_RETRIES, unit="Count", value=1)
-        logger.exception("registration will be retried, then moved to the registrations DLQ")
-        raise
+        with retried(
+            Metric.REGISTRATION_RETRIES,
+            "registration will be retried, then moved to the registrations DLQ",
+            errors=(Exception,),
+        ):
+            registration = compose.registrations_service().handle(record.body)
     finally:
         logger.remove_keys(["message_id"])
     observe_registration(registration)
@@ -90,14 +91,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 def fan_out() -> dict[str, int]:
     gauge_awaiting()
-    try:
+    # Should it fail, the assignments sent still run; the next tick fans out the round anew.
+    with retried(Metric.POLLER_ERRORS, "poller round not fanned out"):
         started = compose.fanout_service().start()
-    except RETRYABLE:
-        # The assignments sent still run; the next tick fans out the round anew.
-        metrics.add_metric(name=Metric.POLLER_ERRORS, unit="Count", value=1)
-        logger.exception("poller round not fanned out")
-        raise
-    metrics.add_metric(name=Metric.POLLER_RUNS_STARTED, unit="Count", value=started["runs"])
+    count(Metric.POLLER_RUNS_STARTED, started["runs"])
     logger.info("poller round fanned out", round=started["round"], runs=started["runs"])
     return started
 
@@ -108,18 +105,14 @@ def run(record: SQSRecord, context: Any) -> dict[str, Any]:
         assignment = service.parse(record.body)
     except InvalidAssignment as exc:
         # Not ours to run, and sent again it would fail again: dropped.
-        metrics.add_metric(name=Metric.POLLER_ERRORS, unit="Count", value=1)
+        count(Metric.POLLER_ERRORS)
         logger.error("shard assignment refused", error=str(exc), message_id=record.message_id)
         return {"refused": exc.reason}
-    try:
+    # Should the index or the leases not be read: nothing changed, SQS retries
+    # the shards not yet claimed, the next round the rest, and the raised error
+    # trips the function's error alarm meanwhile.
+    with retried(Metric.POLLER_ERRORS, "poller run failed", round=assignment.round):
         summary = service.work(assignment, time_left(context))
-    except RETRYABLE:
-        # The index or the leases could not be read: nothing changed, SQS
-        # retries the shards not yet claimed, the next round the rest, and
-        # the raised error trips the function's error alarm meanwhile.
-        metrics.add_metric(name=Metric.POLLER_ERRORS, unit="Count", value=1)
-        logger.exception("poller run failed", round=assignment.round)
-        raise
     return observe(summary)
 
 
@@ -131,11 +124,11 @@ def gauge_awaiting() -> None:
     except RETRYABLE:
         # The polls may still work. A run without the gauge is no news to the
         # silence alarm (missing data), and PollerStepErrors shows the gap.
-        metrics.add_metric(name=Metric.POLLER_STEP_ERRORS, unit="Count", value=1)
+        count(Metric.POLLER_STEP_ERRORS)
         logger.exception("awaiting jobs could not be counted")
         return
     # Alarmed (DeliverySilence): jobs wait while no verified delivery comes.
-    metrics.add_metric(name=Metric.JOBS_AWAITING, unit="Count", value=awaiting.jobs)
+    count(Metric.JOBS_AWAITING, awaiting.jobs)
     if not awaiting.exact:
         logger.info(
             "awaiting jobs counted in part: the gauge is a lower bound", awaiting=awaiting.jobs
@@ -143,21 +136,17 @@ def gauge_awaiting() -> None:
 
 
 def observe(summary: RunSummary) -> dict[str, Any]:
-    metrics.add_metric(name=Metric.JOBS_POLLED, unit="Count", value=summary.polled)
-    metrics.add_metric(name=Metric.JOBS_RECOVERED_BY_POLL, unit="Count", value=summary.recovered)
-    metrics.add_metric(name=Metric.JOBS_LOST, unit="Count", value=summary.lost)
-    metrics.add_metric(name=Metric.SWEPT_JOBS, unit="Count", value=summary.swept)
-    metrics.add_metric(name=Metric.POLLER_STEP_ERRORS, unit="Count", value=summary.errors)
-    metrics.add_metric(name=Metric.STATUS_URL_REFUSED, unit="Count", value=summary.refused)
+    count(Metric.JOBS_POLLED, summary.polled)
+    count(Metric.JOBS_RECOVERED_BY_POLL, summary.recovered)
+    count(Metric.JOBS_LOST, summary.lost)
+    count(Metric.SWEPT_JOBS, summary.swept)
+    count(Metric.POLLER_STEP_ERRORS, summary.errors)
+    count(Metric.STATUS_URL_REFUSED, summary.refused)
     # Alarmed: a job's status_url answered about another job.
-    metrics.add_metric(
-        name=Metric.STATUS_ANSWERS_FOR_OTHER_JOBS, unit="Count", value=summary.other_job_answers
-    )
+    count(Metric.STATUS_ANSWERS_FOR_OTHER_JOBS, summary.other_job_answers)
     # Alarmed: a poll met a configuration fault; the run went on without it.
-    metrics.add_metric(
-        name=Metric.POLLER_CONFIGURATION_ERRORS, unit="Count", value=summary.configuration_errors
-    )
-    metrics.add_metric(name=Metric.POLLER_BACKLOG, unit="Count", value=summary.remaining)
+    count(Metric.POLLER_CONFIGURATION_ERRORS, summary.configuration_errors)
+    count(Metric.POLLER_BACKLOG, summary.remaining)
     result = summary.as_dict()
     logger.info("poller run finished", **result)
     return result

@@ -7,7 +7,7 @@ from typing import Any
 
 from sume.core.errors import RETRYABLE, ConfigurationError
 from sume.core.names import HEALTH_PATH, Metric
-from sume.core.observability import logger, metrics, tracer
+from sume.core.observability import count, logger, metrics, tracer
 from sume.receiving import compose
 from sume.receiving.http import (
     HttpRequest,
@@ -19,21 +19,19 @@ from sume.receiving.webhook import Receipt, Rejected
 
 
 def accepted(receipt: Receipt) -> HttpResponse:
-    metrics.add_metric(name=Metric.VERIFIED_DELIVERIES, unit="Count", value=1)
-    metrics.add_metric(name=Metric.signature_secret(receipt.secret_position), unit="Count", value=1)
-    metrics.add_metric(
-        name={
+    count(Metric.VERIFIED_DELIVERIES)
+    count(Metric.signature_secret(receipt.secret_position))
+    count(
+        {
             "new": Metric.NEW_JOBS,
             "duplicate": Metric.DUPLICATES,
             "conflict": Metric.CONFLICTS,
             "test": Metric.TEST_PINGS,
             "ignored": Metric.UNKNOWN_EVENTS,
-        }[receipt.result],
-        unit="Count",
-        value=1,
+        }[receipt.result]
     )
     if receipt.enqueued and receipt.result != "new":
-        metrics.add_metric(name=Metric.REENQUEUED, unit="Count", value=1)
+        count(Metric.REENQUEUED)
     if receipt.job_id:
         logger.set_correlation_id(receipt.job_id)
     logger.info(
@@ -52,10 +50,10 @@ def accepted(receipt: Receipt) -> HttpResponse:
 
 
 def rejected(error: Rejected) -> HttpResponse:
-    metrics.add_metric(name=Metric.REJECTIONS, unit="Count", value=1)
+    count(Metric.REJECTIONS)
     if error.status == 401:
-        metrics.add_metric(name=Metric.SIGNATURE_REJECTIONS, unit="Count", value=1)
-    metrics.add_metric(name=Metric.rejected(error.reason), unit="Count", value=1)
+        count(Metric.SIGNATURE_REJECTIONS)
+    count(Metric.rejected(error.reason))
     logger.warning("delivery rejected", status=error.status, reason=error.reason)
     headers = {"allow": "POST"} if error.status == 405 else {}
     return HttpResponse(error.status, {"error": error.reason}, headers)
@@ -69,16 +67,16 @@ def health(request: HttpRequest) -> HttpResponse:
     try:
         compose.health_probe().check()
     except RETRYABLE:
-        metrics.add_metric(name=Metric.HEALTH_CHECK_FAILURES, unit="Count", value=1)
+        count(Metric.HEALTH_CHECK_FAILURES)
         logger.exception("health check failed: the jobs table did not answer")
         return HttpResponse(503, {"status": "unavailable"}, no_store)
     except ConfigurationError as error:
-        metrics.add_metric(name=Metric.CONFIGURATION_ERRORS, unit="Count", value=1)
+        count(Metric.CONFIGURATION_ERRORS)
         logger.error("receiver misconfigured", reason=str(error))
         return HttpResponse(500, {"error": "configuration_error"}, no_store)
     # A 0 for each healthy answer: the metric has data while Route 53 asks, and
     # no invocation ends with nothing to publish (Powertools warns on each).
-    metrics.add_metric(name=Metric.HEALTH_CHECK_FAILURES, unit="Count", value=0)
+    count(Metric.HEALTH_CHECK_FAILURES, 0)
     return HttpResponse(200, {"status": "ok"}, no_store)
 
 
@@ -89,7 +87,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     request = request_from_event(event)
     if request.path == HEALTH_PATH:
         return to_event_response(health(request))
-    metrics.add_metric(name=Metric.DELIVERIES, unit="Count", value=1)
+    count(Metric.DELIVERIES)
     try:
         response = accepted(compose.receiver_service().receive(request))
     except Rejected as error:
@@ -97,14 +95,14 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     except RETRYABLE:
         # Nothing was acknowledged: Sume retries a 5xx, and anything already
         # written says its work is owed.
-        metrics.add_metric(name=Metric.STORAGE_ERRORS, unit="Count", value=1)
+        count(Metric.STORAGE_ERRORS)
         logger.exception("storage unavailable")
         response = HttpResponse(503, {"error": "storage_unavailable"}, {"retry-after": "10"})
     except ConfigurationError as error:
         # Deployed wrong (e.g. a signing secret that is a JSON object): a 401
         # would make Sume give up, a 5xx keeps it retrying while ops fix it.
         # The message names the setting, never its value.
-        metrics.add_metric(name=Metric.CONFIGURATION_ERRORS, unit="Count", value=1)
+        count(Metric.CONFIGURATION_ERRORS)
         logger.error("receiver misconfigured", reason=str(error))
         response = HttpResponse(500, {"error": "configuration_error"})
     return to_event_response(response)

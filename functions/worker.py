@@ -25,10 +25,12 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from sume.core.errors import RETRYABLE, ConfigurationError
 from sume.core.ids import InvalidJobId, check_job_id
 from sume.core.names import Metric
-from sume.core.observability import logger, metrics, tracer
+from sume.core.observability import count, logger, metrics, tracer
 from sume.core.runtime import time_left
 from sume.working import compose
-from sume.working.processing import Action, JobResult, Parked, failure_details
+from sume.working.errors import Parked
+from sume.working.failures import failure_details
+from sume.working.results import Action, JobResult
 
 OUTCOME_METRICS = {
     "completed": Metric.JOBS_COMPLETED,
@@ -42,7 +44,7 @@ batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=F
 
 def observe(result: JobResult) -> None:
     if result.action is Action.LEFT_TO_SWEEPER:
-        metrics.add_metric(name=Metric.WORKER_RETRIES, unit="Count", value=1)
+        count(Metric.WORKER_RETRIES)
         logger.warning(
             "last receive of the message: acknowledged, the sweeper queues the job again",
             reason=result.reason,
@@ -50,17 +52,17 @@ def observe(result: JobResult) -> None:
         )
         return
     if result.action is Action.LOST_ANNOUNCED:
-        metrics.add_metric(name=Metric.LOST_JOBS_ANNOUNCED, unit="Count", value=1)
+        count(Metric.LOST_JOBS_ANNOUNCED)
         logger.info("lost job announced", attempts=result.attempts)
         return
     if result.action is Action.SKIPPED:
-        metrics.add_metric(name=Metric.JOBS_SKIPPED, unit="Count", value=1)
+        count(Metric.JOBS_SKIPPED)
         log = logger.warning if result.reason in ("absent", "not_received") else logger.info
         log("job skipped", reason=result.reason, stored_outcome=result.outcome)
         return
     if result.action is Action.PROCESSED:
-        metrics.add_metric(name=Metric.JOBS_PROCESSED, unit="Count", value=1)
-        metrics.add_metric(name=OUTCOME_METRICS[str(result.outcome)], unit="Count", value=1)
+        count(Metric.JOBS_PROCESSED)
+        count(OUTCOME_METRICS[str(result.outcome)])
         logger.info(
             "job processed",
             outcome=result.outcome,
@@ -70,7 +72,7 @@ def observe(result: JobResult) -> None:
             attempts=result.attempts,
         )
     else:
-        metrics.add_metric(name=Metric.PROCESSING_ERRORS, unit="Count", value=1)
+        count(Metric.PROCESSING_ERRORS)
         logger.error(
             "job processing error",
             code=result.reason,
@@ -100,7 +102,7 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
         job_id = check_job_id(record.body)
     except InvalidJobId as exc:
         # No job can have this id, so a retry cannot help: acknowledge it.
-        metrics.add_metric(name=Metric.INVALID_MESSAGES, unit="Count", value=1)
+        count(Metric.INVALID_MESSAGES)
         logger.warning(
             "message body is not a job id; dropped",
             reason=exc.reason,
@@ -114,7 +116,7 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
         left = None if lambda_context is None else time_left(lambda_context)
         result = compose.worker_service().process(job_id, left, receives)
     except Parked as exc:
-        metrics.add_metric(name=Metric.WORKER_FAILURES, unit="Count", value=1)
+        count(Metric.WORKER_FAILURES)
         cause = exc.__cause__ or exc
         logger.error(
             "job parked on its message's last receive; the message goes to the DLQ",
@@ -131,13 +133,13 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
         raise
     except RETRYABLE as exc:
         # A later attempt may fix it: SQS redelivers the message.
-        metrics.add_metric(name=Metric.WORKER_RETRIES, unit="Count", value=1)
+        count(Metric.WORKER_RETRIES)
         # Not repr(exc): a fetch error's redacted form keeps presigned
         # query strings out of the logs.
         logger.warning("job will be retried", error=failure_details(exc), kind=type(exc).__name__)
         raise
     except Exception:
-        metrics.add_metric(name=Metric.WORKER_FAILURES, unit="Count", value=1)
+        count(Metric.WORKER_FAILURES)
         logger.exception("job failed unexpectedly; SQS retries it, then the DLQ")
         raise
     else:

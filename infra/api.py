@@ -1,4 +1,4 @@
-"""The HTTP API: one ``POST /webhooks/sume`` route to the receiver."""
+"""The HTTP API: ``POST /webhooks/sume`` and ``GET /health``, both to the receiver."""
 
 from __future__ import annotations
 
@@ -64,7 +64,6 @@ class WebhookApi(Construct):
         throttle_burst: int,
         log_retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
-        health_route: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.api = apigw.HttpApi(
@@ -81,8 +80,9 @@ class WebhookApi(Construct):
             "authenticated by its HMAC-SHA256 signature over the raw body, verified "
             "in the receiver before anything reaches storage.",
         )
-        if health_route:
-            self._health_route(receiver)
+        # In every stage: Route 53 asks it in a two-region one, and in one region
+        # it is the uptime check an operator or a monitor can ask.
+        self._health_route(receiver)
         access_logs = logs.LogGroup(
             self, "AccessLogs", retention=log_retention, removal_policy=removal_policy
         )
@@ -123,11 +123,12 @@ class WebhookApi(Construct):
         )
 
     def _health_route(self, receiver: lambda_.IFunction) -> None:
-        """``GET /health`` for Route 53's health checks (sume.receiving.health)."""
+        """``GET /health``: whether the receiver reaches its table (sume.receiving.health)."""
         route = self._route("HealthRoute", "ReceiverHealth", HEALTH_PATH, "GET", receiver)
         acknowledge(
             route,
             "AwsSolutions-APIG4",
-            "Route 53's health checkers cannot authenticate; the answer is 200 or 503 with "
+            "Health checkers (Route 53's, uptime monitors) cannot authenticate; the answer "
+            "is 200 or 503 with "
             "no detail, and its one strongly consistent read costs a read unit.",
         )

@@ -24,6 +24,18 @@ PERIOD = Duration.minutes(5)
 # Oldest job message waiting longer than this means the worker is stuck or
 # failing over and over (a poisoned message reaches the DLQ much later).
 BACKLOG_AGE_SECONDS = 3600
+# Every alarm's text ends by naming its row in the manual's alarm table, whose
+# last column is the command that shows the cause.
+RUNBOOK = "docs/operations.md#alarms-and-dashboard"
+
+
+def logs_tail(log_group: str, pattern: str | None) -> str:
+    """The command showing an alarm's cause in a log group, named as the stack's
+    resources list has it (docs/operations.md's ``log_group`` finds its name)."""
+    command = f"aws logs tail <{log_group} log group> --since 1h"
+    if pattern:
+        command += f" --filter-pattern '{pattern}'"
+    return f"`{command}`"
 
 
 def app_metric(name: str, period: Duration = PERIOD, statistic: str = cw.Stats.SUM) -> cw.Metric:
@@ -110,8 +122,11 @@ class Monitoring(Construct):
         api_client_error_threshold: int,
         silence: SilenceAlarms,
         removal_policy: RemovalPolicy,
+        stage: str,
     ) -> None:
         super().__init__(scope, construct_id)
+        # The ops CLI as the alarm's reader runs it, for this stage.
+        self.cli = cli = f"sume-webhooks --stage {stage}"
         # CloudWatch cannot publish to a topic encrypted with the AWS managed
         # SNS key, so the topic gets its own key that CloudWatch may use.
         key = kms.Key(
@@ -155,16 +170,17 @@ class Monitoring(Construct):
                 1,
                 "Jobs the worker could not bring to any end (EventBridge or DynamoDB "
                 "failing through all receives, or a bug) are parked, their messages in "
-                "the DLQ. See them with `sume-webhooks dlq peek`, fix the cause, then "
-                "`sume-webhooks dlq redrive`. Jobs that gave up are processing errors, "
-                "not here.",
+                f"the DLQ. See them with `{cli} dlq peek`, fix the cause, then "
+                f"`{cli} dlq redrive`. Jobs that gave up are processing errors, not here.",
             ),
             self._alarm(
                 "ApiServerErrors",
                 w.api.metric_server_error(period=PERIOD, statistic=cw.Stats.SUM),
                 1,
                 "The webhook API answered Sume with 5xx (storage unavailable, receiver "
-                "crash or timeout). Sume retries; check the receiver logs.",
+                "crash or timeout). Sume retries. "
+                + logs_tail("WebhookApiAccessLogs", '{ $.status = "5*" }')
+                + " (integrationError says why).",
             ),
             self._alarm(
                 "ApiClientErrorSpike",
@@ -172,14 +188,17 @@ class Monitoring(Construct):
                 api_client_error_threshold,
                 "The webhook API answered many 4xx, throttling (429) included: junk "
                 "traffic, or Sume itself throttled (check throttle_rate against "
-                "sume_peak_jobs_per_second, and the access logs' source IPs).",
+                "sume_peak_jobs_per_second). "
+                + logs_tail("WebhookApiAccessLogs", '{ $.status = "4*" }')
+                + " (ip, status).",
             ),
             self._alarm(
                 "ReceiverErrors",
                 errors["Receiver"],
                 1,
                 "The receiver raised (a bug or a timeout). Sume retries up to 10 times; "
-                "fix it before they run out.",
+                "fix it before they run out. "
+                + logs_tail("FunctionsReceiverLogs", '{ $.level = "ERROR" }'),
             ),
             self._alarm(
                 "ReceiverConfigurationErrors",
@@ -188,27 +207,34 @@ class Monitoring(Construct):
                 "The receiver is deployed wrong and answers every delivery 500 "
                 "configuration_error (e.g. a signing secret that is empty, or JSON but "
                 "not a list of strings). Sume retries up to 10 times; fix the secret or "
-                "setting named in the receiver's error log before they run out.",
+                "setting named in the receiver's error log before they run out: "
+                + logs_tail("FunctionsReceiverLogs", '{ $.message = "receiver misconfigured" }')
+                + " (reason).",
             ),
             self._alarm(
                 "StorageErrors",
                 app_metric(Metric.STORAGE_ERRORS),
                 1,
-                "DynamoDB, SQS, S3 or Secrets Manager failed during a delivery (answered 503).",
+                "DynamoDB, SQS, S3 or Secrets Manager failed during a delivery (answered 503; "
+                "Sume retries). "
+                + logs_tail("FunctionsReceiverLogs", '{ $.message = "storage unavailable" }'),
             ),
             self._alarm(
                 "SignatureRejectionSpike",
                 app_metric(Metric.SIGNATURE_REJECTIONS),
                 signature_rejection_threshold,
                 "Many deliveries failed signature checks: the signing secret in Secrets "
-                "Manager does not match Sume's (or someone is probing the endpoint).",
+                "Manager does not match Sume's (or someone is probing the endpoint). "
+                f"`{cli} secrets status` shows which secret still verifies.",
             ),
             self._alarm(
                 "JobsLost",
                 app_metric(Metric.JOBS_LOST),
                 1,
                 "A registered job never reached a terminal state before its maximum "
-                "polling age and was marked lost.",
+                "polling age and was marked lost. "
+                f"`{cli} list --state lost --scan --since 1d`, then `{cli} status JOB_ID` "
+                "(last_poll_error).",
             ),
             self._alarm(
                 "PollRecoveryShare",
@@ -219,7 +245,9 @@ class Monitoring(Construct):
                 f"{silence.recovered_min_endings}) were found by status polls: their webhook "
                 "never came. Sume's delivery to this URL is disabled or failing (check the "
                 "webhook settings on Sume's side, and ApiServerErrors / "
-                "SignatureRejectionSpike here). Jobs still end, late by their poll delay.",
+                "SignatureRejectionSpike here). Jobs still end, late by their poll delay. "
+                + logs_tail("FunctionsPollerLogs", "{ $.recovered IS TRUE }")
+                + f" (job_id); `{cli} status JOB_ID` of one shows deliveries 0.",
             ),
             self._alarm(
                 "DeliverySilence",
@@ -228,9 +256,10 @@ class Monitoring(Construct):
                 f"No delivery from Sume verified for {silence.delivery_silence_minutes} "
                 "minutes while registered jobs await their terminal event: Sume's "
                 "webhooks stopped (disabled on Sume's side, a changed URL or secret, or "
-                "the API unreachable). The poller recovers the jobs meanwhile. The API's "
-                "access logs show whether requests still arrive (and what they were "
-                "answered); then check Sume's webhook settings.",
+                "the API unreachable). The poller recovers the jobs meanwhile. "
+                + logs_tail("WebhookApiAccessLogs", None)
+                + " shows whether requests still arrive (and what they were answered); "
+                "then check Sume's webhook settings.",
             ),
             self._alarm(
                 "StatusUrlRefused",
@@ -238,7 +267,9 @@ class Monitoring(Construct):
                 1,
                 "The poller refused a job's status_url: its host is not on "
                 "status_allowed_hosts (the item's last_poll_error says refused_host). "
-                "Add Sume's API host to the list, or the job is lost at its cut-off.",
+                "Add Sume's API host to the list, or the job is lost at its cut-off. "
+                + logs_tail("FunctionsPollerLogs", '{ $.reason = "refused_host" }')
+                + f" (job_id), then `{cli} status JOB_ID` (status url).",
             ),
             self._alarm(
                 "StatusAnswersForOtherJobs",
@@ -247,27 +278,32 @@ class Monitoring(Construct):
                 "A job's status_url answered about another job (its job_id or id names "
                 "another), so the answer was not recorded (the item's last_poll_error says "
                 "job_id_mismatch). The job was registered with another job's status URL: "
-                "find who registered it (the item's status_url and metadata).",
+                "find who registered it: "
+                + logs_tail("FunctionsPollerLogs", '{ $.reason = "job_id_mismatch" }')
+                + f" (job_id), then `{cli} status JOB_ID` (status_url, metadata).",
             ),
             self._alarm(
                 "WorkerErrors",
                 errors["Worker"],
                 1,
-                "The worker function raised (whole batch failed).",
+                "The worker function raised (whole batch failed). "
+                + logs_tail("FunctionsWorkerLogs", '{ $.level = "ERROR" }'),
             ),
             self._alarm(
                 "ProcessingErrors",
                 app_metric(Metric.PROCESSING_ERRORS),
                 1,
                 "Follow-up work of a job could not be done and retrying cannot fix it "
-                "(state processing_error, announced on the bus).",
+                "(state processing_error, announced on the bus). "
+                f"`{cli} list --state processing_error --scan --since 1d`, then "
+                f"`{cli} status JOB_ID`; fix the cause, then `{cli} replay JOB_ID`.",
             ),
             self._alarm(
                 "PollerErrors",
                 errors["Poller"],
                 1,
                 "The poller function raised; status polls and the sweep of owed work "
-                "are not running.",
+                "are not running. " + logs_tail("FunctionsPollerLogs", '{ $.level = "ERROR" }'),
             ),
             self._alarm(
                 "PollerConfigurationErrors",
@@ -275,7 +311,11 @@ class Monitoring(Construct):
                 1,
                 "A status poll met a configuration fault (e.g. an empty Sume API token "
                 "secret). The run went on without it, so affected jobs are not being "
-                "polled: fix the configuration.",
+                "polled: fix the configuration. "
+                + logs_tail(
+                    "FunctionsPollerLogs",
+                    '{ $.message = "poller step hit a configuration error" }',
+                ),
             ),
             self._alarm(
                 "JobsQueueBacklog",
@@ -283,7 +323,8 @@ class Monitoring(Construct):
                     period=PERIOD, statistic=cw.Stats.MAXIMUM
                 ),
                 BACKLOG_AGE_SECONDS,
-                "A job message has waited over an hour: the worker is stuck or keeps failing.",
+                "A job message has waited over an hour: the worker is stuck or keeps failing. "
+                f"`{cli} list --state owed`, then `{cli} status JOB_ID` (last error, claim).",
             ),
         ]
         self.dashboard = self._dashboard(dashboard_name, w, errors)
@@ -305,7 +346,7 @@ class Monitoring(Construct):
             evaluation_periods=1,
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-            alarm_description=text,
+            alarm_description=f"{text} What to run: {RUNBOOK}, row {construct_id}.",
         )
         action = cw_actions.SnsAction(self.topic)
         alarm.add_alarm_action(action)

@@ -79,7 +79,7 @@ class JobRegistrations(Construct):
             1,
             "A registration event was refused (unknown or missing field, a status_url "
             "off status_allowed_hosts, bad job_id or metadata): its job is not watched. "
-            "The event waits in the registrations DLQ: `sume-webhooks dlq peek "
+            f"The event waits in the registrations DLQ: `{monitoring.cli} dlq peek "
             "--registrations` shows its reason.",
         )
         dlq_depth = self.dlq.metric_approximate_number_of_messages_visible(
@@ -91,8 +91,8 @@ class JobRegistrations(Construct):
             1,
             "Registration events wait in the registrations DLQ: refused (message "
             "attributes reason and message), failed repeatedly, or undeliverable: "
-            "`sume-webhooks dlq peek --registrations` says which. Fix the sender or the "
-            "cause, then `sume-webhooks dlq redrive --registrations`.",
+            f"`{monitoring.cli} dlq peek --registrations` says which. Fix the sender or "
+            f"the cause, then `{monitoring.cli} dlq redrive --registrations`.",
         )
         monitoring.dashboard.add_widgets(
             cw.GraphWidget(

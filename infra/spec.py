@@ -116,7 +116,7 @@ def leases_table_definition(table_name: str) -> dict[str, Any]:
     }
 
 
-# The JSON Schemas of the events on the bus (built by infra.schema_files),
+# The JSON Schemas of the events on the bus (built by infra.schemas.files),
 # registered in the stack's schema registry as they are.
 SCHEMAS_DIR: Final = Path(__file__).resolve().parent.parent / "schemas"
 

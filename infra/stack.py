@@ -28,7 +28,7 @@ from infra.monitoring import Monitored, Monitoring
 from infra.regions import FailoverEndpoint, RegionPlan
 from infra.registration import JobRegistrations
 from infra.scheduling import PollerSchedule
-from infra.schemas import EventSchemas
+from infra.schemas.registry import EventSchemas
 from infra.secrets import SumeSecrets
 from infra.storage import Buckets, JobsTableResource, Replication
 from sume.core.names import REGISTRATION_DETAIL_TYPE, SERVICE_NAME, WEBHOOK_PATH
@@ -161,7 +161,6 @@ class SumeWebhooksStack(Stack):
             throttle_burst=config.throttle_burst,
             log_retention=logs.RetentionDays[config.log_retention],
             removal_policy=removal,
-            health_route=plan is not None,
         )
         monitoring = Monitoring(
             self,
@@ -176,6 +175,7 @@ class SumeWebhooksStack(Stack):
                 dlq=queues.dlq,
             ),
             dashboard_name=name,
+            stage=config.stage,
             alarm_email=config.alarm_email,
             signature_rejection_threshold=config.signature_rejection_threshold,
             api_client_error_threshold=config.api_client_error_threshold,

@@ -22,7 +22,7 @@ from botocore.exceptions import ClientError
 
 from infra import spec
 from sume.core.errors import ConfigurationError
-from sume.core.names import Env
+from sume.core.names import MAX_DUE_SHARDS, Env
 from sume.core.settings import due_index, due_shards, integer
 from sume.net.policy import HTTPS_ONLY, UrlPolicy
 from sume.polling.compose import build_registry
@@ -250,7 +250,7 @@ class Ops:
         else:
             poller = self.poller
             env = poller.env if isinstance(poller, DeployedPoller) else os.environ
-            previous = integer(env, Env.DUE_SHARDS_PREVIOUS, 0)
+            previous = integer(env, Env.DUE_SHARDS_PREVIOUS, 0, 0, MAX_DUE_SHARDS)
         return max(self.shards, previous or 0)
 
     def first_poll(self) -> FirstPoll:

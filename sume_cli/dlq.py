@@ -4,7 +4,8 @@
   within ``MAX_RECEIVES`` receives (AWS failing throughout, or a bug); the
   worker parked the job (``parked_at``) so the sweeper leaves it to the
   redrive. The job item says why: ``last_error`` (the latest failure),
-  ``attempts`` (the worker's claims this round).
+  ``attempts`` (the worker's claims this round; ``parked_attempts``, those
+  that parked it, once parked).
 - The registrations DLQ: a message is a registration event, unchanged. Why is
   in its message attributes: the poller's ``reason`` and ``message`` when it
   refused the event (``sume.store.queue.DeadLetterQueue.park``), EventBridge's
@@ -28,6 +29,7 @@ in it are redacted, whatever wrote the item or the attributes.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +41,7 @@ from sume.net.urls import redact_url, scrub_urls
 from sume.polling.registration import MAX_LOGGED_BYTES, Refused, registration_event
 from sume.store.jobs import Job, JobsTable, State
 from sume.store.queue import MAX_ATTRIBUTE_CHARS, MESSAGE_ATTRIBUTE, REASON_ATTRIBUTE
-from sume.working.processing import MAX_CODE_BYTES, MAX_MESSAGE_BYTES, MAX_URL_BYTES
+from sume.working.failures import MAX_CODE_BYTES, MAX_MESSAGE_BYTES, MAX_URL_BYTES
 from sume_cli.times import iso
 
 # A peek hides messages only briefly and releases them when done; a redrive
@@ -94,6 +96,13 @@ def described(label: str, error: Mapping[str, str]) -> str:
     return text
 
 
+def spent_attempts(job: Job) -> int:
+    """The worker's claims that brought the job here: a park keeps them aside."""
+    if job.parked_at is not None and job.parked_attempts is not None:
+        return job.parked_attempts
+    return job.attempts or 0
+
+
 @dataclass(frozen=True)
 class DeadLetter:
     """A jobs DLQ message and the item of the job it names."""
@@ -126,7 +135,7 @@ class DeadLetter:
             "sent_at": self.sent_at,
             "found": job is not None,
             "state": job.state if job else None,
-            "attempts": job.attempts if job else None,
+            "attempts": spent_attempts(job) if job else None,
             "last_error": self.last_error,
             "last_error_at": iso(job.last_error_at) if job else None,
             "processing_error": self.processing_error,
@@ -143,7 +152,7 @@ class DeadLetter:
     def row(self) -> list[str]:
         job = self.job
         state = (job.state or "?") if job else "(no such job)"
-        attempts = str(job.attempts or 0) if job else "-"
+        attempts = str(spent_attempts(job)) if job else "-"
         return [self.job_id, state, attempts, self.sent_at or "-", self.cause()]
 
 
@@ -273,9 +282,8 @@ def depth(sqs: Any, queue_url: str) -> int:
     return int(attributes.get("ApproximateNumberOfMessages", 0))
 
 
-def _peeked(sqs: Any, dlq_url: str, limit: int, with_attributes: bool) -> list[dict[str, Any]]:
-    """Up to ``limit`` messages, visible again to everyone as soon as this returns."""
-    messages = list(_receive(sqs, dlq_url, limit, PEEK_HOLD_SECONDS, with_attributes))
+def _released(sqs: Any, dlq_url: str, messages: list[dict[str, Any]]) -> None:
+    """Make ``messages`` visible again to everyone at once."""
     for start in range(0, len(messages), 10):
         sqs.change_message_visibility_batch(
             QueueUrl=dlq_url,
@@ -284,6 +292,12 @@ def _peeked(sqs: Any, dlq_url: str, limit: int, with_attributes: bool) -> list[d
                 for i, m in enumerate(messages[start : start + 10])
             ],
         )
+
+
+def _peeked(sqs: Any, dlq_url: str, limit: int, with_attributes: bool) -> list[dict[str, Any]]:
+    """Up to ``limit`` messages, visible again to everyone as soon as this returns."""
+    messages = list(_receive(sqs, dlq_url, limit, PEEK_HOLD_SECONDS, with_attributes))
+    _released(sqs, dlq_url, messages)
     return messages
 
 
@@ -292,14 +306,31 @@ def _moved(
 ) -> Iterator[dict[str, Any]]:
     """Move up to ``limit`` messages to ``queue_url``: the body alone, attributes left behind.
 
+    Only what was in the DLQ when the redrive started moves, and each body
+    once: a message sent after the start, or a body already moved, is one the
+    redrive itself brought back (the poller refused the event again, the
+    worker parked the job again). Those are held until the end, so no receive
+    returns them twice, then given back to the DLQ untouched.
+
     Each is sent before it is deleted: a failure in between leaves a
     duplicate (the worker's claim and the registry's conditional write make
     it harmless), never a lost message.
     """
-    for message in _receive(sqs, dlq_url, limit, REDRIVE_HOLD_SECONDS, with_attributes):
-        sqs.send_message(QueueUrl=queue_url, MessageBody=message["Body"])
-        sqs.delete_message(QueueUrl=dlq_url, ReceiptHandle=message["ReceiptHandle"])
-        yield message
+    started_ms = int(time.time() * 1000)
+    moved: set[str] = set()
+    held: list[dict[str, Any]] = []
+    try:
+        for message in _receive(sqs, dlq_url, limit, REDRIVE_HOLD_SECONDS, with_attributes):
+            sent = int(message.get("Attributes", {}).get("SentTimestamp", 0))
+            if sent > started_ms or message["Body"] in moved:
+                held.append(message)
+                continue
+            sqs.send_message(QueueUrl=queue_url, MessageBody=message["Body"])
+            sqs.delete_message(QueueUrl=dlq_url, ReceiptHandle=message["ReceiptHandle"])
+            moved.add(message["Body"])
+            yield message
+    finally:
+        _released(sqs, dlq_url, held)
 
 
 def peek(sqs: Any, jobs: JobsTable, dlq_url: str, limit: int) -> list[DeadLetter]:

@@ -31,11 +31,11 @@ from sume.contract.envelope import TERMINAL_EVENTS
 from sume.core.errors import ConfigurationError
 from sume.core.ids import InvalidJobId, check_job_id
 from sume.core.names import DUE_SHARDS
-from sume_cli import FAILED, USAGE, OpsError
+from sume_cli import FAILED, USAGE, OpsError, owed
 from sume_cli.commands import PROG, Command
 from sume_cli.commands.dlq import cmd_dlq_peek, cmd_dlq_redrive
 from sume_cli.commands.jobs import cmd_expect, cmd_list, cmd_replay, cmd_status
-from sume_cli.commands.report import cmd_report
+from sume_cli.commands.report import cmd_announce_owed, cmd_report
 from sume_cli.commands.secrets import cmd_secrets_retire, cmd_secrets_rotate, cmd_secrets_status
 from sume_cli.commands.send_test import cmd_send_test
 from sume_cli.context import LOCAL_ENDPOINT_HINT, Ops, not_an_aws_api
@@ -120,7 +120,7 @@ def _report_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="exit 3 when a job in the window is lost, in processing_error or overdue",
+        help="exit 3 when a job in the window is lost, in processing_error, parked or overdue",
     )
 
 
@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Operate the Sume webhook receiver: jobs, DLQ, test deliveries, secrets.",
         epilog="Exit codes: 0 ok, 1 failed, 2 usage, 3 send-test not accepted by the endpoint "
-        "or report --check found lost, processing_error or overdue jobs.",
+        "or report --check found lost, processing_error, parked or overdue jobs.",
     )
     _global_options(parser, None)
     parser.add_argument("--version", action="version", version=version())
@@ -173,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
         command(
             commands, "report", cmd_report, "how every job since a time ended: counts and job ids"
         )
+    )
+    owed.add_options(
+        command(commands, "announce-owed", cmd_announce_owed, "announce lost jobs never announced")
     )
 
     expect = command(commands, "expect", cmd_expect, "register a submitted job for status polling")
@@ -244,10 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
         secrets_commands, "retire", cmd_secrets_retire, "remove an old secret (never the last)"
     )
     retire.add_argument("--position", type=int, help="which one (default: the oldest, last)")
-    usage = command(
+    command(
         secrets_commands, "status", cmd_secrets_status, "deliveries each secret verified"
-    )
-    usage.add_argument("--hours", type=int, default=24, help="window, in hours (24)")
+    ).add_argument("--hours", type=int, default=24, help="window, in hours (24)")
     return parser
 
 

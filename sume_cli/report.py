@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sume.contract.envelope import TERMINAL_EVENTS
-from sume.core.names import REPORT_INDEX, report_buckets
+from sume.core.names import REPORT_INDEX, REPORT_SHARDS, report_buckets
 from sume.store.jobs import Job, JobAttr, JobsTable, Source, State, expression_values
 
 # What the report reads of each job: never the stored body.
@@ -40,6 +40,14 @@ MAX_WINDOW_DAYS = 366
 PENDING = (State.AWAITING, State.RECEIVED, State.PROCESSING)
 # Sume's outcomes, in its order; a processed item holding another is counted under it.
 OUTCOMES = tuple(TERMINAL_EVENTS.values())
+# What to run next about each kind of job that did not end right (``{cli}``: the
+# CLI with its deployment option), in the order ``--check`` names them.
+NEXT = {
+    "lost": "`{cli} status JOB_ID`: why polling gave up (last poll error)",
+    "processing_error": "`{cli} status JOB_ID`: why; fix the cause, then `{cli} replay JOB_ID`",
+    "parked": "`{cli} dlq peek`: why; fix the cause, then `{cli} dlq redrive`",
+    "overdue": "`{cli} status JOB_ID`: due, and the poller has not acted (its log says why)",
+}
 
 
 @dataclass(frozen=True)
@@ -75,11 +83,12 @@ def _query_all(jobs: JobsTable, request: dict[str, Any]) -> tuple[list[Job], int
             return found, read
 
 
-def not_ended(jobs: JobsTable, window: Window) -> tuple[list[Job], int]:
-    """The due-work index's jobs that entered the window, and the entries read."""
+def not_ended(jobs: JobsTable, window: Window, shards: int) -> tuple[list[Job], int]:
+    """The due-work index's jobs that entered the window, and the entries read: of
+    ``shards`` shards, a lowered count's old ones too while they drain."""
     found: list[Job] = []
     read = 0
-    for shard in range(jobs.shards):
+    for shard in range(shards):
         request = {
             **_in_window(window),
             "IndexName": jobs.due_index,
@@ -94,11 +103,15 @@ def not_ended(jobs: JobsTable, window: Window) -> tuple[list[Job], int]:
     return found, read
 
 
-def ended(jobs: JobsTable, window: Window) -> tuple[list[str], int]:
-    """The job_ids the report index holds for the window, and the entries read."""
+def ended(jobs: JobsTable, window: Window, shards: int) -> tuple[list[str], int]:
+    """The job_ids the report index holds for the window, and the entries read.
+
+    Jobs that ended before the report shard was fixed are in a bucket below the
+    due-work shard count of then: the larger count covers the current one.
+    """
     job_ids: list[str] = []
     read = 0
-    for bucket in report_buckets(window.since, window.until, jobs.shards):
+    for bucket in report_buckets(window.since, window.until, max(REPORT_SHARDS, shards)):
         request = {
             "IndexName": REPORT_INDEX,
             "KeyConditionExpression": (
@@ -144,7 +157,7 @@ class Report:
     replayed: int
     pending: dict[str, int]
     """Jobs not ended, by state."""
-    parked: int
+    parked: Listed
     """Jobs not ended whose message waits in the jobs DLQ."""
     overdue: Listed
     entries_read: int
@@ -153,13 +166,15 @@ class Report:
     """Items read by BatchGetItem."""
 
     @property
-    def problems(self) -> list[str]:
-        """What makes ``--check`` fail: lost, processing_error and overdue jobs."""
-        named = (("lost", self.lost), ("processing_error", self.processing_error))
-        found = [f"{kind} {listed.count}" for kind, listed in named if listed.count]
-        if self.overdue.count:
-            found.append(f"overdue {self.overdue.count}")
-        return found
+    def problems(self) -> dict[str, Listed]:
+        """What makes ``--check`` fail, by kind (``NEXT``): the jobs not ended right."""
+        kinds = {
+            "lost": self.lost,
+            "processing_error": self.processing_error,
+            "parked": self.parked,
+            "overdue": self.overdue,
+        }
+        return {kind: listed for kind, listed in kinds.items() if listed.count}
 
 
 def _listed(jobs: list[Job], limit: int) -> Listed:
@@ -186,18 +201,19 @@ def summarize(window: Window, jobs: list[Job], limit: int, entries: int, items: 
         lost=_listed([j for j in jobs if j.state == State.LOST], limit),
         replayed=sum((job.replays or 0) > 0 for job in jobs),
         pending={state.value: states[state] for state in PENDING},
-        parked=sum(job.parked_at is not None for job in open_jobs),
+        parked=_listed([job for job in open_jobs if job.parked_at is not None], limit),
         overdue=_listed(overdue, limit),
         entries_read=entries,
         items_read=items,
     )
 
 
-def report(jobs: JobsTable, window: Window, limit: int) -> Report:
-    """Every job that entered ``window``, read once from the two indexes and the table."""
-    pending, pending_read = not_ended(jobs, window)
+def report(jobs: JobsTable, window: Window, limit: int, shards: int) -> Report:
+    """Every job that entered ``window``, read once from the two indexes and the table;
+    ``shards`` of the due-work index (as the poller reads them)."""
+    pending, pending_read = not_ended(jobs, window, shards)
     found = {job.job_id: job for job in pending}
-    ids, ended_read = ended(jobs, window)
+    ids, ended_read = ended(jobs, window, shards)
     # The item as read now supersedes the due-work index's copy (it ended meanwhile).
     fresh = jobs.get_many(sorted(set(ids)), READ)
     found.update((job.job_id, job) for job in fresh)

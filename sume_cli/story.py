@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from sume.store.jobs import Job, JobAttr, State
+from sume_cli.dlq import spent_attempts
 from sume_cli.times import iso
 
 # Item attributes holding epoch seconds, shown as ISO 8601 UTC everywhere; any
@@ -146,6 +147,16 @@ def _reported(job: Job) -> str | None:
     return f"entered {iso(job.report_at)}  bucket={job.report_bucket or '-'}"
 
 
+def _claim(job: Job) -> str:
+    """The claim, its times in order: a lease given back shows when, not its expiry."""
+    given_back = job.last_error_at is not None and job.last_error_at >= (job.claimed_at or 0)
+    if given_back and (job.lease_until or 0) < (job.last_error_at or 0):
+        lease = f"released {iso(job.last_error_at)}"
+    else:
+        lease = f"lease until {iso(job.lease_until) or '-'}"
+    return f"claimed {iso(job.claimed_at)}  {lease}  attempts={spent_attempts(job)}"
+
+
 def render(job: Job) -> str:
     """The job as labelled lines, most telling first; absent attributes are skipped.
 
@@ -191,11 +202,7 @@ def render(job: Job) -> str:
     if job.due_at is not None:
         add("due", f"{iso(job.due_at)}  shard={job.due_shard}")
     if job.claim_id is not None:
-        add(
-            "claim",
-            f"lease until {iso(job.lease_until) or '-'}  attempts={job.attempts or 0}  "
-            f"claimed {iso(job.claimed_at)}",
-        )
+        add("claim", _claim(job))
     if job.sweeps is not None:
         add("sweeps", str(job.sweeps))
     add("status url", job.status_url)

@@ -1,11 +1,12 @@
-"""``report``: how every job since a time ended, and ``--check``."""
+"""``report``: how every job since a time ended, and ``--check``; ``announce-owed``."""
 
 from __future__ import annotations
 
 import argparse
 import time
 
-from sume_cli import CHECK_FAILED, OK, USAGE, OpsError, report
+from sume.store.queue import JobQueue
+from sume_cli import CHECK_FAILED, OK, USAGE, OpsError, owed, report
 from sume_cli.commands import PROG, deployment_option
 from sume_cli.context import Ops
 from sume_cli.output import as_json_output, dump, note, out, table
@@ -33,11 +34,17 @@ def _listed(listed: report.Listed, rest: str) -> str:
 
 def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
     window = _report_window(args, int(time.time()))
-    found = report.report(ops.jobs, window, args.limit)
+    found = report.report(ops.jobs, window, args.limit, ops.read_shards)
     problems = found.problems
-    most = max(found.lost.count, found.processing_error.count, found.overdue.count)
-    rest = f"raise --limit: {PROG} {deployment_option(ops)} report --since {args.since}"
-    rest += f" --limit {most}"
+    most = max((listed.count for listed in problems.values()), default=0)
+    cli = f"{PROG} {deployment_option(ops)}"
+    rest = f"raise --limit: {cli} report --since {args.since} --limit {most}"
+    steps = {kind: report.NEXT[kind].format(cli=cli) for kind in problems}
+
+    def detail(kind: str, listed: report.Listed) -> str:
+        shown = _listed(listed, rest)
+        return f"{shown}; next: {steps[kind]}" if kind in steps else shown
+
     if as_json_output(args):
         dump(
             {
@@ -55,18 +62,19 @@ def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
                 "pending": {
                     "count": sum(found.pending.values()),
                     **found.pending,
-                    "parked": found.parked,
+                    "parked": found.parked.count,
                 },
+                "parked": found.parked.as_dict(),
                 "overdue": found.overdue.as_dict(),
                 "index_entries_read": found.entries_read,
                 "items_read": found.items_read,
-                "problems": problems,
+                "problems": [f"{kind} {listed.count}" for kind, listed in problems.items()],
+                "next": steps,
             }
         )
     else:
         processed = ", ".join(f"{outcome} {n}" for outcome, n in found.processed.items())
         pending = ", ".join(f"{state} {n}" for state, n in found.pending.items())
-        pending += f" (parked in the DLQ: {found.parked})" if found.parked else ""
         out(
             f"jobs that entered {iso(window.since)} .. {iso(window.until)} "
             "(registered, else first recorded)"
@@ -81,21 +89,42 @@ def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
                 [
                     "processing_error",
                     str(found.processing_error.count),
-                    _listed(found.processing_error, rest),
+                    detail("processing_error", found.processing_error),
                 ],
-                ["lost", str(found.lost.count), _listed(found.lost, rest)],
+                ["lost", str(found.lost.count), detail("lost", found.lost)],
                 ["replayed", str(found.replayed), ""],
                 ["pending", str(sum(found.pending.values())), pending],
                 [
+                    "parked (pending, message in the jobs DLQ)",
+                    str(found.parked.count),
+                    detail("parked", found.parked),
+                ],
+                [
                     f"overdue (due before {iso(window.overdue_before)})",
                     str(found.overdue.count),
-                    _listed(found.overdue, rest),
+                    detail("overdue", found.overdue),
                 ],
             ],
             ["", "COUNT", "DETAIL"],
         )
     note(f"read {found.entries_read} index entries and {found.items_read} item(s); no Scan")
     if args.check and problems:
-        note(f"check failed: {', '.join(problems)}")
+        failed = (
+            f"{kind} {listed.count} (next: {steps[kind]})" for kind, listed in problems.items()
+        )
+        note(f"check failed: {', '.join(failed)}")
         return CHECK_FAILED
+    return OK
+
+
+def cmd_announce_owed(ops: Ops, args: argparse.Namespace) -> int:
+    now = int(time.time())
+    queue = JobQueue(ops.client("sqs"), ops.stack.names.queue_url)
+    window = _report_window(args, now)
+    found = owed.announce_owed(ops.jobs, queue, window, now, ops.read_shards, args.dry_run)
+    if as_json_output(args):
+        dump(found.as_dict())
+    elif found.jobs:
+        table(found.rows(), owed.HEADER)
+    note(owed.summary(found, f"{PROG} {deployment_option(ops)}", args))
     return OK

@@ -35,7 +35,7 @@ def request(
         connection.close()
 
 
-def test_only_the_webhook_route_reaches_the_receiver(stack: DevStack) -> None:
+def test_only_the_stacks_routes_reach_the_receiver(stack: DevStack) -> None:
     raw = raw_of(job_body())
     headers = list(signed_headers(raw, [stack.signing_secret]).items())
     assert request(stack, "GET", "/webhooks/sume", b"", []) == (404, {"message": "Not Found"})
@@ -43,6 +43,13 @@ def test_only_the_webhook_route_reaches_the_receiver(stack: DevStack) -> None:
         404,
         {"message": "Not Found"},
     )
+
+
+def test_the_health_route_answers_as_in_aws(stack: DevStack) -> None:
+    # The uptime check an operator tries locally before pointing a monitor at a stage.
+    assert request(stack, "GET", "/health", b"", []) == (200, {"status": "ok"})
+    # API Gateway routes GET /health only; the receiver never sees another method.
+    assert request(stack, "POST", "/health", b"", []) == (404, {"message": "Not Found"})
 
 
 def test_a_body_that_is_not_utf8_arrives_byte_for_byte(stack: DevStack) -> None:

@@ -22,6 +22,7 @@ from sume.contract.envelope import JobEvent
 from sume.core.names import Env
 from sume.polling import registry
 from sume.store.jobs import Job, Source, State
+from tests.consumers import assert_consumers_agree
 from tests.e2e.conftest import E2E_TIMINGS
 
 # Two replicas of one MRSC region set (the witness, us-east-1, holds no data).
@@ -113,8 +114,11 @@ def test_a_storm_split_by_a_failover_makes_one_of_everything_per_job(
         ]
         # Registered, and never delivered: both regions' pollers find them due.
         polled = [sume.new_job(artifacts=1) for _ in range(POLLED)]
-        # The application's registry call reads its first poll's delay from its environment.
+        # The application's registry call reads its first poll's delay and its URL policy
+        # from its own environment, not the stacks': Sume's simulator serves http on loopback.
         monkeypatch.setenv(Env.POLL_INITIAL_SECONDS, E2E_TIMINGS[Env.POLL_INITIAL_SECONDS])
+        monkeypatch.setenv(Env.ALLOW_HTTP_URLS, "true")
+        monkeypatch.setenv(Env.ALLOW_PRIVATE_HOSTS, "true")
         for job in polled:
             assert registry.expect(
                 job.job_id,
@@ -175,6 +179,9 @@ def test_a_storm_split_by_a_failover_makes_one_of_everything_per_job(
     )
     assert announced == Counter(job.job_id for job in every)
     assert primary.announcements and secondary.announcements
+    # A subscriber of both buses, of either kind, ends every job where its item did.
+    both = [a for r in regions.regions.values() for a in r.announcements]
+    assert assert_consumers_agree(both, stored.get) == len(every)
 
     # One artifact copy each, in the region whose worker won the claim (the one
     # that announced it), fetched from Sume once.

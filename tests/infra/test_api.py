@@ -1,4 +1,4 @@
-"""The HTTP API: one route to the receiver, throttled, with JSON access logs."""
+"""The HTTP API: the webhook and health routes to the receiver, throttled, with JSON access logs."""
 
 from __future__ import annotations
 
@@ -7,36 +7,37 @@ import json
 from aws_cdk.assertions import Match, Template
 
 from infra import spec
-from sume.core.names import WEBHOOK_PATH
+from sume.core.names import HEALTH_PATH, WEBHOOK_PATH
 from tests.infra.conftest import Stage, ref_name
 from tests.infra.synth_stages import PROD_OVERRIDES
 
 
-def test_one_post_route_to_the_receiver_with_payload_2(dev: Stage) -> None:
+def test_the_webhook_and_health_routes_go_to_the_receiver_with_payload_2(dev: Stage) -> None:
     t = Template.from_json(dev.template)
     t.resource_count_is("AWS::ApiGatewayV2::Api", 1)
-    t.resource_count_is("AWS::ApiGatewayV2::Route", 1)
     t.has_resource_properties(
         "AWS::ApiGatewayV2::Api", {"ProtocolType": "HTTP", "Name": Match.any_value()}
     )
-    t.has_resource_properties("AWS::ApiGatewayV2::Route", {"RouteKey": f"POST {WEBHOOK_PATH}"})
-    (integration,) = dev.of_type("AWS::ApiGatewayV2::Integration").values()
-    props = integration["Properties"]
-    assert props["IntegrationType"] == "AWS_PROXY"
-    assert props["PayloadFormatVersion"] == "2.0"
-    assert ref_name(props["IntegrationUri"]) == "FunctionsReceiverFunction"
-    # API Gateway waits just past the receiver's own timeout, inside Sume's 10 s.
-    assert spec.RECEIVER_TIMEOUT * 1000 < props["TimeoutInMillis"] < 10_000
-    # Only this route may invoke the receiver.
-    (permission,) = [
+    routes = {r["Properties"]["RouteKey"] for r in dev.of_type("AWS::ApiGatewayV2::Route").values()}
+    # The health route in one region too: the uptime check an operator can ask.
+    assert routes == {f"POST {WEBHOOK_PATH}", f"GET {HEALTH_PATH}"}
+    for integration in dev.of_type("AWS::ApiGatewayV2::Integration").values():
+        props = integration["Properties"]
+        assert props["IntegrationType"] == "AWS_PROXY"
+        assert props["PayloadFormatVersion"] == "2.0"
+        assert ref_name(props["IntegrationUri"]) == "FunctionsReceiverFunction"
+        # API Gateway waits just past the receiver's own timeout, inside Sume's 10 s.
+        assert spec.RECEIVER_TIMEOUT * 1000 < props["TimeoutInMillis"] < 10_000
+    # Only these routes may invoke the receiver.
+    permissions = [
         p
         for p in dev.of_type("AWS::Lambda::Permission").values()
         if p["Properties"]["Principal"] == "apigateway.amazonaws.com"
     ]
-    source_arn = permission["Properties"]["SourceArn"]["Fn::Join"][1]
-    assert source_arn[-1].endswith("/POST/webhooks/sume") or source_arn[-1].endswith(
-        "/webhooks/sume"
-    )
+    assert sorted(p["Properties"]["SourceArn"]["Fn::Join"][1][-1] for p in permissions) == [
+        f"/*/*{HEALTH_PATH}",
+        f"/*/*{WEBHOOK_PATH}",
+    ]
 
 
 def test_stage_throttling_comes_from_context(dev: Stage, prod: Stage) -> None:

@@ -30,6 +30,7 @@ ACCEPTED_FINDINGS = {
     ("Secrets/SigningSecret", "AwsSolutions-SMG4"),
     ("Secrets/SumeApiToken", "AwsSolutions-SMG4"),
     ("WebhookApi/WebhookRoute", "AwsSolutions-APIG4"),
+    ("WebhookApi/HealthRoute", "AwsSolutions-APIG4"),
     *((f"Functions/{fn}/Function", "AwsSolutions-L1") for fn in FUNCTIONS),
     *((f"Functions/{fn}/Role", "AwsSolutions-IAM5[Resource::*]") for fn in FUNCTIONS),
     *(

@@ -8,6 +8,7 @@ from typing import Any
 
 from aws_cdk.assertions import Template
 
+from infra.monitoring import RUNBOOK
 from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME, Metric
 from tests.infra.conftest import ROOT, Stage, ref_name
 
@@ -42,7 +43,7 @@ def test_alarms_cover_every_failure_and_notify_the_topic(dev: Stage, prod: Stage
     assert ref_name(dlq["Dimensions"][0]["Value"]) == "JobsQueueDeadLetters"
     assert (dlq["Threshold"], dlq["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
     # What its messages are, and the operator's commands for them.
-    for words in ("parked", "sume-webhooks dlq peek", "sume-webhooks dlq redrive"):
+    for words in ("parked", "sume-webhooks --stage dev dlq peek", "--stage dev dlq redrive"):
         assert words in dlq["AlarmDescription"]
     api = alarms["ApiServerErrors"]
     assert (api["Namespace"], api["MetricName"]) == ("AWS/ApiGateway", "5xx")
@@ -194,3 +195,19 @@ def test_no_verified_delivery_while_jobs_await_pages(dev: Stage, prod: Stage) ->
         assert (props["Threshold"], props["EvaluationPeriods"]) == (1, 1)
         assert props["TreatMissingData"] == "notBreaching"
         assert [ref_name(a) for a in props["OKActions"]] == ["MonitoringAlarmTopic"]
+
+
+def test_each_alarm_says_what_to_run(dev: Stage, prod: Stage) -> None:
+    # The page an operator gets at 3 a.m. names the command, or the manual's row with it.
+    rows = alarm_rows()
+    for name, props in (dev.alarms() | prod.alarms()).items():
+        text = props["AlarmDescription"]
+        assert len(text) <= 1024, f"{name}: over CloudWatch's 1024 characters"
+        assert text.endswith(f"What to run: {RUNBOOK}, row {name}."), name
+        assert name in rows, name
+        assert re.search(r"`(sume-webhooks|aws) ", text), f"{name}: no command in {text!r}"
+    # The runbook's anchor is a heading of the page it names, the alarm table's.
+    page, anchor = RUNBOOK.split("#")
+    headings = re.findall(r"^#+ (.+)$", (ROOT / page).read_text(encoding="utf-8"), re.M)
+    assert anchor in [h.lower().replace(" ", "-") for h in headings]
+    assert anchor == "alarms-and-dashboard"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import schema_files
+from infra.schemas import files as schema_files
 from infra.spec import SCHEMAS_DIR
 from sume.contract.envelope import TERMINAL_EVENTS
 from sume.core.names import DETAIL_TYPES, REGISTRATION_DETAIL_TYPE, REGISTRATION_REFUSED_DETAIL_TYPE

@@ -1,11 +1,11 @@
-"""The events' JSON Schemas in a registry (``infra/schemas.py``)."""
+"""The events' JSON Schemas in a registry (``infra/schemas/registry.py``)."""
 
 from __future__ import annotations
 
 import json
 
 from infra import spec
-from infra.schema_files import bundled, event_files
+from infra.schemas.files import bundled, event_files
 from sume.core.names import EVENT_SOURCE
 from tests.infra.conftest import Stage, ref_name
 

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from jsonschema import Draft4Validator
 
-from infra.schema_files import bundled, file_name
+from infra.schemas.files import bundled, file_name
 from infra.spec import SCHEMAS_DIR
 from sume.core.names import DETAIL_TYPES
 from sume.working.compose import build_worker

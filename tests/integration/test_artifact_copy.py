@@ -16,7 +16,8 @@ from moto.core.models import botocore_stubber as moto_stubber
 
 from bench import servers
 from bench.origin import Content, Fault, Origin
-from sume.net.fetch import PermanentFetchError, SafeHttp, TransientFetchError
+from sume.net.errors import PermanentFetchError, TransientFetchError
+from sume.net.fetch import SafeHttp
 from sume.net.policy import UrlPolicy
 from sume.working.artifacts import ArtifactStore, NotEnoughTime
 from tests.httpserver import MiB

@@ -16,6 +16,7 @@ from devstack.stack import DevStack, DevStackSettings
 from sume.core import runtime
 from sume.core.names import Env, due_shard
 from sume_cli.main import main
+from sume_cli.times import iso
 from tests.builders import registration_entry
 
 SECRET = "whsec_cli_local"
@@ -119,6 +120,46 @@ def test_a_refused_registration_is_put_right_by_fixing_the_cause_and_redriving(m
         assert story["status_url"] == status_url
         code, out = cli(stack, capsys, "dlq", "peek", "--registrations")
         assert (code, out.strip()) == (0, "the registrations DLQ is empty")
+
+
+def test_a_job_lost_before_lost_jobs_were_announced_is_announced_once(stack, capsys):
+    assert stack.names is not None
+    jobs = stack.jobs()
+    now = int(time.time())
+    url = "http://127.0.0.1:8081/jobs/job_cli_old_lost"
+    assert jobs.register("job_cli_old_lost", url, None, now - 7200, now - 6300)
+    assert jobs.mark_lost("job_cli_old_lost", now - 3600, now, window_at=now - 7200)
+    # As the poller of then left it: out of the due-work index, no sequence, never announced.
+    stack.client("dynamodb").update_item(
+        TableName=stack.names.table,
+        Key={"job_id": {"S": "job_cli_old_lost"}},
+        UpdateExpression="REMOVE due_at, due_shard, #sequence",
+        ExpressionAttributeNames={"#sequence": "sequence"},
+    )
+    old = jobs.get("job_cli_old_lost")
+
+    code, out = cli(stack, capsys, "announce-owed", "--dry-run", "--output", "json")
+    assert code == 0
+    assert json.loads(out) == {
+        "dry_run": True,
+        "owed": [{"job_id": "job_cli_old_lost", "lost_at": iso(now - 3600)}],
+        "queued": [],
+    }
+    assert jobs.get("job_cli_old_lost") == old
+
+    code, out = cli(stack, capsys, "announce-owed")
+    assert code == 0
+    assert out.splitlines()[1].split() == ["job_cli_old_lost", iso(now - 3600), "yes"]
+    while jobs.get("job_cli_old_lost").due_at is not None:  # the worker announces, then finishes
+        time.sleep(0.05)
+    story = jobs.get("job_cli_old_lost")
+    assert (story.state, story.sequence) == ("lost", 1)
+
+    code, out = cli(stack, capsys, "announce-owed", "--output", "json")
+    assert (code, json.loads(out)) == (0, {"dry_run": False, "owed": [], "queued": []})
+    time.sleep(1)
+    lost = [a for a in stack.announcements if a["detail"].get("job_id") == "job_cli_old_lost"]
+    assert [(a["detail-type"], a["detail"]["sequence"]) for a in lost] == [("Sume Job Lost", 1)]
 
 
 def test_the_local_stack_tells_the_cli_its_webhook_url_and_shard_count(monkeypatch, capsys):

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import time
 import types
+from collections.abc import Iterator
 
 import pytest
+from botocore.exceptions import ClientError
 
 from infra import spec
 from sume.core import runtime
@@ -20,6 +22,7 @@ from sume.store.bus import iso_time
 from sume.store.jobs import State
 from tests.awscalls import hooking_new_clients
 from tests.builders import job_body
+from tests.consumers import assert_consumers_agree
 from tests.integration.test_announcement_schemas import validator
 from tests.integration.test_poller import (  # noqa: F401 - a fixture
     FOREVER,
@@ -38,9 +41,11 @@ MAX_AGE = 900
 
 
 @pytest.fixture
-def world(aws, sume: StatusServer, monkeypatch) -> World:  # noqa: F811 - the fixture
+def world(aws, sume: StatusServer, monkeypatch) -> Iterator[World]:  # noqa: F811 - the fixture
     monkeypatch.setenv("MAX_POLL_AGE_SECONDS", str(MAX_AGE))
-    return World(aws)
+    world = World(aws)
+    yield world
+    assert_consumers_agree(world.announcements(), world.item)
 
 
 def give_up(aws, sume: StatusServer, job_id: str, now: float) -> Clock:  # noqa: F811
@@ -179,3 +184,86 @@ def test_a_lost_announcement_eventbridge_refused_is_retried_until_sent(
     assert run("job_retry")[1] == []
     (event,) = world.announcements()
     assert (event["detail-type"], event["detail"]["sequence"]) == (DETAIL_TYPES["lost"], 1)
+
+
+def throttling(condition_part: str, update_part: str = ""):
+    """DynamoDB throttles the UpdateItem whose condition and update name these parts."""
+
+    def register(client):
+        def throttle(params, **_):
+            if condition_part in params.get(
+                "ConditionExpression", ""
+            ) and update_part in params.get("UpdateExpression", ""):
+                error = {"Code": "ThrottlingException", "Message": "Rate exceeded"}
+                raise ClientError({"Error": error}, "UpdateItem")
+
+        client.meta.events.register("before-parameter-build.dynamodb.UpdateItem", throttle)
+
+    return register
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        ("#state = :lost AND attribute_exists(due_at)", ""),  # claim_lost
+        ("#state = :lost AND claim_id = :claim", "REMOVE "),  # finish_lost
+    ],
+    ids=["claim_lost", "finish_lost"],
+)
+def test_a_lost_job_throttled_on_the_last_receive_is_left_to_the_sweeper_not_the_dlq(
+    aws,
+    sume,  # noqa: F811
+    world,
+    step,
+):
+    now = time.time()
+    give_up(aws, sume, "job_throttled", now)
+    with hooking_new_clients(throttling(*step)):
+        runtime.reset()
+        assert run("job_throttled")[1] != []  # SQS retries it
+        # The last receive raises nothing: its message is acknowledged, not sent to the DLQ.
+        assert run("job_throttled", receives=spec.MAX_RECEIVES)[1] == []
+    runtime.reset()
+
+    owed = world.item("job_throttled")
+    assert owed is not None
+    assert (owed.state, owed.parked_at) == (State.LOST, None)
+    assert "job_throttled" in indexed_job_ids(aws)  # still due: the sweeper queues it
+    assert owed.lease_until is None or owed.lease_until < time.time()  # released
+    assert run("job_throttled")[1] == []
+    assert [e["detail-type"] for e in world.announcements()][-1] == DETAIL_TYPES["lost"]
+    assert "job_throttled" not in indexed_job_ids(aws)
+
+
+def test_a_webhook_while_the_lost_announcement_is_sent_leaves_both_numbered_in_order(
+    aws,
+    sume,  # noqa: F811
+    world,
+):
+    now = time.time()
+    give_up(aws, sume, "job_racing", now)
+    webhooks: list[str] = []
+
+    def register(client):
+        def webhook_meanwhile(params, **_):
+            # The lost announcement is claimed and on its way when Sume's webhook lands.
+            if not webhooks and params["Entries"][0]["DetailType"] == DETAIL_TYPES["lost"]:
+                webhooks.append(deliver(job_body("job_racing", artifacts=[])))
+
+        client.meta.events.register("before-parameter-build.events.PutEvents", webhook_meanwhile)
+
+    with hooking_new_clients(register):
+        runtime.reset()
+        assert run("job_racing")[1] == []
+    runtime.reset()
+    assert webhooks == ["job_racing"]
+    assert run("job_racing")[1] == []
+
+    lost, completed = world.announcements()
+    assert (lost["detail-type"], lost["detail"]["sequence"]) == (DETAIL_TYPES["lost"], 1)
+    assert (completed["detail-type"], completed["detail"]["sequence"]) == (
+        DETAIL_TYPES["completed"],
+        2,
+    )
+    assert completed["detail"]["lost_at"] == lost["detail"]["lost_at"]
+    assert assert_consumers_agree(world.announcements(), world.item) == 1

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 import poller
 from bench.counting import CallCounter
@@ -18,11 +19,14 @@ from devstack.eventsources import sqs_records
 from sume.core import aws as clients
 from sume.core import runtime
 from sume.core.names import DUE_INDEX, due_shard
+from sume.polling import poller as poller_module
+from sume.polling import settings as settings_module
 from sume.polling.compose import build_fanout, build_shard_run
 from sume.polling.fanout import Assignment
 from sume.polling.registry import Registry
 from sume.polling.settings import FanOutSettings, PollerSettings
 from sume.store.jobs import JobsTable
+from tests.awscalls import hooking_new_clients
 from tests.builders import LambdaContext, scheduled_event
 from tests.httpserver import LoopbackServer
 from tests.rounds import assignments, run_assignments, shards_queue
@@ -207,3 +211,97 @@ def test_the_shard_count_changes_on_a_live_table_without_stranding_an_item(
     runtime.reset()
     assert one_round(now + 10**5) == 24
     assert polls(sume, job_ids) == [2] * 24
+
+
+def test_while_a_lowered_shard_count_drains_the_gauge_counts_the_old_shards(
+    aws, sume, monkeypatch, capsys
+):
+    # Five awaiting jobs, all in shards the lowered count no longer writes to.
+    job_ids = [j for j in (f"job_{n:03d}" for n in range(200)) if due_shard(j, SHARDS) >= 2][:5]
+    jobs = JobsTable(clients.client("dynamodb"), aws.table, SHARDS)
+    policy = PollerSettings.from_env().url_policy
+    registry = Registry(jobs, first_poll_after=1, clock=time.time, url_policy=policy)
+    for job_id in job_ids:
+        assert registry.expect(job_id, sume.url(f"/v1/jobs/{job_id}"))
+    monkeypatch.setenv("DUE_SHARDS", "2")
+    monkeypatch.setenv("DUE_SHARDS_PREVIOUS", str(SHARDS))
+    runtime.reset()
+    capsys.readouterr()
+
+    poller.handler(scheduled_event(), LambdaContext(timeout_seconds=60))
+
+    emitted = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    # DeliverySilence reads this gauge: the jobs still wait, wherever their shard is.
+    assert [m["JobsAwaiting"] for m in emitted if "JobsAwaiting" in m] == [[5.0]]
+
+
+def test_a_claim_that_fails_lets_go_of_the_shards_already_won(aws, sume):
+    def throttle_shard_1(params: dict[str, Any], **_: Any) -> None:
+        if params.get("TableName") == leases and params["Item"]["due_shard"] == {"N": "1"}:
+            raise ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "PutItem"
+            )
+
+    leases = FanOutSettings.from_env().leases_table_name
+    round_ = int(time.time())
+    with hooking_new_clients(
+        lambda client: client.meta.events.register(
+            "provide-client-params.dynamodb.PutItem", throttle_shard_1
+        )
+    ):
+        runtime.reset()
+        with pytest.raises(ClientError):
+            run_assignments(
+                [message(Assignment(round_, (0, 1)).body())], LambdaContext(timeout_seconds=60)
+            )
+    runtime.reset()
+
+    # The next round's run need not wait for the failed run's Lambda deadline.
+    (later,) = run_assignments(
+        [message(Assignment(round_ + 1, (0,)).body())], LambdaContext(timeout_seconds=60)
+    )
+    assert (later["shards"], later["taken"]) == ([0], [])
+
+
+def test_a_poll_left_at_the_deadline_cannot_write_over_a_later_round(aws, sume, monkeypatch):
+    # A poll's write stuck past the run's deadline (a throttled or hanging DynamoDB
+    # call that botocore retries) lands later: in Lambda, when the frozen container
+    # thaws for another invocation, after the run let go of the shard.
+    monkeypatch.setattr(settings_module, "POLL_FINISH_SECONDS", 0.2)
+    monkeypatch.setattr(poller_module, "POLL_FINISH_SECONDS", 0.2)
+    monkeypatch.setenv("HTTP_TOTAL_TIMEOUT_SECONDS", "0.5")
+    monkeypatch.setenv("TIME_BUDGET_MARGIN_SECONDS", "0")
+    (job_id,) = register(aws, sume, 1, SHARDS, time.time() - 600)
+    shard = due_shard(job_id, SHARDS)
+    gate, held = threading.Event(), threading.Event()
+
+    def stall_the_first_reschedule(request: Any, **_: Any) -> None:
+        if b"poll_attempts" in (request.body or b"") and not held.is_set():
+            held.set()
+            gate.wait(30)
+
+    with hooking_new_clients(
+        lambda client: client.meta.events.register(
+            "before-send.dynamodb.UpdateItem", stall_the_first_reschedule
+        )
+    ):
+        runtime.reset()
+        round_ = int(time.time())
+        (first,) = run_assignments(
+            [message(Assignment(round_, (shard,)).body())], LambdaContext(timeout_seconds=1.5)
+        )
+        assert held.is_set() and first["remaining"] == 1
+        # The next round: its run polls the job and reschedules it.
+        (second,) = run_assignments(
+            [message(Assignment(round_ + 60, (shard,)).body())], LambdaContext(timeout_seconds=60)
+        )
+        assert (second["polled"], second["rescheduled"]) == (1, 1)
+        gate.set()
+        for thread in threading.enumerate():
+            if thread.name.startswith("poll"):
+                thread.join(10)
+
+    item = JobsTable(clients.client("dynamodb"), aws.table, SHARDS).get(job_id)
+    assert item is not None
+    # One poll recorded, the later round's: the stale write changed nothing.
+    assert (item.poll_attempts, item.last_polled_at) == (1, round_ + 60)

@@ -14,7 +14,7 @@ from jsonschema import Draft4Validator
 
 import poller
 from devstack.eventsources import sqs_records
-from infra.schema_files import bundled, file_name
+from infra.schemas.files import bundled, file_name
 from infra.spec import SCHEMAS_DIR
 from sume.core.names import (
     DUE_SHARDS,
@@ -23,8 +23,8 @@ from sume.core.names import (
     REGISTRATION_REFUSED_DETAIL_TYPE,
 )
 from sume.polling import compose
+from sume.polling.registering import REFUSED_BY_DYNAMODB, Registry
 from sume.polling.registration import MAX_LOGGED_BYTES, Registrations
-from sume.polling.registry import REFUSED_BY_DYNAMODB, Registry
 from sume.store.bus import EventBus
 from sume.store.jobs import Job, JobsTable, State
 from sume.store.queue import DeadLetterQueue

@@ -11,10 +11,10 @@ import receiver
 from sume.core import aws as clients
 from sume.core.errors import ConfigurationError
 from sume.core.names import DUE_SHARDS, due_shard
-from sume.net.fetch import RefusedUrl, check_url
-from sume.net.policy import HTTPS_ONLY, UrlPolicy
+from sume.net.errors import RefusedUrl
+from sume.net.policy import HTTPS_ONLY, UrlPolicy, check_url
 from sume.polling import registry
-from sume.polling.registry import INVALID_REGISTRATION, InvalidRegistration, Registry
+from sume.polling.registering import INVALID_REGISTRATION, InvalidRegistration, Registry
 from sume.store.jobs import Job, JobsTable, State
 from tests.builders import LambdaContext, delivery_event, job_body
 
@@ -185,7 +185,7 @@ def test_invalid_registrations_are_refused_before_any_write(job_id, url, metadat
     ],
 )
 def test_a_status_url_the_poller_would_refuse_is_refused_with_its_code(url, reason):
-    # The poller's own rule and codes (sume.net.fetch.check_url), before any write.
+    # The poller's own rule and codes (sume.net.policy.check_url), before any write.
     with pytest.raises(InvalidRegistration, match="status_url") as refused:
         Registry(NoTable(), 900).expect("job", url)  # type: ignore[arg-type]
     assert refused.value.reason == reason

@@ -22,6 +22,7 @@ from bench.counting import CallCounter
 from devstack.resources import create_resources
 from infra.spec import ResourceNames
 from sume.contract.envelope import JobEvent, parse
+from sume.core.names import due_shard
 from sume.store.jobs import JobsTable, Source, State
 from sume_cli.context import new_session
 from sume_cli.main import main
@@ -48,10 +49,12 @@ def endpoint(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]
 
 
 @pytest.fixture
-def table(endpoint: str) -> JobsTable:
-    names: ResourceNames = create_resources(
-        new_session(), endpoint_url=endpoint, signing_secret=SECRET
-    )
+def names(endpoint: str) -> ResourceNames:
+    return create_resources(new_session(), endpoint_url=endpoint, signing_secret=SECRET)
+
+
+@pytest.fixture
+def table(endpoint: str, names: ResourceNames) -> JobsTable:
     return JobsTable(boto3.client("dynamodb", endpoint_url=endpoint), names.table, 16)
 
 
@@ -93,7 +96,7 @@ def finish(table: JobsTable, job_id: str, at: int, outcome: str | None = "comple
 
 
 def lose(table: JobsTable, job_id: str, at: int) -> None:
-    """Give the job up as the poller does, with the polled job's window."""
+    """Give the job up as the poller does, once due, with the polled job's window."""
     polled = table.get(job_id)
     assert polled is not None
     assert table.mark_lost(job_id, at, at + 300, "http_503", window_at=polled.unreported_at())
@@ -128,16 +131,16 @@ def scenario(table: JobsTable, cli) -> JobsTable:
     record(table, "job_error", EARLIER)
     finish(table, "job_error", EARLIER + 5, outcome=None)
     register(table, "job_lost", EARLIER)
-    lose(table, "job_lost", EARLIER + 600)
+    lose(table, "job_lost", EARLIER + 900)
     register(table, "job_lost_late", EARLIER + 1)
-    lose(table, "job_lost_late", EARLIER + 600)
+    lose(table, "job_lost_late", EARLIER + 901)
     record(table, "job_lost_late", NOW - 30)  # its webhook came after all: owed work now
     register(table, "job_stuck_poll", EARLIER + 2, first_poll_at=EARLIER + 900)
     record(table, "job_stuck_sweep", EARLIER + 3, sweep_at=EARLIER + 600)
 
     # Three days ago: in no 24 h window, whatever its state.
     register(table, "job_old_lost", OLD)
-    lose(table, "job_old_lost", OLD + 600)
+    lose(table, "job_old_lost", OLD + 900)
     record(table, "job_old_done", OLD)
     finish(table, "job_old_done", OLD + 5)
     register(table, "job_old_awaiting", OLD, first_poll_at=NOW + HOUR)
@@ -148,7 +151,8 @@ def listed(job_ids: list[str], more: int = 0) -> dict[str, Any]:
     return {"count": len(job_ids) + more, "job_ids": job_ids, "more": more}
 
 
-def test_every_count_and_job_id_of_a_day_with_known_endings(scenario, cli):
+def test_every_count_and_job_id_of_a_day_with_known_endings(scenario, cli, endpoint):
+    CLI = f"sume-webhooks --endpoint-url {endpoint}"
     with CallCounter().installed() as counter:
         code, out, err = cli("report", "--since", "24h", "--output", "json")
     assert code == 0, err
@@ -165,8 +169,16 @@ def test_every_count_and_job_id_of_a_day_with_known_endings(scenario, cli):
         "lost": listed(["job_lost"]),
         "replayed": 1,
         "pending": {"count": 5, "awaiting": 2, "received": 2, "processing": 1, "parked": 0},
+        "parked": listed([]),
         "overdue": listed(["job_stuck_poll", "job_stuck_sweep"]),
         "problems": ["lost 1", "processing_error 1", "overdue 2"],
+        "next": {
+            "lost": f"`{CLI} status JOB_ID`: why polling gave up (last poll error)",
+            "processing_error": f"`{CLI} status JOB_ID`: why; fix the cause, "
+            f"then `{CLI} replay JOB_ID`",
+            "overdue": f"`{CLI} status JOB_ID`: due, and the poller has not acted "
+            "(its log says why)",
+        },
     }
     # Two indexes and the ended jobs' items; never the table's whole.
     assert "dynamodb.Scan" not in counter.calls
@@ -174,10 +186,16 @@ def test_every_count_and_job_id_of_a_day_with_known_endings(scenario, cli):
     assert counter.calls.count("dynamodb.BatchGetItem") == 1
 
 
-def test_the_table_lists_what_did_not_end_well_and_check_fails_on_it(scenario, cli):
+def test_the_table_lists_what_did_not_end_well_and_check_fails_on_it(scenario, cli, endpoint):
+    CLI = f"sume-webhooks --endpoint-url {endpoint}"
     code, out, err = cli("report", "--since", "24h", "--check", "--limit", "1")
     assert code == 3
-    assert "check failed: lost 1, processing_error 1, overdue 2" in err
+    assert (
+        f"check failed: lost 1 (next: `{CLI} status JOB_ID`: why polling gave up (last poll "
+        f"error)), processing_error 1 (next: `{CLI} status JOB_ID`: why; fix the cause, then "
+        f"`{CLI} replay JOB_ID`), overdue 2 (next: `{CLI} status JOB_ID`: due, and the poller "
+        "has not acted (its log says why))"
+    ) in err
     cells = [re.split(r"\s{2,}", line.strip()) for line in out.splitlines()[2:]]
     rows = {row[0].split(" (")[0]: row[1:] for row in cells}
     assert rows["jobs"] == ["13"]
@@ -185,14 +203,18 @@ def test_the_table_lists_what_did_not_end_well_and_check_fails_on_it(scenario, c
     assert rows["received by webhook"] == ["9"]
     assert rows["recovered by poll"] == ["1"]
     assert rows["processed"] == ["6", "completed 4, failed 1, canceled 1"]
-    assert rows["lost"] == ["1", "job_lost"]
-    assert rows["processing_error"] == ["1", "job_error"]
+    assert rows["lost"] == [
+        "1",
+        f"job_lost; next: `{CLI} status JOB_ID`: why polling gave up (last poll error)",
+    ]
+    assert rows["processing_error"][1].startswith(f"job_error; next: `{CLI} status JOB_ID`")
+    assert rows["parked"] == ["0"]
     assert rows["replayed"] == ["1"]
     assert rows["pending"] == ["5", "awaiting 2, received 2, processing 1"]
     count, detail = rows["overdue"]
     assert count == "2"
     assert detail.startswith("job_stuck_poll, and 1 more (raise --limit: sume-webhooks ")
-    assert detail.endswith(" report --since 24h --limit 2)")
+    assert " report --since 24h --limit 2); next: " in detail
 
 
 def test_a_window_where_every_job_ended_well_passes_the_check(scenario, cli):
@@ -208,8 +230,9 @@ def test_a_window_where_every_job_ended_well_passes_the_check(scenario, cli):
         "processing": 1,
         "parked": 0,
     }
-    assert report["problems"] == []
+    assert (report["problems"], report["next"]) == ([], {})
     assert report["lost"] == report["processing_error"] == report["overdue"] == listed([])
+    assert report["parked"] == listed([])
 
 
 def test_an_iso_since_and_a_shorter_overdue_grace(scenario, cli):
@@ -240,3 +263,65 @@ def test_bad_options_are_usage_errors_before_any_aws_call(cli, endpoint, argv, m
     assert code == 2
     assert message in err
     assert counter.calls == []
+
+
+def test_a_parked_job_fails_the_check_by_name_until_its_redrive_ends_it(
+    table, cli, endpoint, names
+):
+    record(table, "job_parked", RECENT)
+    claimed = table.claim("job_parked", RECENT + 1, lease_seconds=300)
+    error = {"code": "fetch_failed", "message": "HTTP 503"}
+    # The worker's last receive: the job parked, due past the DLQ's retention.
+    assert table.park("job_parked", str(claimed.claim_id), RECENT + 2, error, NOW + 14 * 86400)
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    sqs.send_message(QueueUrl=names.dlq_url, MessageBody="job_parked")
+
+    code, out, err = cli("report", "--check")
+    assert code == 3
+    cli_ = f"sume-webhooks --endpoint-url {endpoint}"
+    step = f"`{cli_} dlq peek`: why; fix the cause, then `{cli_} dlq redrive`"
+    assert f"check failed: parked 1 (next: {step})" in err
+    parked = next(line for line in out.splitlines() if line.startswith("parked"))
+    assert parked.split()[-1] == "redrive`" and f"job_parked; next: {step}" in parked
+    code, out, _ = cli("report", "--output", "json")
+    report = json.loads(out)
+    assert (report["parked"], report["problems"]) == (listed(["job_parked"]), ["parked 1"])
+
+    # The cause fixed: the redrive gives the job back to the worker, which ends it.
+    assert cli("dlq", "redrive")[0] == 0
+    (message,) = sqs.receive_message(QueueUrl=names.queue_url)["Messages"]
+    finish(table, message["Body"], NOW)
+    code, _, err = cli("report", "--check")
+    assert code == 0, err
+
+
+def ended_in_shard_above(shards: int, count: int, prefix: str) -> str:
+    return next(job_id for n in range(1000) if due_shard(job_id := f"{prefix}{n}", count) >= shards)
+
+
+def test_check_fails_on_jobs_that_ended_under_another_shard_count(table, cli, endpoint, names):
+    client = boto3.client("dynamodb", endpoint_url=endpoint)
+    # Lost under 16 shards (a bucket 8..15), then the count is lowered to 8.
+    lost = ended_in_shard_above(8, 16, "job_lost_")
+    register(table, lost, EARLIER)
+    lose(table, lost, EARLIER + 600)
+    # Failed under 64 shards (due shard 16..63), then the count is lowered to 16.
+    wide = JobsTable(client, names.table, 64)
+    failed = ended_in_shard_above(16, 64, "job_error_")
+    record(wide, failed, EARLIER)
+    claimed = wide.claim(failed, EARLIER + 1, lease_seconds=300)
+    details = {"processing_error": {"code": "artifact_not_found", "message": "404"}}
+    assert wide.finish(
+        failed,
+        str(claimed.claim_id),
+        State.PROCESSING_ERROR,
+        EARLIER + 2,
+        NOW + 86400,
+        details,
+        window_at=claimed.unreported_at(),
+    )
+    for shards in ("8", "16"):
+        code, out, err = cli("--shards", shards, "report", "--check", "--output", "json")
+        assert code == 3, (shards, err)
+        report = json.loads(out)
+        assert report["lost"] == listed([lost]) and report["processing_error"] == listed([failed])

@@ -17,7 +17,8 @@ from bench.counting import CallCounter
 from sume.core import runtime
 from sume.store.jobs import JobsTable
 from sume.working.compose import build_worker
-from sume.working.processing import Action, JobBusy
+from sume.working.errors import JobBusy
+from sume.working.results import Action
 from sume.working.settings import WorkerSettings
 from tests.awscalls import without_all_old
 from tests.builders import LambdaContext, delivery_event, job_body

@@ -21,16 +21,18 @@ import worker
 from devstack import moto_atomic
 from infra import spec
 from sume.core import runtime
-from sume.core.names import DETAIL_TYPES, DUE_SHARDS, EVENT_SOURCE, due_shard, report_bucket
-from sume.net.fetch import TransientFetchError
+from sume.core.names import DETAIL_TYPES, DUE_SHARDS, EVENT_SOURCE, report_bucket
+from sume.net.errors import TransientFetchError
 from sume.polling.compose import build_poller
 from sume.polling.settings import PollerSettings
 from sume.store.jobs import JobsTable
 from sume.working.compose import build_worker
-from sume.working.processing import Action, JobBusy, OutOfTime
+from sume.working.errors import JobBusy, OutOfTime
+from sume.working.results import Action
 from sume.working.settings import WorkerSettings
 from tests.awscalls import hooking_new_clients
 from tests.builders import LambdaContext, delivery_event, job_body, sqs_event
+from tests.consumers import assert_consumers_agree
 
 MP4 = {"content-type": "video/mp4"}
 
@@ -89,7 +91,9 @@ class World:
 
 @pytest.fixture
 def world(aws):
-    return World(aws)
+    world = World(aws)
+    yield world
+    assert_consumers_agree(world.announcements(), world.item)
 
 
 def deliver(body):
@@ -177,7 +181,7 @@ def test_failed_and_canceled_jobs_are_written_down_with_their_error(world):
         assert stored.outcome == outcome
         assert stored.first_seen is not None
         assert stored.report_at == stored.first_seen
-        assert stored.report_bucket == report_bucket(stored.first_seen, due_shard(stored.job_id))
+        assert stored.report_bucket == report_bucket(stored.first_seen, stored.job_id)
         assert json.loads(stored.error) == body["error"]  # JSON text, see sume.core.bounded
         assert stored.artifacts == []
         event = announced[body["job_id"]]

@@ -17,11 +17,12 @@ from moto.dynamodb.models.dynamo_type import LimitedSizeDict
 
 from sume.core import runtime
 from sume.core.names import DETAIL_TYPES
-from sume.net.fetch import TransientFetchError
+from sume.net.errors import TransientFetchError
 from sume.working import compose as worker_compose
 from sume.working.compose import build_worker
 from sume.working.settings import WorkerSettings
 from tests.builders import job_body
+from tests.consumers import assert_consumers_agree
 from tests.integration.test_worker import World, deliver, run
 
 ITEM_LIMIT = 400 * 1024
@@ -51,7 +52,9 @@ def put_events(aws, monkeypatch):
 
 @pytest.fixture
 def world(aws, put_events):
-    return World(aws)
+    world = World(aws)
+    yield world
+    assert_consumers_agree(world.announcements(), world.item)
 
 
 def item_bytes(item):

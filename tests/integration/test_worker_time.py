@@ -16,7 +16,7 @@ import worker
 from sume.store.jobs import JobsTable
 from sume.working.artifacts import NotEnoughTime
 from sume.working.compose import build_worker
-from sume.working.processing import Action
+from sume.working.results import Action
 from sume.working.settings import WorkerSettings
 from tests.builders import LambdaContext, delivery_event, job_body, sqs_event
 

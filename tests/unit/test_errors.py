@@ -6,7 +6,7 @@ import pkgutil
 
 import sume
 from sume.core.errors import ConfigurationError, PermanentError, RetryableError, SumeError
-from sume.net.fetch import FetchError
+from sume.net.errors import FetchError
 
 KINDS = (RetryableError, PermanentError, ConfigurationError)
 # Bases that only group kinds; never raised themselves.
@@ -32,7 +32,7 @@ def test_every_domain_error_is_of_exactly_one_kind():
 
 
 def test_a_fetch_error_says_its_kind():
-    from sume.net.fetch import PermanentFetchError, TransientFetchError
+    from sume.net.errors import PermanentFetchError, TransientFetchError
 
     assert PermanentFetchError("c", "m", "https://x/").permanent
     assert not TransientFetchError("c", "m", "https://x/").permanent

@@ -10,13 +10,8 @@ import tracemalloc
 
 import pytest
 
-from sume.net.fetch import (
-    FetchError,
-    PermanentFetchError,
-    RefusedUrl,
-    SafeHttp,
-    TransientFetchError,
-)
+from sume.net.errors import FetchError, PermanentFetchError, RefusedUrl, TransientFetchError
+from sume.net.fetch import SafeHttp
 from sume.net.policy import UrlPolicy
 from tests.httpserver import LoopbackServer, MiB, endless, repeat_chunks, tls_context
 

@@ -1,20 +1,12 @@
-"""The URL policy of sume.net.fetch: which URLs and addresses may be fetched (SSRF)."""
+"""The URL rule of sume.net.policy: which URLs and addresses may be fetched (SSRF)."""
 
 import ipaddress
 import socket
 
 import pytest
 
-from sume.net.fetch import (
-    PermanentFetchError,
-    RefusedUrl,
-    TransientFetchError,
-    address_refusal,
-    check_url,
-    host_allowed,
-    resolve_checked,
-)
-from sume.net.policy import UrlPolicy
+from sume.net.errors import PermanentFetchError, RefusedUrl, TransientFetchError
+from sume.net.policy import UrlPolicy, address_refusal, check_url, host_allowed, resolve_checked
 
 STRICT = UrlPolicy(allow_http=False, allow_private_hosts=False, allowed_hosts=())
 LOCAL = UrlPolicy(allow_http=True, allow_private_hosts=True, allowed_hosts=())

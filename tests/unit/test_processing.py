@@ -7,9 +7,9 @@ from decimal import Decimal
 import pytest
 
 from sume.core.names import DETAIL_TYPES
-from sume.net.fetch import TransientFetchError
+from sume.net.errors import TransientFetchError
 from sume.net.urls import redact_url
-from sume.polling.registry import MAX_METADATA_BYTES, InvalidRegistration, _checked_metadata
+from sume.polling.registering import MAX_METADATA_BYTES, InvalidRegistration, _checked_metadata
 from sume.store.jobs import Job
 from sume.store.sizing import MAX_ITEM_BYTES
 from sume.store.sizing import plain_item_size as item_size
@@ -29,12 +29,8 @@ from sume.working.artifacts import (
     object_key,
     source_digest,
 )
-from sume.working.processing import (
-    FINISH_RESERVE_BYTES,
-    _Progress,
-    failure_details,
-    room_for_records,
-)
+from sume.working.failures import failure_details
+from sume.working.progress import FINISH_RESERVE_BYTES, Progress, room_for_records
 
 
 def test_artifact_entries_are_urls_or_objects_with_a_url():
@@ -259,7 +255,7 @@ def test_artifact_records_on_the_item_stop_at_its_room():
     assert room == MAX_ITEM_BYTES - FINISH_RESERVE_BYTES - item_size(
         {"job_id": "j", "body": "b" * 300_000}
     )
-    progress = _Progress(room=room, artifacts=[record(i) for i in range(500)])
+    progress = Progress(room=room, artifacts=[record(i) for i in range(500)])
 
     kept = progress.on_item()
 

@@ -5,8 +5,8 @@ import json
 import pytest
 from jsonschema import Draft4Validator
 
-from infra import schema_files as schemas
-from infra.schema_files import bundled, detail_file_name, file_name
+from infra.schemas import files as schemas
+from infra.schemas.files import bundled, detail_file_name, file_name
 from infra.spec import SCHEMAS_DIR
 from sume.core.names import (
     DETAIL_TYPES,

@@ -4,7 +4,7 @@ import pytest
 
 from sume.contract.envelope import MAX_STATUS_BYTES
 from sume.core.errors import ConfigurationError
-from sume.net.fetch import RefusedUrl
+from sume.net.errors import RefusedUrl
 from sume.net.policy import host_listed
 from sume.polling.status import StatusClient, Verdict, bearer_headers, interpret, token_source
 from tests.builders import job_body

@@ -16,9 +16,8 @@ from sume.core.bounded import (
     nests_deeper,
     storable,
 )
-from sume.net.fetch import URL_REFUSALS
-from sume.net.policy import UrlPolicy
-from sume.polling.registry import INVALID_REGISTRATION, InvalidRegistration, Registry
+from sume.net.policy import URL_REFUSALS, UrlPolicy
+from sume.polling.registering import INVALID_REGISTRATION, InvalidRegistration, Registry
 
 DIGITS_38 = 12345678901234567890123456789012345678
 DIGITS_39 = 123456789012345678901234567890123456789

@@ -34,11 +34,13 @@ PATIENT = Config(
     max_pool_connections=MAX_POOL_CONNECTIONS,
 )
 # The health route's: Route 53 counts a check failed unless the answer comes
-# within 2 s of connecting, so one attempt, bounded well inside that.
+# within 2 s of connecting, so one attempt, bounded well inside that. (botocore's
+# ``max_attempts`` counts retries, so 1 there is two calls; ``total_max_attempts``
+# counts the call itself.)
 PROBE = Config(
     connect_timeout=0.5,
     read_timeout=0.5,
-    retries={"max_attempts": 1, "mode": "standard"},
+    retries={"total_max_attempts": 1, "mode": "standard"},
 )
 
 

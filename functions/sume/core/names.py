@@ -63,13 +63,18 @@ MAX_DUE_SHARDS: Final = 1000
 
 # Sparse GSI of ended jobs by when they entered the completeness report's window
 # (``sume-webhooks report``, docs/cli.md): partition ``report_bucket``, the UTC day
-# of ``report_at`` and the job's shard (``due_shard``), so a day's writes spread over
-# as many partitions as the due-work index has; sort ``report_at``; keys only, so
+# of ``report_at`` and the job's report shard (``report_shard``), so a day's writes
+# spread over REPORT_SHARDS partitions; sort ``report_at``; keys only, so
 # no later write of the item but one changing these keys writes the index. Only
 # the writes that end a job (the worker's finish, the poller's lost) set them.
 REPORT_INDEX: Final = "report-window"
 REPORT_BUCKET: Final = "report_bucket"
 REPORT_AT: Final = "report_at"
+# The report index's shards: fixed, not DUE_SHARDS, so a job stays in a bucket the
+# report reads whatever the due-work shard count was when it ended. Items written
+# while the report shard was the due shard have a bucket below the count in force
+# then: the report reads max(REPORT_SHARDS, DUE_SHARDS) (docs/cli.md).
+REPORT_SHARDS: Final = 16
 
 # EventBridge announcements (a public API, documented in docs/announcements.md).
 EVENT_SOURCE: Final = "sume.webhooks"
@@ -223,16 +228,16 @@ def due_shard(job_id: str, shards: int = DUE_SHARDS) -> int:
     return int.from_bytes(digest, "big") % shards
 
 
-def report_bucket(at: int, shard: int) -> str:
+def report_bucket(at: int, job_id: str) -> str:
     """The report index's partition of a job that entered the window at ``at`` (epoch s)."""
+    return _bucket(at, due_shard(job_id, REPORT_SHARDS))
+
+
+def _bucket(at: int, shard: int) -> str:
     return f"{time.strftime('%Y-%m-%d', time.gmtime(at))}#{shard:02d}"
 
 
-def report_buckets(since: int, until: int, shards: int = DUE_SHARDS) -> list[str]:
+def report_buckets(since: int, until: int, shards: int = REPORT_SHARDS) -> list[str]:
     """Every partition of the report index that holds jobs entered in ``[since, until]``."""
     first, last = since - since % 86400, until - until % 86400
-    return [
-        report_bucket(day, shard)
-        for day in range(first, last + 1, 86400)
-        for shard in range(shards)
-    ]
+    return [_bucket(day, shard) for day in range(first, last + 1, 86400) for shard in range(shards)]

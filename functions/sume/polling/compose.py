@@ -12,8 +12,8 @@ from sume.net.fetch import SafeHttp
 from sume.polling.awaiting import AwaitingGauge
 from sume.polling.fanout import FanOut, ShardLeases, ShardQueue, ShardRun
 from sume.polling.poller import Poller
+from sume.polling.registering import Registry
 from sume.polling.registration import Registrations
-from sume.polling.registry import Registry
 from sume.polling.settings import (
     AWAITING_COUNT_LIMIT,
     FanOutSettings,
@@ -43,10 +43,13 @@ def build_poller(settings: PollerSettings, clients: Clients = aws.client) -> Pol
     )
 
 
-def build_awaiting_gauge(settings: PollerSettings, clients: Clients = aws.client) -> AwaitingGauge:
-    table = settings.table
+def build_awaiting_gauge(
+    settings: PollerSettings, read_shards: int, clients: Clients = aws.client
+) -> AwaitingGauge:
+    """Counted over every shard the poller reads: while a lowered count drains,
+    jobs still wait in the old shards."""
     return AwaitingGauge(
-        build_jobs(table, clients("dynamodb")), table.due_shards, AWAITING_COUNT_LIMIT
+        build_jobs(settings.table, clients("dynamodb")), read_shards, AWAITING_COUNT_LIMIT
     )
 
 
@@ -121,7 +124,7 @@ def shard_run_service() -> ShardRun:
 
 @per_container
 def awaiting_gauge() -> AwaitingGauge:
-    return build_awaiting_gauge(PollerSettings.from_env())
+    return build_awaiting_gauge(PollerSettings.from_env(), fanout_settings().read_shards)
 
 
 @per_container

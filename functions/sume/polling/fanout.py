@@ -199,16 +199,18 @@ class ShardRun:
         until = now + int(remaining()) + 1
         won: list[int] = []
         taken: list[int] = []
-        for shard in assignment.shards:
-            claimed = self._leases.claim(shard, assignment.round, now, until)
-            (won if claimed else taken).append(shard)
-        if taken:
-            logger.info(
-                "shards held by another run of this round or a later one: skipped",
-                round=assignment.round,
-                shards=taken,
-            )
+        # A claim that fails (throttled) ends the run: the shards it won
+        # before are let go of too, not held unworked until the deadline.
         try:
+            for shard in assignment.shards:
+                claimed = self._leases.claim(shard, assignment.round, now, until)
+                (won if claimed else taken).append(shard)
+            if taken:
+                logger.info(
+                    "shards held by another run of this round or a later one: skipped",
+                    round=assignment.round,
+                    shards=taken,
+                )
             summary = self._run(remaining, assignment.round, won)
         finally:
             self._release(won, assignment.round)

@@ -35,7 +35,7 @@ from typing import Any
 from sume.core.errors import ConfigurationError
 from sume.core.observability import logger
 from sume.core.runtime import TimeLeft
-from sume.net.fetch import REFUSED_HOST
+from sume.net.policy import REFUSED_HOST
 from sume.polling.settings import POLL_FINISH_SECONDS, PollPolicy
 from sume.polling.status import NOT_TERMINAL, StatusResult, Verdict
 from sume.store.intake import JobIntake, Outcome

@@ -33,8 +33,8 @@ from sume.contract.envelope import MAX_DEPTH, MalformedEvent, load_json
 from sume.core.bounded import bounded_text
 from sume.core.errors import PermanentError
 from sume.core.names import REGISTRATION_DETAIL_TYPE, REGISTRATION_REFUSED_DETAIL_TYPE
-from sume.net.fetch import URL_REFUSALS
-from sume.polling.registry import (
+from sume.net.policy import URL_REFUSALS
+from sume.polling.registering import (
     INVALID_REGISTRATION,
     REFUSED_BY_DYNAMODB,
     InvalidRegistration,

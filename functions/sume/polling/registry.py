@@ -4,116 +4,21 @@ Call ``expect`` right after Sume accepted the job. The job item is created as
 ``awaiting`` with its ``status_url`` and the first status poll due after
 ``POLL_INITIAL_SECONDS``. If the job's webhook arrives first (or later), the
 receiver's conditional write completes this same item, keeping ``metadata``.
+The checks and the write are ``sume.polling.registering``'s; its ``Registry`` and
+``InvalidRegistration`` are named here too, as docs/poller.md documents them.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from sume.core.bounded import NotStorable, encode, storable
-from sume.core.errors import PermanentError
-from sume.core.ids import InvalidJobId, check_job_id
-from sume.net.fetch import REFUSED_HOST, RefusedUrl, check_url
-from sume.net.policy import HTTPS_ONLY, UrlPolicy, url_host
+from sume.core import aws
+from sume.polling.compose import build_registry
+from sume.polling.registering import InvalidRegistration, Registry
 from sume.polling.settings import RegistrySettings
-from sume.store.jobs import InvalidWrite, JobsTable
 
-# DynamoDB caps an item at 400 KB and an inline event body may take 256 KiB.
-MAX_METADATA_BYTES = 64 * 1024
-MAX_URL_CHARS = 2048
-
-INVALID_REGISTRATION = "invalid_registration"
-REFUSED_BY_DYNAMODB = "refused_by_dynamodb"
-
-
-class InvalidRegistration(PermanentError, ValueError):
-    """A registration that can never be stored; calling again cannot help.
-
-    ``reason`` is a code: ``INVALID_REGISTRATION`` when the job id, the URL's
-    form or the metadata breaks a rule (the message says which); a
-    ``URL_REFUSALS`` code when the poller's URL policy refuses the status_url;
-    ``REFUSED_BY_DYNAMODB`` when DynamoDB refused the write as invalid all the same.
-    """
-
-    def __init__(self, message: str, reason: str = INVALID_REGISTRATION) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-def _checked_url(status_url: str, policy: UrlPolicy) -> str:
-    if not isinstance(status_url, str) or len(status_url) > MAX_URL_CHARS:
-        raise InvalidRegistration(
-            f"status_url must be a string of at most {MAX_URL_CHARS} characters"
-        )
-    status_url = status_url.strip()
-    try:
-        storable(status_url, "status_url")
-    except NotStorable as exc:
-        raise InvalidRegistration(str(exc)) from None
-    # The poller's own rule (sume.net.fetch.check_url): what it would refuse on
-    # every poll until the job is lost is refused now, with the same code.
-    try:
-        check_url(status_url, policy)
-    except RefusedUrl as exc:
-        message = f"status_url: {exc.message}"
-        if exc.code == REFUSED_HOST:
-            message = (
-                f"status_url host {url_host(status_url)!r} is not on STATUS_ALLOWED_HOSTS "
-                f"({', '.join(policy.allowed_hosts)})"
-            )
-        raise InvalidRegistration(message, exc.code) from None
-    return status_url
-
-
-def _checked_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if metadata is None:
-        return None
-    if not isinstance(metadata, Mapping):
-        raise InvalidRegistration("metadata must be a JSON object")
-    try:
-        stored: dict[str, Any] = storable(metadata, "metadata")
-    except NotStorable as exc:
-        raise InvalidRegistration(str(exc)) from None
-    if encode(stored, MAX_METADATA_BYTES).cut:
-        raise InvalidRegistration(f"metadata must be at most {MAX_METADATA_BYTES} bytes as JSON")
-    return stored
-
-
-class Registry:
-    def __init__(
-        self,
-        jobs: JobsTable,
-        first_poll_after: int,
-        clock: Callable[[], float] = time.time,
-        url_policy: UrlPolicy = HTTPS_ONLY,
-    ) -> None:
-        self._jobs = jobs
-        self._first_poll_after = first_poll_after
-        self._clock = clock
-        self._url_policy = url_policy
-
-    def expect(
-        self, job_id: str, status_url: str, metadata: Mapping[str, Any] | None = None
-    ) -> bool:
-        """See ``sume.polling.registry.expect``."""
-        try:
-            job_id = check_job_id(job_id)
-        except InvalidJobId as exc:
-            raise InvalidRegistration(str(exc)) from None
-        status_url = _checked_url(status_url, self._url_policy)
-        checked = _checked_metadata(metadata)
-        now = int(self._clock())
-        try:
-            return self._jobs.register(
-                job_id, status_url, checked, now=now, first_poll_at=now + self._first_poll_after
-            )
-        except InvalidWrite as exc:
-            # A limit the checks above do not know of: sent again, it fails again.
-            raise InvalidRegistration(
-                f"DynamoDB refused the registration: {exc}", REFUSED_BY_DYNAMODB
-            ) from None
+__all__ = ["InvalidRegistration", "Registry", "expect"]
 
 
 def expect(
@@ -129,7 +34,7 @@ def expect(
     Args:
         job_id: Sume's job id (the only idempotency key).
         status_url: the job's absolute ``https://`` status URL, as Sume returned it.
-            It must pass the poller's URL rule (``sume.net.fetch.check_url``:
+            It must pass the poller's URL rule (``sume.net.policy.check_url``:
             https unless ``ALLOW_HTTP_URLS``, no user info, its host on
             ``STATUS_ALLOWED_HOSTS`` when set); the poller checks again at each
             poll, with the addresses the host resolves to.
@@ -163,10 +68,6 @@ def expect(
             ``JOBS_TABLE_NAME`` and no ``table_name``, a setting that is not a
             number); nothing was sent.
     """
-    # Here, not at the top: the composition imports this module.
-    from sume.core import aws
-    from sume.polling.compose import build_registry
-
     settings = RegistrySettings.from_env(table_name=table_name)
     clients = aws.client if dynamodb is None else lambda _service, patient=False: dynamodb
     return build_registry(settings, clients).expect(job_id, status_url, metadata)

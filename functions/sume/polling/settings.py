@@ -151,9 +151,7 @@ class FanOutSettings:
         return cls(
             shards_queue_url=required(env, Env.POLL_SHARDS_QUEUE_URL),
             leases_table_name=required(env, Env.SHARD_LEASES_TABLE_NAME),
-            read_shards=max(
-                due_shards(env), integer(env, Env.DUE_SHARDS_PREVIOUS, 0, 0, MAX_DUE_SHARDS)
-            ),
+            read_shards=read_shards(env),
             shards_per_run=integer(env, Env.POLL_SHARDS_PER_RUN, 1, 1, MAX_DUE_SHARDS),
         )
 
@@ -161,6 +159,12 @@ class FanOutSettings:
         """Whether SQS records with this ``eventSourceARN`` come from the shards queue."""
         # A queue's URL and its ARN both end in its name.
         return queue_arn.rpartition(":")[2] == self.shards_queue_url.rpartition("/")[2]
+
+
+def read_shards(env: Mapping[str, str]) -> int:
+    """Shards holding due work: ``DUE_SHARDS``, or ``DUE_SHARDS_PREVIOUS`` while that
+    is larger (a lowered count's old shards still hold items until they drain)."""
+    return max(due_shards(env), integer(env, Env.DUE_SHARDS_PREVIOUS, 0, 0, MAX_DUE_SHARDS))
 
 
 def poll_initial_seconds(env: Mapping[str, str]) -> int:

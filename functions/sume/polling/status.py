@@ -35,8 +35,9 @@ from sume.contract.envelope import (
 )
 from sume.core.ids import InvalidJobId, check_job_id
 from sume.core.secrets import Fetch, parse_api_token
-from sume.net.fetch import REFUSED_HOST, FetchError, SafeHttp
-from sume.net.policy import host_listed
+from sume.net.errors import FetchError
+from sume.net.fetch import SafeHttp
+from sume.net.policy import REFUSED_HOST, host_listed
 
 COMPLETED_WORDS = frozenset(
     {"completed", "complete", "succeeded", "success", "successful", "done", "finished"}
@@ -46,7 +47,7 @@ CANCELED_WORDS = frozenset({"canceled", "cancelled"})
 STATUS_FIELDS = ("status", "state")
 # A status answer is small; a huge one is refused rather than held in memory.
 MAX_STATUS_BYTES = 1024 * 1024
-# The reason a status_url off STATUS_ALLOWED_HOSTS is refused (as sume.net.fetch names it).
+# The reason a status_url off STATUS_ALLOWED_HOSTS is refused (as sume.net.policy names it).
 # The top-level fields by which an answer names the job it is about.
 JOB_NAME_FIELDS = ("job_id", "id")
 # The reason an answer naming another job is not recorded.

@@ -8,9 +8,10 @@ import time
 
 from sume.core import aws
 from sume.core.aws import Clients
+from sume.core.names import Env
 from sume.core.runtime import Clock, per_container
 from sume.core.secrets import SigningSecrets, secret_fetcher
-from sume.core.settings import TableSettings
+from sume.core.settings import required
 from sume.receiving.health import TableProbe
 from sume.receiving.settings import ReceiverSettings
 from sume.receiving.webhook import WebhookReceiver
@@ -51,6 +52,6 @@ def receiver_service() -> WebhookReceiver:
 @per_container
 def health_probe() -> TableProbe:
     # The table's name alone: the health route must answer even where the
-    # receiver's other settings (its signing secret) are what is broken.
-    table = TableSettings.table_from(os.environ).jobs_table_name
+    # receiver's other settings (its signing secret, the queue) are what is broken.
+    table = required(os.environ, Env.JOBS_TABLE_NAME)
     return TableProbe(aws.probe_client("dynamodb"), table)

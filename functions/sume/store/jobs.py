@@ -159,6 +159,8 @@ class Job:
     parked_at: int | None = None
     """When the worker parked the job on its message's last receive: the message is in
     the DLQ, and the sweeper leaves the job alone until the DLQ's retention is over."""
+    parked_attempts: int | None = None
+    """The attempts that parked it (``attempts`` starts afresh for the redrive)."""
     outcome: str | None = None
     """``completed``, ``failed`` or ``canceled``: what Sume said (worker)."""
     error: str | dict[str, Any] | None = None
@@ -195,13 +197,18 @@ class Job:
     """When polling gave up before a terminal event arrived; it stays when a late
     event completes the job, whose announcement says so."""
     report_bucket: str | None = None
-    """Report index partition: the UTC day of ``report_at`` and the job's shard; set
+    """Report index partition: the UTC day of ``report_at`` and the job's report shard; set
     when the job first ends (worker's finish, poller's lost), never by the receiver."""
     report_at: int | None = None
     """Report index sort key: when the job entered the report's window (``window_at``)."""
     sequence: int | None = None
     """The number of the job's latest announcement, sent or owed: record, mark_lost
-    and replay each add 1 (absent on items written before it existed)."""
+    and replay each add 1, a claim stores 1 on items written before it existed."""
+    announced: dict[str, Any] | None = None
+    """The ending a claim settled on, written before its announcement is sent:
+    ``{sequence, result, processed_at, processing_error, artifact_count, gave_up}``.
+    A later claim of the same ``sequence`` (a crash, a failed finish) announces it
+    again instead of doing the work again (worker)."""
     expires_at: int | None = None
     """DynamoDB TTL: the item, and its dedupe, go after ``RETENTION_DAYS``."""
     other: dict[str, Any] = field(default_factory=dict)
@@ -283,6 +290,11 @@ IS_LOST_UNANNOUNCED = (
 )
 HOLDS_LOST_CLAIM = f"(#state = :lost AND {JobAttr.CLAIM_ID} = :claim)"
 IS_AWAITING = "#state = :awaiting"
+# Still awaiting and due at the poll's "now": every later write (a later round's
+# poll, a new registration) moves due_at past it, so a poll's write that lands
+# late (stuck past its run's deadline, resumed when a frozen container thaws)
+# changes nothing a later round did.
+IS_DUE_AWAITING = f"{IS_AWAITING} AND {JobAttr.DUE_AT} <= :now"
 IS_FINISHED = "#state IN (:processed, :processing_error)"
 IS_UNATTENDED = f"({IS_OWED} OR {HAS_EXPIRED_LEASE})"
 
@@ -693,7 +705,7 @@ class JobsTable:
         """The SET parts that put a job in the report index (none for ``window_at`` None)."""
         if window_at is None:
             return []
-        values["report_bucket"] = report_bucket(window_at, due_shard(job_id, self._shards))
+        values["report_bucket"] = report_bucket(window_at, job_id)
         values["report_at"] = window_at
         return [
             f"{JobAttr.REPORT_BUCKET} = :report_bucket",
@@ -718,7 +730,7 @@ class JobsTable:
             IS_UNATTENDED,
             values,
             set_state="#state = :processing, ",
-            remove=f" REMOVE {JobAttr.PARKED_AT}",
+            remove=f" REMOVE {JobAttr.PARKED_AT}, {JobAttr.PARKED_ATTEMPTS}",
         )
 
     def _lease(
@@ -740,9 +752,12 @@ class JobsTable:
         """
         lease_until = now + lease_seconds
         values = {**values, "now": now, "lease": lease_until, "claim": uuid.uuid4().hex, "one": 1}
+        # An item written before ``sequence`` existed is announced as 1: the
+        # claim stores that 1, so the next announcement owed is numbered 2.
         update = (
             f"SET {set_state}{JobAttr.LEASE_UNTIL} = :lease, {JobAttr.CLAIM_ID} = :claim, "
-            f"{JobAttr.CLAIMED_AT} = :now "
+            f"{JobAttr.CLAIMED_AT} = :now, "
+            f"#sequence = if_not_exists(#sequence, :one) "
             f"ADD {JobAttr.ATTEMPTS} :one{remove}"
         )
         ok, job = self._conditional(
@@ -793,6 +808,31 @@ class JobsTable:
         ]
         removed += [_alias(a) for a in _ENDING if a not in details]
         update = "SET " + ", ".join(sets) + f" REMOVE {', '.join(removed)}"
+        with _refused_as_invalid():
+            done, _ = self._conditional(job_id, update, HOLDS_CLAIM, values)
+        return done
+
+    def settle(
+        self,
+        job_id: str,
+        claim_id: str,
+        announced: dict[str, Any],
+        artifacts: list[dict[str, Any]] | None,
+    ) -> bool:
+        """Write down the ending about to be announced (and its artifact records), if we
+        still hold the claim: a retry announces this one again, never another.
+
+        Raises ``InvalidWrite`` when DynamoDB refuses the records.
+        """
+        values: dict[str, Any] = {
+            "processing": State.PROCESSING.value,
+            "claim": claim_id,
+            "announced": announced,
+        }
+        update = f"SET {JobAttr.ANNOUNCED} = :announced"
+        if artifacts is not None:
+            values["artifacts"] = artifacts
+            update += f", {JobAttr.ARTIFACTS} = :artifacts"
         with _refused_as_invalid():
             done, _ = self._conditional(job_id, update, HOLDS_CLAIM, values)
         return done
@@ -857,7 +897,8 @@ class JobsTable:
         and ``error`` is noted), and more: the job is due only at ``until``,
         past the DLQ's retention, so the sweeper does not queue a second copy
         while the first waits there; the attempt budget starts afresh for the
-        redrive; ``parked_at`` says where the message is. Without a claim,
+        redrive (``parked_attempts`` keeps the spent one); ``parked_at`` says
+        where the message is. Without a claim,
         only a job nobody is working on is parked. Raises ``InvalidWrite``
         when DynamoDB refuses ``error``.
         """
@@ -870,7 +911,8 @@ class JobsTable:
         }
         update = (
             f"SET {JobAttr.LAST_ERROR} = :error, {JobAttr.LAST_ERROR_AT} = :now, "
-            f"{JobAttr.DUE_AT} = :until, {JobAttr.ATTEMPTS} = :zero, {JobAttr.PARKED_AT} = :now"
+            f"{JobAttr.DUE_AT} = :until, {JobAttr.ATTEMPTS} = :zero, {JobAttr.PARKED_AT} = :now, "
+            f"{JobAttr.PARKED_ATTEMPTS} = if_not_exists({JobAttr.ATTEMPTS}, :zero)"
         )
         if claim_id is None:
             values.update(received=State.RECEIVED.value)
@@ -958,7 +1000,7 @@ class JobsTable:
             f"ADD {JobAttr.POLL_ATTEMPTS} :one"
         )
         update += f" REMOVE {', '.join(remove)}" if remove else ""
-        done, _ = self._conditional(job_id, update, IS_AWAITING, values)
+        done, _ = self._conditional(job_id, update, IS_DUE_AWAITING, values)
         return done
 
     def mark_lost(
@@ -993,7 +1035,24 @@ class JobsTable:
             f"ADD #sequence :one, {JobAttr.POLL_ATTEMPTS} :one"
         )
         update += f" REMOVE {', '.join(remove)}" if remove else ""
-        done, _ = self._conditional(job_id, update, IS_AWAITING, values)
+        done, _ = self._conditional(job_id, update, IS_DUE_AWAITING, values)
+        return done
+
+    def owe_lost_announcement(self, job_id: str, now: int) -> bool:
+        """Make a lost job's announcement owed, for a job lost before it was announced.
+
+        As ``mark_lost`` leaves a job: due at ``now`` and numbered; the caller
+        queues it for the worker. Only a lost job with no announcement sent or
+        owed (no ``sequence``, not due) qualifies, so a second call owes nothing.
+        """
+        values = {"lost": State.LOST.value, "now": now, "one": 1}
+        values["shard"] = due_shard(job_id, self._shards)
+        update = f"SET {JobAttr.DUE_AT} = :now, {JobAttr.DUE_SHARD} = :shard ADD #sequence :one"
+        condition = (
+            f"#state = :lost AND attribute_not_exists(#sequence) AND "
+            f"attribute_not_exists({JobAttr.DUE_AT})"
+        )
+        done, _ = self._conditional(job_id, update, condition, values)
         return done
 
     def claim_lost(self, job_id: str, now: int, lease_seconds: int) -> Job:
@@ -1107,9 +1166,9 @@ class JobsTable:
             sets.append(f"{JobAttr.REPLAY_REASON} = :reason")
         else:
             removed.append(JobAttr.REPLAY_REASON)
-        update = (
-            f"SET {', '.join(sets)} ADD {JobAttr.REPLAYS} :one, #sequence :one "
-            f"REMOVE {', '.join(removed)}"
-        )
+        # A finished item was announced: one without ``sequence`` (written
+        # before it existed) as 1, so its replay is 2.
+        sets.append("#sequence = if_not_exists(#sequence, :one) + :one")
+        update = f"SET {', '.join(sets)} ADD {JobAttr.REPLAYS} :one REMOVE {', '.join(removed)}"
         done, job = self._conditional(job_id, update, IS_FINISHED, values, ReturnValues="ALL_NEW")
         return job if done else None

@@ -70,6 +70,8 @@ class Announcement:
     sequence: int = 1
     metadata: dict[str, Any] | None = None
     lost_at: int | None = None
+    artifact_count: int | None = None
+    """Artifacts stored, when more than ``artifacts`` lists (those left off the item)."""
 
     @property
     def detail_type(self) -> str:
@@ -92,8 +94,8 @@ class Announcement:
             "error_truncated": error_truncated,
             "processing_error": self.processing_error,
             "artifacts": [],
-            "artifact_count": len(self.artifacts),
-            "artifacts_truncated": False,
+            "artifact_count": max(len(self.artifacts), self.artifact_count or 0),
+            "artifacts_truncated": len(self.artifacts) < (self.artifact_count or 0),
             "processed_at": iso_time(self.processed_at),
             "replay": self.replay,
             "sequence": self.sequence,

@@ -27,7 +27,8 @@ from sume.core.bounded import clean_text
 from sume.core.errors import PermanentError
 from sume.core.ids import key_segment
 from sume.core.observability import logger
-from sume.net.fetch import PermanentFetchError, SafeHttp, TransientFetchError
+from sume.net.errors import PermanentFetchError, TransientFetchError
+from sume.net.fetch import SafeHttp
 from sume.net.urls import redact_url
 from sume.working.transfer import (
     RangedParts,

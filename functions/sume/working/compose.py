@@ -12,7 +12,8 @@ from sume.store.compose import build_jobs
 from sume.store.payloads import PayloadStore
 from sume.working.announce import Announcer
 from sume.working.artifacts import ArtifactStore
-from sume.working.processing import JobProcessor, RetryPolicy
+from sume.working.policy import RetryPolicy
+from sume.working.processing import JobProcessor
 from sume.working.settings import WorkerSettings
 
 

@@ -3,12 +3,14 @@
 Order matters for "exactly one announcement". Only the holder of the job's
 claim works on it (the claim is a conditional write, fenced by ``claim_id``),
 so duplicate and concurrent deliveries of one job never reach the
-announcement. The holder announces, then finishes with a write conditional on
-still holding the claim. A crash between the two leaves the job owed and it is
-announced again by the retry: at least once across crashes, exactly once
-otherwise (subscribers dedupe on ``(job_id, sequence)``: every copy carries
-the item's ``sequence``). Finishing first and announcing second would instead
-lose the announcement on such a crash.
+announcement. The holder writes the ending down (``settle``: ``Announced``,
+conditional on the claim), announces, then finishes with a write conditional
+on still holding the claim. A crash or a failed finish after the settle leaves
+the job owed, and the retry announces the ending written down again, never one
+worked out anew: at least once across crashes, exactly once otherwise, and one
+ending per ``sequence`` (subscribers dedupe on ``(job_id, sequence)``: every
+copy carries the item's ``sequence``). Finishing first and announcing second
+would instead lose the announcement on such a crash.
 
 A lost job's announcement is owed the same way: the poller's ``mark_lost``
 leaves it due and queues it, and the worker claims it (``claim_lost``, the
@@ -34,24 +36,18 @@ parked, and its message goes to the DLQ.
 
 from __future__ import annotations
 
-import enum
-import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from sume.contract.envelope import TERMINAL_EVENTS, JobEvent, MalformedEvent, stored_event
-from sume.core.bounded import bounded_text, stored_error
-from sume.core.errors import AWS_FAILURES, PermanentError, RetryableError
+from sume.contract.envelope import JobEvent, MalformedEvent, stored_event
+from sume.core.errors import AWS_FAILURES
 from sume.core.ids import check_job_id
 from sume.core.runtime import TimeLeft
-from sume.net.fetch import FetchError, PermanentFetchError, TransientFetchError
-from sume.net.urls import redact_url, scrub_urls
-from sume.store.jobs import InvalidWrite, Job, JobAttr, JobsTable, NotClaimable, State
+from sume.net.errors import PermanentFetchError
+from sume.store.jobs import InvalidWrite, Job, JobsTable, NotClaimable, State
 from sume.store.payloads import PayloadStore
-from sume.store.sizing import MAX_ITEM_BYTES, plain_item_size, plain_size
-from sume.working.announce import AnnounceFailed, Announcement, Announcer, LostAnnouncement
+from sume.working.announce import Announcement, Announcer, LostAnnouncement
 from sume.working.artifacts import (
     ArtifactStore,
     InvalidArtifacts,
@@ -59,202 +55,27 @@ from sume.working.artifacts import (
     object_key,
     source_digest,
 )
+from sume.working.ending import Announced, Ending, codes_only, finish_details
+from sume.working.errors import (
+    NOT_FAILURES,
+    WORK_FAILURES,
+    ClaimLost,
+    FinishFailed,
+    JobBusy,
+    LeaseRunningOut,
+    OutOfTime,
+    Parked,
+    Problem,
+)
+from sume.working.failures import failure_details, give_back, last_error_code, noted
+from sume.working.policy import RetryPolicy
+from sume.working.progress import Progress, reusable_records
+from sume.working.results import Action, JobResult
 
 DAY = 24 * 3600
 # The announcement is only sent with this much of the lease left, so no other
 # worker can have claimed the job before our finish lands.
 LEASE_MARGIN_SECONDS = 10
-# A processing error or a retry's last error: {code, message, url?}, each field bounded.
-MAX_CODE_BYTES = 64
-MAX_MESSAGE_BYTES = 1024
-MAX_URL_BYTES = 2048
-# Kept free on the item for what the finish and a release add besides artifact
-# records: Sume's error text (16 KiB), a processing error and a last error.
-FINISH_RESERVE_BYTES = 32 * 1024
-_CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-
-
-class Action(enum.StrEnum):
-    PROCESSED = "processed"
-    LOST_ANNOUNCED = "lost_announced"
-    """A job the poller gave up was announced lost."""
-    PROCESSING_ERROR = "processing_error"
-    SKIPPED = "skipped"
-    LEFT_TO_SWEEPER = "left_to_sweeper"
-    """The message's last receive, and the job is still owed and in budget: the
-    message is acknowledged, and the sweeper queues the job at its due time."""
-
-
-@dataclass(frozen=True)
-class JobResult:
-    job_id: str
-    action: Action
-    reason: str
-    """Skipped: absent | finished | not_received | claim_lost. Left to the
-    sweeper: why this attempt did not end the job (the failure's code). Otherwise
-    the outcome (processed) or the processing error's code."""
-    outcome: str | None = None
-    artifacts: list[dict[str, Any]] = field(default_factory=list)
-    artifacts_copied: int = 0
-    bytes_copied: int = 0
-    attempts: int = 0
-    details_dropped: bool = False
-    """DynamoDB refused the full finish: the item holds the state and codes only."""
-
-
-@dataclass
-class _Progress:
-    room: int
-    """Bytes the item can give to artifact records (see ``room_for_records``)."""
-    earlier: list[dict[str, Any]] = field(default_factory=list)
-    """The records on the item before this attempt: each stays until this attempt
-    stores its key again, so no ending forgets a copy already made."""
-    artifacts: list[dict[str, Any]] = field(default_factory=list)
-    """This attempt's records, reused or copied, in the event's order."""
-    copied: int = 0
-    bytes: int = 0
-
-    @classmethod
-    def of(cls, job: Job) -> _Progress:
-        records = [r for r in job.artifacts or [] if isinstance(r, dict)]
-        return cls(room_for_records(job), earlier=records)
-
-    def records(self) -> list[dict[str, Any]]:
-        """Every artifact stored: this attempt's, then those of earlier ones not replaced."""
-        keys = {r.get("key") for r in self.artifacts}
-        return [*self.artifacts, *(r for r in self.earlier if r.get("key") not in keys)]
-
-    def on_item(self) -> list[dict[str, Any]]:
-        """The records that fit in the item's room, in order; the rest are only counted."""
-        kept: list[dict[str, Any]] = []
-        used = plain_size(kept)
-        for record in self.records():
-            used += 1 + plain_size(record)
-            if used > self.room:
-                break
-            kept.append(record)
-        return kept
-
-
-def room_for_records(job: Job) -> int:
-    """What the claimed job's item leaves for artifact records under DynamoDB's 400 KB.
-
-    The inline event and registration metadata can take most of an item, and a
-    job may list thousands of artifacts.
-    """
-    others = {name: value for name, value in job.as_item().items() if name != JobAttr.ARTIFACTS}
-    return MAX_ITEM_BYTES - FINISH_RESERVE_BYTES - plain_item_size(others)
-
-
-@dataclass(frozen=True)
-class _Ending:
-    """What the announcement and the finish say about the job."""
-
-    outcome: str | None
-    event: str | None
-    status: str | None
-    error: Any = None
-    """Sume's ``error`` as received: failed and canceled jobs only."""
-
-    @classmethod
-    def of(cls, event: JobEvent | None, job: Job) -> _Ending:
-        if event is None:  # the stored event was unreadable
-            return cls(None, job.event, job.status)
-        error = event.data.get("error") if event.outcome != "completed" else None
-        return cls(event.outcome, event.event, event.status, error)
-
-
-class JobBusy(RetryableError):
-    """Another worker holds a live lease on the job: retry later."""
-
-
-class OutOfTime(RetryableError):
-    """Too little of the invocation is left for the next step: retry later.
-
-    Raised before claiming (the job is untouched) or before an artifact copy
-    (the claim is released first, with the copies made so far saved, so the
-    retry carries on from there).
-    """
-
-
-class LeaseRunningOut(RetryableError):
-    """Too little of our lease is left to announce safely: retry later."""
-
-
-class FinishFailed(RetryableError):
-    """The announcement is out, but AWS failed the finish: the retry must announce
-    the same outcome again, so this is no failure of the work a give-up could
-    follow. After a give-up the attempt is kept, so the retry gives up again."""
-
-    def __init__(self, message: str, gave_up: bool) -> None:
-        super().__init__(message)
-        self.gave_up = gave_up
-
-
-class _ClaimLost(PermanentError):
-    """Our claim was taken over (our lease ran out): the new holder finishes."""
-
-
-class Parked(RetryableError):
-    """The job could not be brought to any end on its message's last receive.
-
-    It was parked (``JobsTable.park``): the message goes to the DLQ, where an
-    operator redrives it once the cause (``__cause__``) is fixed.
-    """
-
-
-# After a claim, the work did not fail: it ran out of time, or only its finish
-# was not written. Its attempt is given back.
-NOT_FAILURES = (OutOfTime, LeaseRunningOut, FinishFailed)
-# The work failed in a way a later attempt may fix: each spends the budget.
-# (Every other retryable error, JobBusy, comes before any claim.)
-WORK_FAILURES: tuple[type[Exception], ...] = (TransientFetchError, AnnounceFailed, *AWS_FAILURES)
-
-
-def _details(code: str, message: str, url: str | None = None) -> dict[str, str]:
-    """A failure written down: bounded, and no URL with its query string or user info."""
-    details = {
-        "code": bounded_text(code, MAX_CODE_BYTES),
-        "message": bounded_text(scrub_urls(message, [url] if url else []), MAX_MESSAGE_BYTES),
-    }
-    if url is not None:
-        details["url"] = bounded_text(redact_url(url), MAX_URL_BYTES)
-    return details
-
-
-class _Problem(PermanentError):
-    """Retrying cannot fix this job's work: it becomes a processing error."""
-
-    def __init__(self, code: str, message: str, url: str | None = None) -> None:
-        self.details = _details(code, message, url)
-        super().__init__(self.details["message"])
-
-
-def failure_details(exc: BaseException) -> dict[str, str]:
-    """What a transient failure looked like, for the item's ``last_error``."""
-    if isinstance(exc, FetchError):
-        return _details(exc.code, exc.message, exc.url)
-    return _details(type(exc).__name__, str(exc))
-
-
-def _last_error_code(job: Job) -> str:
-    """The code of the job's last error, if it is one of ours (a word, not text)."""
-    code = job.last_error.get("code") if job.last_error is not None else None
-    return code if isinstance(code, str) and _CODE.fullmatch(code) else "unknown"
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How the attempt budget, the jobs queue and its DLQ fit together (docs/worker.md)."""
-
-    max_attempts: int
-    """Failed attempts of one round of work before the worker gives up."""
-    max_receives: int
-    """Receives of one message before SQS moves it to the DLQ (its ``maxReceiveCount``)."""
-    retry_seconds: int
-    """When SQS hands a failed message back: the jobs queue's visibility timeout."""
-    dlq_retention_seconds: int
-    """How long the DLQ keeps a message; a parked job is due again after it."""
 
 
 class JobProcessor:
@@ -316,7 +137,7 @@ class JobProcessor:
         assert claim_id is not None  # the claim has just written it
         try:
             return self._work(claimed, claim_id, time_left)
-        except _ClaimLost:
+        except ClaimLost:
             return JobResult(job_id, Action.SKIPPED, "claim_lost")
         except Exception as exc:
             return self._failed(claimed, claim_id, exc, last)
@@ -343,9 +164,7 @@ class JobProcessor:
         # so it never queues a copy beside the message still in the queue. On
         # the last receive no retry comes: the sweeper's next run queues it.
         due = now if last else now + self._retries.retry_seconds + self._lease
-        repeats_give_up = isinstance(exc, FinishFailed) and exc.gave_up
-        refund = isinstance(exc, NOT_FAILURES) and not repeats_give_up
-        self._release(job_id, claim_id, exc, due, refund)
+        self._release(job_id, claim_id, exc, due, isinstance(exc, NOT_FAILURES))
         if not last:
             raise exc
         code = failure_details(exc)["code"]
@@ -358,7 +177,7 @@ class JobProcessor:
             return self._jobs.release(job_id, claim_id, self._now(), details, due_at, refund)
 
         try:
-            self._give_back(release, failure_details(exc))
+            give_back(release, failure_details(exc))
         except Exception as release_error:  # the original failure is what must surface
             exc.add_note(f"releasing the claim failed too: {release_error!r}")
 
@@ -375,7 +194,7 @@ class JobProcessor:
             return self._jobs.park(job_id, claim_id, now, details, until)
 
         try:
-            parked = self._give_back(park, failure_details(exc))
+            parked = give_back(park, failure_details(exc))
         except Exception as park_error:
             exc.add_note(f"parking the job failed too: {park_error!r}")
             return
@@ -383,18 +202,6 @@ class JobProcessor:
             exc.add_note("not parked: the job was no longer ours to park")
             return
         raise Parked(f"job {job_id} parked: its message goes to the DLQ") from exc
-
-    @staticmethod
-    def _give_back(write: Callable[[dict[str, str]], bool], details: dict[str, str]) -> bool:
-        """Release or park; should DynamoDB refuse the details, with their code alone.
-
-        Sending the refused write again would fail again, and an unreleased
-        claim makes the retry wait out the whole lease.
-        """
-        try:
-            return write(details)
-        except InvalidWrite:
-            return write({"code": details["code"]})
 
     def _not_claimed(self, job_id: str, stored: Job | None, last: bool) -> JobResult:
         if stored is not None and stored.state == State.LOST and stored.due_at is not None:
@@ -412,7 +219,12 @@ class JobProcessor:
         return JobResult(job_id, Action.SKIPPED, "not_received")
 
     def _announce_lost(self, job_id: str, last: bool) -> JobResult:
-        """Announce a lost job once its claim is ours (see the module docstring)."""
+        """Announce a lost job once its claim is ours (see the module docstring).
+
+        Nothing here can fail for good and the item stays due until
+        ``finish_lost``: on the message's last receive any failure leaves the
+        job to the sweeper, and only parked jobs' messages reach the DLQ.
+        """
         try:
             claimed = self._jobs.claim_lost(job_id, self._now(), self._lease)
         except NotClaimable as refused:
@@ -423,11 +235,16 @@ class JobProcessor:
             if last:
                 return JobResult(job_id, Action.LEFT_TO_SWEEPER, JobBusy.__name__)
             raise JobBusy(f"lost job {job_id} is leased until {stored.lease_until}") from None
+        except Exception as exc:
+            if last:  # nothing was written: the job is due when it was
+                return JobResult(job_id, Action.LEFT_TO_SWEEPER, failure_details(exc)["code"])
+            raise
         claim_id = claimed.claim_id
         assert claim_id is not None  # the claim has just written it
         try:
             self._announcer.announce(LostAnnouncement.of(claimed))
-        except WORK_FAILURES as exc:
+            finished = self._jobs.finish_lost(job_id, claim_id)
+        except Exception as exc:
             now = self._now()
             due = now if last else now + self._retries.retry_seconds + self._lease
 
@@ -435,8 +252,8 @@ class JobProcessor:
                 return self._jobs.release(job_id, claim_id, now, details, due, lost=True)
 
             try:
-                self._give_back(release, failure_details(exc))
-            except Exception as release_error:
+                give_back(release, failure_details(exc))
+            except Exception as release_error:  # a sweep waits out the lease, then queues it
                 exc.add_note(f"releasing the claim failed too: {release_error!r}")
             if last:
                 code = failure_details(exc)["code"]
@@ -444,7 +261,7 @@ class JobProcessor:
                     job_id, Action.LEFT_TO_SWEEPER, code, attempts=claimed.attempts or 1
                 )
             raise
-        if not self._jobs.finish_lost(job_id, claim_id):
+        if not finished:
             return JobResult(job_id, Action.SKIPPED, "claim_lost")
         return JobResult(job_id, Action.LOST_ANNOUNCED, "lost", attempts=claimed.attempts or 1)
 
@@ -464,11 +281,16 @@ class JobProcessor:
         return time.monotonic() + usable
 
     def _work(self, job: Job, claim_id: str, time_left: TimeLeft | None) -> JobResult:
-        progress = _Progress.of(job)
+        progress = Progress.of(job)
+        announced = Announced.of(job)
+        if announced is not None:
+            # An earlier claim settled this round's ending and may have sent
+            # it: send that again, whatever the budget or the origins say now.
+            return self._repeat(job, claim_id, announced, progress)
         if (job.attempts or 1) > self._retries.max_attempts:
             # Earlier claims spent the budget and never ended (a crash, a
             # give-up that failed): end the job without doing the work again.
-            return self._give_up(job, claim_id, progress, _last_error_code(job))
+            return self._give_up(job, claim_id, progress, last_error_code(job))
         try:
             return self._attempt(job, claim_id, progress, time_left)
         except WORK_FAILURES as exc:
@@ -478,7 +300,7 @@ class JobProcessor:
         return self._give_up(job, claim_id, progress, code)
 
     def _attempt(
-        self, job: Job, claim_id: str, progress: _Progress, time_left: TimeLeft | None
+        self, job: Job, claim_id: str, progress: Progress, time_left: TimeLeft | None
     ) -> JobResult:
         event: JobEvent | None = None
         problem: dict[str, str] | None = None
@@ -486,68 +308,70 @@ class JobProcessor:
             event = self._event(job)
             if event.outcome == "completed":
                 self._copy_artifacts(job, claim_id, event, progress, time_left)
-        except _Problem as exc:
+        except Problem as exc:
             problem = exc.details
         except InvalidWrite as exc:
-            problem = _details("write_refused", f"DynamoDB refused the job's progress: {exc}")
-        return self._close(job, claim_id, _Ending.of(event, job), progress, problem)
+            problem = noted("write_refused", f"DynamoDB refused the job's progress: {exc}")
+        return self._close(job, claim_id, Ending.of(event, job), progress, problem)
 
-    def _give_up(self, job: Job, claim_id: str, progress: _Progress, last_error: str) -> JobResult:
+    def _give_up(self, job: Job, claim_id: str, progress: Progress, last_error: str) -> JobResult:
         """End the job from what we wrote ourselves: its event name, codes, counts, records.
 
         Neither the stored event nor the last error's text is read again: either
         may be what kept failing, and both come from outside. The artifacts
         already stored stay recorded and are announced.
         """
-        name = job.event
-        outcome = TERMINAL_EVENTS.get(name) if name is not None else None
-        problem = _details(
+        problem = noted(
             "too_many_attempts",
             f"gave up after {self._retries.max_attempts} attempts; last error: {last_error}",
         )
-        ending = _Ending(outcome, name if outcome else None, job.status)
-        return self._close(job, claim_id, ending, progress, problem, gave_up=True)
+        return self._close(job, claim_id, Ending.given_up(job), progress, problem, gave_up=True)
+
+    def _repeat(
+        self, job: Job, claim_id: str, announced: Announced, progress: Progress
+    ) -> JobResult:
+        """Announce and finish the ending an earlier claim settled on (``Announced``).
+
+        Outcome, event, status and error are read as that claim read them: from
+        the item after a give-up, else from the stored event, which never changes.
+        The artifacts are the records the settling wrote; nothing is fetched.
+        """
+        if announced.gave_up:
+            ending = Ending.given_up(job)
+        else:
+            try:
+                ending = Ending.of(self._event(job), job)
+            except Problem:
+                ending = Ending.of(None, job)
+        return self._send(job, claim_id, ending, progress, announced)
 
     def _event(self, job: Job) -> JobEvent:
         raw = job.body
         if raw is None and job.body_ref:
             raw = self._payloads.get(job.body_ref)
         if raw is None:
-            raise _Problem("unreadable_event", "the job item holds no event")
+            raise Problem("unreadable_event", "the job item holds no event")
         try:
             return stored_event(raw, job.job_id)
         except (ValueError, RecursionError) as exc:
-            raise _Problem("unreadable_event", f"stored event is unusable: {exc}") from None
+            raise Problem("unreadable_event", f"stored event is unusable: {exc}") from None
         except MalformedEvent:
-            raise _Problem("unreadable_event", "stored event is not a terminal job event") from None
-
-    def _reusable(self, job: Job) -> dict[str, dict[str, Any]]:
-        """Artifacts already stored for this job, by key.
-
-        After an operator's replay only those stored since the replay count,
-        so a replay copies everything again while a retry of the replay
-        still skips what it already stored.
-        """
-        records = [r for r in job.artifacts or [] if isinstance(r, dict)]
-        if job.replay:
-            since = job.received_at or 0
-            records = [r for r in records if int(r.get("stored_at", 0)) > since]
-        return {str(r.get("key")): r for r in records}
+            raise Problem("unreadable_event", "stored event is not a terminal job event") from None
 
     def _copy_artifacts(
         self,
         job: Job,
         claim_id: str,
         event: JobEvent,
-        progress: _Progress,
+        progress: Progress,
         time_left: TimeLeft | None,
     ) -> None:
         job_id = event.job_id
         try:
             urls = artifact_urls(event.data.get("payload"))
         except InvalidArtifacts as exc:
-            raise _Problem("invalid_artifacts", str(exc)) from None
-        reusable = self._reusable(job)
+            raise Problem("invalid_artifacts", str(exc)) from None
+        reusable = reusable_records(job)
         for position, url in enumerate(urls):
             key = object_key(job_id, position, url)
             previous = reusable.get(key)
@@ -561,28 +385,59 @@ class JobProcessor:
             try:
                 stored = self._artifacts.copy(url, key, deadline=deadline)
             except PermanentFetchError as exc:
-                raise _Problem(exc.code, exc.message, url) from None
+                raise Problem(exc.code, exc.message, url) from None
             progress.artifacts.append({**stored.as_record(), "stored_at": self._now()})
             progress.copied += 1
             progress.bytes += stored.size
             # After each artifact, so a retry after a crash skips what is stored.
             if not self._jobs.save_progress(job_id, claim_id, progress.on_item()):
-                raise _ClaimLost
+                raise ClaimLost
 
     def _close(
         self,
         job: Job,
         claim_id: str,
-        ending: _Ending,
-        progress: _Progress,
+        ending: Ending,
+        progress: Progress,
         problem: dict[str, str] | None,
         gave_up: bool = False,
     ) -> JobResult:
+        """Settle the ending (``Announced``, written down first), announce it, finish."""
         job_id = job.job_id
         now = self._now()
+        self._check_lease(job, now)
+        announced = Announced(
+            sequence=job.sequence or 1,
+            result="processing_error" if problem else str(ending.outcome),
+            processed_at=now,
+            processing_error=problem,
+            artifact_count=len(progress.records()),
+            gave_up=gave_up,
+        )
+        try:
+            settled = self._jobs.settle(job_id, claim_id, announced.as_item(), progress.on_item())
+        except InvalidWrite:
+            settled = self._jobs.settle(job_id, claim_id, announced.as_item(), None)
+        if not settled:
+            raise ClaimLost
+        return self._send(job, claim_id, ending, progress, announced)
+
+    @staticmethod
+    def _check_lease(job: Job, now: int) -> None:
         if now >= (job.lease_until or 0) - LEASE_MARGIN_SECONDS:
-            raise LeaseRunningOut(f"lease of job {job_id} ends at {job.lease_until}")
-        result = "processing_error" if problem else str(ending.outcome)
+            raise LeaseRunningOut(f"lease of job {job.job_id} ends at {job.lease_until}")
+
+    def _send(
+        self,
+        job: Job,
+        claim_id: str,
+        ending: Ending,
+        progress: Progress,
+        announced: Announced,
+    ) -> JobResult:
+        """Announce the settled ending, then finish the job with it."""
+        job_id, problem, result = job.job_id, announced.processing_error, announced.result
+        self._check_lease(job, self._now())
         self._announcer.announce(
             Announcement(
                 job_id=job_id,
@@ -590,22 +445,23 @@ class JobProcessor:
                 outcome=ending.outcome,
                 event=ending.event,
                 status=ending.status,
-                processed_at=now,
+                processed_at=announced.processed_at,
                 error=ending.error,
                 processing_error=problem,
                 artifacts=progress.records(),
                 replay=bool(job.replay),
-                sequence=job.sequence or 1,
+                sequence=announced.sequence,
                 metadata=job.metadata,
                 lost_at=job.lost_at,
+                artifact_count=announced.artifact_count,
             )
         )
         state = State.PROCESSING_ERROR if problem else State.PROCESSED
+        details = finish_details(ending, progress, problem, announced.artifact_count)
         try:
-            dropped = self._finish(job, claim_id, state, now, _written(ending, progress, problem))
+            dropped = self._finish(job, claim_id, state, announced.processed_at, details)
         except AWS_FAILURES as exc:
-            message = f"announced {result}, then the finish failed: {exc}"
-            raise FinishFailed(message, gave_up) from exc
+            raise FinishFailed(f"announced {result}, then the finish failed: {exc}") from exc
         return JobResult(
             job_id,
             Action.PROCESSING_ERROR if problem else Action.PROCESSED,
@@ -630,43 +486,11 @@ class JobProcessor:
             )
             dropped = False
         except InvalidWrite:
-            codes = _codes(details)
+            codes = codes_only(details)
             done = self._jobs.finish(
                 job_id, claim_id, state, now, expires_at, codes, window_at=window_at
             )
             dropped = True
         if not done:
-            raise _ClaimLost
+            raise ClaimLost
         return dropped
-
-
-def _written(
-    ending: _Ending, progress: _Progress, problem: dict[str, str] | None
-) -> dict[str, Any]:
-    """The finish's details on the item, every one bounded."""
-    kept, stored = progress.on_item(), progress.records()
-    details: dict[str, Any] = {
-        JobAttr.ARTIFACTS: kept,
-        JobAttr.ARTIFACT_COUNT: len(stored),
-    }
-    if len(kept) < len(stored):
-        details[JobAttr.ARTIFACTS_TRUNCATED] = True
-    if ending.outcome is not None:
-        details[JobAttr.OUTCOME] = ending.outcome
-    if ending.error is not None:
-        details[JobAttr.ERROR], cut = stored_error(ending.error)
-        if cut:
-            details[JobAttr.ERROR_TRUNCATED] = True
-    if problem is not None:
-        details[JobAttr.PROCESSING_ERROR] = problem
-    return details
-
-
-def _codes(details: dict[str, Any]) -> dict[str, Any]:
-    """The least a finish must write so the item agrees with the announcement."""
-    codes: dict[str, Any] = {JobAttr.DETAILS_DROPPED: True}
-    if JobAttr.OUTCOME in details:
-        codes[JobAttr.OUTCOME] = details[JobAttr.OUTCOME]
-    if JobAttr.PROCESSING_ERROR in details:
-        codes[JobAttr.PROCESSING_ERROR] = {"code": details[JobAttr.PROCESSING_ERROR]["code"]}
-    return codes

@@ -40,7 +40,9 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sume.core.errors import PermanentError
-from sume.net.fetch import Endpoint, FetchError, Response, SafeHttp
+from sume.net.errors import FetchError
+from sume.net.fetch import SafeHttp
+from sume.net.response import Endpoint, Response
 
 Room = Callable[[bool], bool]
 """Take a slot for one more part buffer: wait for one, or (False) only say whether one was free."""

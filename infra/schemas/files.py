@@ -2,7 +2,7 @@
 
 The files in ``schemas/`` are the published API: integrators validate events
 and generate bindings from them, and the stack registers each event in its
-EventBridge schema registry (``infra.schemas``). They share most of their
+EventBridge schema registry (``infra.schemas.registry``). They share most of their
 text, so they are built here from one description and committed; ``--check``
 (run by the tests) fails when a file and this description disagree.
 
@@ -25,7 +25,7 @@ Enums are read from their one home in the code: detail-types from
 ``sume.core.names``, Sume's events and outcomes from ``sume.contract.envelope``,
 registration refusal reasons from ``sume.polling.registration``.
 
-``python -m infra.schema_files`` rewrites the files; ``--check`` only compares.
+``python -m infra.schemas.files`` rewrites the files; ``--check`` only compares.
 """
 
 from __future__ import annotations
@@ -477,7 +477,7 @@ def text(schema: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m infra.schema_files", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m infra.schemas.files", description=__doc__)
     parser.add_argument("--check", action="store_true", help="compare only; exit 1 on a change")
     args = parser.parse_args(argv)
     stale = []

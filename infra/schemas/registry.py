@@ -1,7 +1,7 @@
 """The events on the bus as a published API: an EventBridge schema registry.
 
 Each event's JSON Schema committed in ``schemas/`` becomes one schema of the
-registry, bundled with the files it refers to (``infra.schema_files.bundled``),
+registry, bundled with the files it refers to (``infra.schemas.files.bundled``),
 since the registry takes self-contained documents: the files are the one
 source of truth, so consumers who download code bindings from the registry and
 those who read the repository see the same contract. Its name follows
@@ -18,7 +18,7 @@ from aws_cdk import aws_eventschemas as eventschemas
 from constructs import Construct
 
 from infra import spec
-from infra.schema_files import bundled, event_files, text, type_name
+from infra.schemas.files import bundled, event_files, text, type_name
 
 SCHEMA_TYPE = "JSONSchemaDraft4"
 
