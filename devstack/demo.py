@@ -15,8 +15,11 @@ import sys
 import time
 
 from devstack import scenario
+from devstack.cli import start_problem
+from devstack.journal import printer
+from devstack.settings import DevStackSettings
 from devstack.simulator import Sume, SumeJob
-from devstack.stack import DevStack, DevStackSettings, printer, start_problem
+from devstack.stack import DevStack
 from sume.core.errors import ConfigurationError
 from sume.core.names import Env
 

@@ -55,8 +55,12 @@ class Loop(abc.ABC):
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def ask_to_stop(self) -> None:
+        """Stop after the current step (a long poll ends within its second); no wait."""
         self._stop.set()
+
+    def stop(self) -> None:
+        self.ask_to_stop()
         if self._thread:
             self._thread.join()
 

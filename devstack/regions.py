@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 import boto3
 
 from devstack.resources import subscribe_queue
-from devstack.stack import FAKE_CREDENTIALS
+from devstack.settings import FAKE_CREDENTIALS
 from infra.spec import ResourceNames
 from sume.core.names import Env
 from sume.core.settings import TableSettings
@@ -324,7 +324,9 @@ def child(config: Mapping[str, Any]) -> int:
 
     ``stop-receiver`` on stdin takes its webhook route down.
     """
-    from devstack.stack import DevStack, DevStackSettings, Entry
+    from devstack.journal import Entry
+    from devstack.settings import DevStackSettings
+    from devstack.stack import DevStack
 
     out = threading.Lock()
 
