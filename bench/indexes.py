@@ -11,7 +11,14 @@ is one index write, a changed key two (a delete and a put), a changed
 projected attribute one, anything else none (a failed conditional write
 changes nothing). Each index write costs one write unit per started KB of
 the entry, counted with DynamoDB's item size rules plus the 100 bytes it adds
-to every index entry (so rounded up, never down).
+to every index entry (so rounded up, never down). The index as it was
+(``due-work``, ALL) is priced on the same writes beside the deployed ones.
+
+Each life runs to its end as deployed: a poll is the schedule's tick and then
+every assignment it put on the shards queue, one poller run each, and what a
+run queues is worked by the worker; the item's last state is the life's
+ending. moto writes no index entry at all (it filters the table when an
+index is read), so the count is this module's, by DynamoDB's rules.
 """
 
 from __future__ import annotations
