@@ -1087,8 +1087,9 @@ class JobsTable:
     def defer_sweep(self, job_id: str, seen_due_at: int, next_due_at: int) -> bool:
         """Push an owed job's sweep deadline after re-enqueueing it.
 
-        Conditional on the due time the sweeper saw, so a worker that claimed
-        or finished the job in between is never overwritten. Moves the item
+        Conditional on the due time the sweeper saw, so a worker that released
+        or finished the job in between is never overwritten (a claim leaves the
+        due time: its copy of the message finds the job claimed). Moves the item
         to its shard under today's ``DUE_SHARDS``, as ``reschedule_poll`` does.
         """
         values = {
