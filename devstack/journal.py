@@ -16,7 +16,8 @@ from botocore.exceptions import ClientError
 
 from infra import spec
 from sume.core.names import DETAIL_TYPES, REGISTRATION_REFUSED_DETAIL_TYPE
-from sume.store.jobs import JobsTable, State
+from sume.store.job import State
+from sume.store.jobs import JobsTable
 
 OUTCOME_OF_DETAIL_TYPE = {v: k for k, v in DETAIL_TYPES.items()}
 MAX_SHOWN_MESSAGE = 120

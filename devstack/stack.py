@@ -263,12 +263,17 @@ class DevStack:
             self._http.stop()
             self._http = None
 
+    def halt(self) -> None:
+        """Every loop (worker, poller, queue readers) stops taking work at once, as in a
+        region's outage; what one holds it finishes, and the API still answers."""
+        for loop in self._loops:
+            loop.halt()
+
     def stop(self) -> None:
         global _running  # noqa: PLW0603
-        # All asked at once, then awaited: each may be inside a one-second long
+        # All halted at once, then awaited: each may be inside a one-second long
         # poll, which would otherwise be waited out once per loop.
-        for loop in self._loops:
-            loop.ask_to_stop()
+        self.halt()
         for loop in reversed(self._loops):
             loop.stop()
         self._loops.clear()

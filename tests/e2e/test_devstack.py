@@ -16,7 +16,7 @@ from devstack.simulator import Sume
 from devstack.stack import DevStack
 from infra import spec
 from sume.contract.envelope import JobEvent, parse
-from sume.store.jobs import Source, State
+from sume.store.job import Source, State
 from tests.builders import job_body, raw_of
 
 

@@ -34,7 +34,8 @@ from sume.net.policy import UrlPolicy
 from sume.polling.registration import Registrations
 from sume.polling.registry import Registry
 from sume.store.bus import EventBus
-from sume.store.jobs import JobsTable, Source, State
+from sume.store.job import Source, State
+from sume.store.jobs import JobsTable
 from sume.store.queue import DeadLetterQueue
 from sume.working.failures import MAX_MESSAGE_BYTES, failure_details
 from sume_cli import owed

@@ -20,7 +20,8 @@ from sume.core import aws as clients
 from sume.core.names import DUE_INDEX, DUE_INDEX_BEFORE, Env
 from sume.polling.compose import build_poller
 from sume.polling.settings import PollerSettings
-from sume.store.jobs import JobsTable, Source
+from sume.store.job import Source
+from sume.store.jobs import JobsTable
 from tests.builders import job_body
 
 T0 = 1_900_000_000

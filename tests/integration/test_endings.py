@@ -19,7 +19,7 @@ from sume.core import runtime
 from sume.core.names import DETAIL_TYPES
 from sume.polling.settings import PollerSettings
 from sume.store.bus import iso_time
-from sume.store.jobs import State
+from sume.store.job import State
 from tests.awscalls import hooking_new_clients
 from tests.builders import job_body
 from tests.consumers import assert_consumers_agree

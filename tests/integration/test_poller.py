@@ -25,7 +25,8 @@ from sume.polling.compose import build_poller
 from sume.polling.poller import RunSummary
 from sume.polling.registry import Registry
 from sume.polling.settings import PollerSettings
-from sume.store.jobs import JobsTable, Source, State
+from sume.store.job import Source, State
+from sume.store.jobs import JobsTable
 from tests.awscalls import hooking_new_clients
 from tests.builders import (
     LambdaContext,

@@ -23,7 +23,8 @@ from devstack.resources import create_resources
 from infra.spec import ResourceNames
 from sume.contract.envelope import JobEvent, parse
 from sume.core.names import due_shard
-from sume.store.jobs import JobsTable, Source, State
+from sume.store.job import Source, State
+from sume.store.jobs import JobsTable
 from sume_cli.context import new_session
 from sume_cli.main import main
 from tests.builders import SECRET, job_body, raw_of

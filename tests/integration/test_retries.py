@@ -29,7 +29,8 @@ from sume.core import runtime
 from sume.core.names import DETAIL_TYPES, DUE_SHARDS
 from sume.polling.compose import build_poller
 from sume.polling.settings import PollerSettings
-from sume.store.jobs import Job, JobsTable
+from sume.store.job import Job
+from sume.store.jobs import JobsTable
 from sume_cli.context import new_session
 from sume_cli.main import main
 from tests.awscalls import hooking_new_clients
