@@ -50,6 +50,7 @@ from infra import spec
 from infra.spec import ResourceNames
 from sume.core import runtime
 from sume.core.names import (
+    DUE_INDEX,
     MAX_DUE_SHARDS,
     REGISTRATION_DETAIL_TYPE,
     WEBHOOK_PATH,
@@ -486,7 +487,7 @@ class DevStack:
         yield f"  signing secret    {self.signing_secret}   ({secret_origin})"
         yield f"  Sume API token    {self.api_token}   (bearer for status_url polls)"
         yield f"  moto endpoint     {self.endpoint_url}"
-        yield f"  jobs table        {n.table}   (GSI due-work)"
+        yield f"  jobs table        {n.table}   (GSI {DUE_INDEX})"
         yield f"  jobs queue        {n.queue_url}"
         yield f"  jobs DLQ          {n.dlq_url}   (after {spec.MAX_RECEIVES} receives)"
         yield f"  artifacts bucket  {n.artifacts_bucket}"

@@ -97,6 +97,9 @@ DEFAULTS: Mapping[str, Any] = {
     # None: no lowered count still draining (docs/operations.md, "Changing the shard count").
     "due_shards_previous": None,
     "poller_shards_per_run": 1,
+    # None: no live table migrating to a new due-work index (docs/operations.md,
+    # "Changing an index's projection"); "add", then "switch", while one does.
+    "due_index_migration": None,
     "alarm_email": "",
     "log_retention_days": 30,
     "log_level": "INFO",
@@ -124,6 +127,10 @@ DEFAULTS: Mapping[str, Any] = {
     "artifact_allowed_hosts": "",
     "status_allowed_hosts": "",
 }
+
+
+# The steps of a live table's move to a new due-work index; None when none is under way.
+DUE_INDEX_MIGRATION = (None, "add", "switch")
 
 
 class ConfigError(ValueError):
@@ -162,6 +169,8 @@ class StageConfig:
     due_shards_previous: int | None
     """A larger count the poller still reads while its extra shards drain; None: none."""
     poller_shards_per_run: int
+    due_index_migration: str | None
+    """``add`` or ``switch`` while a live table migrates to a new due-work index; None: not."""
     receiver_reserved_concurrency: int | None
     """None: the receiver reserves no concurrency."""
     table_warm_writes_per_second: int | None
@@ -248,6 +257,11 @@ class StageConfig:
             throttle_burst,
             worker_cap + registrations_cap + poller_runs(shards, previous, per_run),
         )
+        migration = values["due_index_migration"] or None
+        if migration not in DUE_INDEX_MIGRATION:
+            raise ConfigError(
+                f"context due_index_migration must be add or switch (or unset), got {migration!r}"
+            )
         email = str(values["alarm_email"] or "").strip()
         if email and "@" not in email:
             raise ConfigError(f"context alarm_email is not an e-mail address: {email!r}")
@@ -274,6 +288,7 @@ class StageConfig:
             due_shards=shards,
             due_shards_previous=previous,
             poller_shards_per_run=per_run,
+            due_index_migration=migration,
             receiver_reserved_concurrency=reserved,
             **_warm_throughput(values, number, planned_write_units(peak, throttle_rate)),
         )

@@ -81,6 +81,7 @@ class SumeWebhooksStack(Stack):
                 is_dev=config.is_dev,
                 warm_writes_per_second=config.table_warm_writes_per_second,
                 warm_reads_per_second=config.table_warm_reads_per_second,
+                due_index_before=config.due_index_migration is not None,
                 replication=_replication(plan, global_table_name(config.stage))
                 if plan is not None
                 else None,
@@ -134,6 +135,7 @@ class SumeWebhooksStack(Stack):
             payloads=buckets.payloads,
             api_token=secrets.api_token,
             status_allowed_hosts=config.status_allowed_hosts,
+            due_index_migration=config.due_index_migration,
         )
 
         if plan is not None and region is not None:

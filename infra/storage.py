@@ -19,6 +19,15 @@ _ATTRIBUTE_TYPES = {
 }
 
 
+def projection(index: dict[str, Any]) -> dict[str, Any]:
+    """The CDK's arguments for an index's projection in ``spec.table_definition``."""
+    projected = index["Projection"]
+    return {
+        "projection_type": dynamodb.ProjectionType[projected["ProjectionType"]],
+        "non_key_attributes": projected.get("NonKeyAttributes"),
+    }
+
+
 def key_attributes(definition: dict[str, Any], key_schema: list[dict[str, str]]) -> dict[str, Any]:
     types = {a["AttributeName"]: a["AttributeType"] for a in definition["AttributeDefinitions"]}
     keys = {}
@@ -69,9 +78,10 @@ class JobsTableResource(Construct):
         warm_writes_per_second: int | None,
         warm_reads_per_second: int | None,
         replication: Replication | None = None,
+        due_index_before: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
-        definition = spec.table_definition("jobs")
+        definition = spec.table_definition("jobs", due_index_before)
         # The index gets the table's: a write the index cannot take throttles
         # the table's write too (infra/capacity.py, planned_write_units).
         warm = (
@@ -103,7 +113,7 @@ class JobsTableResource(Construct):
             table.add_global_secondary_index(
                 index_name=index["IndexName"],
                 **key_attributes(definition, index["KeySchema"]),
-                projection_type=dynamodb.ProjectionType[index["Projection"]["ProjectionType"]],
+                **projection(index),
                 warm_throughput=warm,
             )
 
@@ -131,7 +141,7 @@ def _global_table(
             dynamodb.GlobalSecondaryIndexPropsV2(
                 index_name=index["IndexName"],
                 **key_attributes(definition, index["KeySchema"]),
-                projection_type=dynamodb.ProjectionType[index["Projection"]["ProjectionType"]],
+                **projection(index),
                 warm_throughput=warm,
             )
             for index in definition["GlobalSecondaryIndexes"]

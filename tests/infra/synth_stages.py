@@ -34,6 +34,7 @@ PROD_OVERRIDES: Final = {
     "due_shards": "8",
     "due_shards_previous": "16",
     "poller_shards_per_run": "4",
+    "due_index_migration": "add",
     "log_retention_days": "90",
     "worker_batch_size": "5",
     "worker_batching_window_seconds": "2",

@@ -317,6 +317,13 @@ def test_the_shard_counts_are_checked_and_size_the_round() -> None:
                 _config(**{key: bad})
 
 
+def test_a_due_index_migration_is_a_named_step() -> None:
+    assert _config().due_index_migration is None
+    assert _config(due_index_migration="switch").due_index_migration == "switch"
+    with pytest.raises(ConfigError, match="context due_index_migration must be add or switch"):
+        _config(due_index_migration="remove")
+
+
 def test_the_event_sources_are_capped_for_the_estimate() -> None:
     # Instances = items a second x seconds each: 5 s a job, 0.1 s a registration, at least 2.
     assert (WORKER_PLANNED_SECONDS_PER_JOB, REGISTRATION_PLANNED_SECONDS) == (5, 0.1)

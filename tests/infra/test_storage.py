@@ -7,6 +7,8 @@ from aws_cdk.assertions import Template
 from infra import spec
 from sume.core.names import (
     DUE_INDEX,
+    DUE_INDEX_BEFORE,
+    DUE_PROJECTED,
     REPORT_INDEX,
     TTL_ATTRIBUTE,
 )
@@ -33,6 +35,11 @@ def test_jobs_table_on_demand_pitr_ttl_and_the_sparse_indexes(dev: Stage) -> Non
         DUE_INDEX,
         REPORT_INDEX,
     ]
+    # The due-work index holds what its readers read, not the whole item.
+    assert moto["GlobalSecondaryIndexes"][0]["Projection"] == {
+        "ProjectionType": "INCLUDE",
+        "NonKeyAttributes": list(DUE_PROJECTED),
+    }
     assert sorted(table["Properties"]["AttributeDefinitions"], key=str) == sorted(
         moto["AttributeDefinitions"], key=str
     )
@@ -51,7 +58,22 @@ def test_warm_throughput_is_set_by_context_on_the_table_and_its_indexes(
     assert prod_table["Properties"]["WarmThroughput"] == warm
     # An index takes the table's writes: warmed alike, or it would throttle them.
     indexes = prod_table["Properties"]["GlobalSecondaryIndexes"]
-    assert [index["WarmThroughput"] for index in indexes] == [warm, warm]
+    assert [index["WarmThroughput"] for index in indexes] == [warm, warm, warm]
+
+
+def test_a_migrating_table_keeps_the_due_index_it_had_beside_the_new(
+    dev: Stage, prod: Stage
+) -> None:
+    # prod is the first step of a migration (due_index_migration=add): the new
+    # index is added, the old one (projecting ALL) kept; dev is a table after it.
+    _, prod_table = prod.one("JobsTable", "AWS::DynamoDB::Table")
+    indexes = {i["IndexName"]: i for i in prod_table["Properties"]["GlobalSecondaryIndexes"]}
+    assert set(indexes) == {DUE_INDEX, REPORT_INDEX, DUE_INDEX_BEFORE}
+    assert indexes[DUE_INDEX_BEFORE]["Projection"] == {"ProjectionType": "ALL"}
+    assert indexes[DUE_INDEX_BEFORE]["KeySchema"] == indexes[DUE_INDEX]["KeySchema"]
+    _, dev_table = dev.one("JobsTable", "AWS::DynamoDB::Table")
+    names = [i["IndexName"] for i in dev_table["Properties"]["GlobalSecondaryIndexes"]]
+    assert names == [DUE_INDEX, REPORT_INDEX]
 
 
 def test_data_is_retained_and_protected_outside_dev(dev: Stage, prod: Stage) -> None:

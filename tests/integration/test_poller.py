@@ -472,6 +472,26 @@ def test_expired_lease_is_owed_work_again(aws, sume):
     assert again.attempts == 2
 
 
+def test_a_running_lease_is_waited_out_not_swept(aws, sume):
+    jobs = table(aws)
+    event = parse(json.dumps(job_body("job_long")).encode())
+    jobs.record(event, Source.WEBHOOK, T0, sweep_at=T0 + 120)  # type: ignore[arg-type]
+    jobs.claim("job_long", T0 + 1, lease_seconds=600)
+    # The claim leaves the due time (its index entry keeps its key).
+    assert due_at(aws, "job_long") == T0 + 120
+    clock = Clock(T0 + 120)
+    run = make_poller(clock)
+    assert run.run(lambda: FOREVER).swept == 0
+    assert drain_queue(aws) == []
+    job = jobs.get("job_long")
+    assert job is not None
+    assert (job.due_at, job.sweeps) == (T0 + 601, None)
+    # The worker died holding it: at the lease's end the job is owed again.
+    clock.now = T0 + 601
+    assert run.run(lambda: FOREVER).swept == 1
+    assert drain_queue(aws) == ["job_long"]
+
+
 class Budget:
     """The invocation's time left: plenty for the first ``calls`` checks, then,
     beyond the poller's margin, too little to start a poll (less than one poll's

@@ -26,9 +26,39 @@ TTL_ATTRIBUTE: Final = "expires_at"
 # Sparse GSI of items that need attention at some time: awaiting jobs (next
 # status poll) and jobs whose follow-up work is owed (sweep deadline). Items
 # without these two attributes are not in the index at all.
-DUE_INDEX: Final = "due-work"
+# The index's name is part of its identity: DynamoDB cannot change what an index
+# projects, so a new projection comes under a new name (docs/operations.md,
+# "Changing an index's projection"). ``due-work`` projected ALL until then.
+DUE_INDEX: Final = "due-work-v2"
+DUE_INDEX_BEFORE: Final = "due-work"
 DUE_SHARD: Final = "due_shard"
 DUE_AT: Final = "due_at"
+# What the due-work index holds besides its keys and job_id: what its readers read
+# (the poller's polls and sweeps, the awaiting gauge, the CLI's list and report),
+# never the body, the metadata or the artifacts. An index entry is written only when
+# one of these, or a key, changes: a progress write or a duplicate delivery writes
+# none, a claim one (its state and lease; the due time stays). DynamoDB allows 20.
+DUE_PROJECTED: Final = (
+    "state",
+    "source",
+    "event",
+    "status",
+    "outcome",
+    "processing_error",
+    "first_seen",
+    "received_at",
+    "claimed_at",
+    "lease_until",
+    "parked_at",
+    "sweeps",
+    "replays",
+    "processed_at",
+    "status_url",
+    "registered_at",
+    "poll_attempts",
+    "lost_at",
+    "report_bucket",
+)
 DUE_SHARDS: Final = 16
 # A round runs at most one poller per shard, within one SQS event source's cap (1000).
 MAX_DUE_SHARDS: Final = 1000
@@ -90,6 +120,7 @@ class Env:
     REGISTRATION_DLQ_URL: Final = "REGISTRATION_DLQ_URL"
     DUE_SHARDS: Final = "DUE_SHARDS"
     DUE_SHARDS_PREVIOUS: Final = "DUE_SHARDS_PREVIOUS"
+    DUE_INDEX_NAME: Final = "DUE_INDEX_NAME"
     POLL_SHARDS_QUEUE_URL: Final = "POLL_SHARDS_QUEUE_URL"
     SHARD_LEASES_TABLE_NAME: Final = "SHARD_LEASES_TABLE_NAME"
     POLL_SHARDS_PER_RUN: Final = "POLL_SHARDS_PER_RUN"

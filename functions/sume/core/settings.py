@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from sume.core.errors import ConfigurationError
-from sume.core.names import DUE_SHARDS, MAX_DUE_SHARDS, Env
+from sume.core.names import DUE_INDEX, DUE_INDEX_BEFORE, DUE_SHARDS, MAX_DUE_SHARDS, Env
 
 # Defaults that more than one reader applies (two handlers, or a handler and
 # the ops CLI), so they cannot drift apart.
@@ -91,6 +91,7 @@ class TableSettings:
     jobs_table_name: str
     jobs_queue_url: str
     due_shards: int
+    due_index: str = DUE_INDEX
 
     @staticmethod
     def table_from(env: Mapping[str, str]) -> TableSettings:
@@ -98,6 +99,7 @@ class TableSettings:
             jobs_table_name=required(env, Env.JOBS_TABLE_NAME),
             jobs_queue_url=required(env, Env.JOBS_QUEUE_URL),
             due_shards=due_shards(env),
+            due_index=due_index(env),
         )
 
 
@@ -129,6 +131,17 @@ def retention_days(env: Mapping[str, str]) -> int:
     """How long an ended job is kept: the worker sets ``expires_at`` by it, and the
     MRSC table's expiry (two regions, no TTL) looks back by it."""
     return integer(env, Env.RETENTION_DAYS, 35, 1, 3650)
+
+
+def due_index(env: Mapping[str, str]) -> str:
+    """The due-work index its readers query: the one before, while a live table migrates
+    (docs/operations.md, "Changing an index's projection")."""
+    name = env.get(Env.DUE_INDEX_NAME) or DUE_INDEX
+    if name not in (DUE_INDEX, DUE_INDEX_BEFORE):
+        raise ConfigurationError(
+            f"{Env.DUE_INDEX_NAME} must be {DUE_INDEX} or {DUE_INDEX_BEFORE}, got {name!r}"
+        )
+    return name
 
 
 def secret_cache_seconds(env: Mapping[str, str]) -> int:

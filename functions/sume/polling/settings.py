@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sume.core.names import MAX_DUE_SHARDS, Env
+from sume.core.names import DUE_INDEX, MAX_DUE_SHARDS, Env
 from sume.core.settings import (
     DAY_SECONDS,
     DEFAULT_POLL_INITIAL_SECONDS,
@@ -193,6 +193,8 @@ class RegistrySettings:
     """The poller's status URL policy (``STATUS_ALLOWED_HOSTS``, ``ALLOW_HTTP_URLS``):
     a status_url it would refuse is refused at registration."""
     dead_letter_queue_url: str | None = None
+    due_index: str = DUE_INDEX
+    """Registering writes the table; it reads no index."""
     """The registrations DLQ, where the poller parks refused events at once."""
     event_bus_name: str | None = None
     """The stack's bus, where the poller announces refused events."""

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from sume.core import aws
 from sume.core.aws import Clients
-from sume.core.names import DUE_SHARDS
+from sume.core.names import DUE_INDEX, DUE_SHARDS
 from sume.core.settings import PeerPayloads, TableSettings
 from sume.store.intake import JobIntake
 from sume.store.jobs import JobsTable
@@ -38,6 +38,8 @@ class JobsTableSettings(Protocol):
     def jobs_table_name(self) -> str: ...
     @property
     def due_shards(self) -> int: ...
+    @property
+    def due_index(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -46,11 +48,12 @@ class TableRef:
 
     jobs_table_name: str
     due_shards: int = DUE_SHARDS
+    due_index: str = DUE_INDEX
 
 
 def build_jobs(table: JobsTableSettings, dynamodb: Any) -> JobsTable:
     """The jobs table, for every handler, the CLI and the local stack alike."""
-    return JobsTable(dynamodb, table.jobs_table_name, table.due_shards)
+    return JobsTable(dynamodb, table.jobs_table_name, table.due_shards, table.due_index)
 
 
 def build_intake(settings: IntakeSettings, clients: Clients = aws.client) -> JobIntake:

@@ -89,8 +89,9 @@ class DueWrites(TableBase):
     def defer_sweep(self, job_id: str, seen_due_at: int, next_due_at: int) -> bool:
         """Push an owed job's sweep deadline after re-enqueueing it.
 
-        Conditional on the due time the sweeper saw, so a worker that claimed
-        or finished the job in between is never overwritten. Moves the item
+        Conditional on the due time the sweeper saw, so a worker that released
+        or finished the job in between is never overwritten (a claim leaves the
+        due time: its copy of the message finds the job claimed). Moves the item
         to its shard under today's ``DUE_SHARDS``, as ``reschedule_poll`` does.
         """
         values = {
@@ -106,5 +107,27 @@ class DueWrites(TableBase):
             f"SET {JobAttr.DUE_AT} = :next, {JobAttr.DUE_SHARD} = :shard ADD {JobAttr.SWEEPS} :one"
         )
         condition = f"#state IN (:received, :processing, :lost) AND {JobAttr.DUE_AT} = :seen"
+        done, _ = self._conditional(job_id, update, condition, values)
+        return done
+
+    def await_lease(self, job_id: str, seen_due_at: int, lease_until: int) -> bool:
+        """Make a claimed job due when its running lease ends, as the sweeper found it.
+
+        Conditional on the due time and the lease the sweeper read: a finish,
+        a release or a new claim meanwhile is never overwritten. Nothing is
+        sent and ``sweeps`` is not counted: the job is not owed while its lease runs.
+        """
+        values = {
+            "processing": State.PROCESSING.value,
+            "lost": State.LOST.value,
+            "seen": seen_due_at,
+            "lease": lease_until,
+            "shard": due_shard(job_id, self._shards),
+        }
+        update = f"SET {JobAttr.DUE_AT} = :lease, {JobAttr.DUE_SHARD} = :shard"
+        condition = (
+            f"#state IN (:processing, :lost) AND {JobAttr.DUE_AT} = :seen "
+            f"AND {JobAttr.LEASE_UNTIL} = :lease"
+        )
         done, _ = self._conditional(job_id, update, condition, values)
         return done

@@ -14,6 +14,7 @@ from typing import Any
 from sume.contract.envelope import JobEvent
 from sume.core.names import (
     DUE_AT,
+    DUE_PROJECTED,
     DUE_SHARD,
     JOB_ID,
     REPORT_AT,
@@ -227,6 +228,8 @@ if (
     JobAttr.REPORT_AT,
 ) != _STACK_NAMES:
     raise RuntimeError("the Job's key and index fields must be named as sume.core.names says")
+if not set(DUE_PROJECTED) <= set(JobAttr):
+    raise RuntimeError("the due-work index projects only the Job's fields")
 
 
 # An operator's reason for a replay, as kept on the item.

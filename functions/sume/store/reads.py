@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sume.core.names import DUE_INDEX
 from sume.store.codec import job_from_item
 from sume.store.conditions import IS_AWAITING
 from sume.store.errors import IncompleteRead
@@ -90,7 +89,7 @@ class Reads(TableBase):
     ) -> tuple[list[Job], dict[str, Any] | None]:
         """Jobs of one shard whose due time has come, oldest first; each has its ``due_at``."""
         request: dict[str, Any] = {
-            "IndexName": DUE_INDEX,
+            "IndexName": self._due_index,
             "KeyConditionExpression": f"{JobAttr.DUE_SHARD} = :shard AND {JobAttr.DUE_AT} <= :now",
             "ExpressionAttributeValues": expression_values(shard=shard, now=now),
             "Limit": limit,
@@ -107,7 +106,7 @@ class Reads(TableBase):
         """
         response = self._client.query(
             TableName=self._table,
-            IndexName=DUE_INDEX,
+            IndexName=self._due_index,
             KeyConditionExpression=f"{JobAttr.DUE_SHARD} = :shard",
             FilterExpression=IS_AWAITING,
             ExpressionAttributeNames=expression_names(IS_AWAITING),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sume.core.names import report_bucket
+from sume.core.names import DUE_INDEX, report_bucket
 from sume.store.codec import attribute_value, job_from_item
 from sume.store.job import Job, JobAttr
 
@@ -41,15 +41,23 @@ def expression_names(expression: str) -> dict[str, str]:
 class TableBase:
     """The jobs table's client, name and due-work shards, and the writes every role makes."""
 
-    def __init__(self, client: Any, table_name: str, shards: int) -> None:
+    def __init__(
+        self, client: Any, table_name: str, shards: int, due_index: str = DUE_INDEX
+    ) -> None:
         self._client = client
         self._table = table_name
         self._shards = shards
+        self._due_index = due_index
 
     @property
     def shards(self) -> int:
         """Partitions of the due-work index."""
         return self._shards
+
+    @property
+    def due_index(self) -> str:
+        """The due-work index its readers query (the one before, while a table migrates)."""
+        return self._due_index
 
     def _update(
         self,

@@ -65,15 +65,20 @@ class Work(TableBase):
         set_state: str = "",
         remove: str = "",
     ) -> Job:
-        """The one claim write: a fresh ``claim_id``, the lease (also the sweep
-        deadline) and an attempt, when ``condition`` holds; else ``NotClaimable``."""
+        """The one claim write: a fresh ``claim_id``, the lease and an attempt, when
+        ``condition`` holds; else ``NotClaimable``.
+
+        The due time stays: a claim that moved the due-work index's key would
+        cost its entry a delete and a put. The sweeper, meeting the running
+        lease at that due time, waits for its end (``await_lease``).
+        """
         lease_until = now + lease_seconds
         values = {**values, "now": now, "lease": lease_until, "claim": uuid.uuid4().hex, "one": 1}
         # An item written before ``sequence`` existed is announced as 1: the
         # claim stores that 1, so the next announcement owed is numbered 2.
         update = (
             f"SET {set_state}{JobAttr.LEASE_UNTIL} = :lease, {JobAttr.CLAIM_ID} = :claim, "
-            f"{JobAttr.CLAIMED_AT} = :now, {JobAttr.DUE_AT} = :lease, "
+            f"{JobAttr.CLAIMED_AT} = :now, "
             f"#sequence = if_not_exists(#sequence, :one) "
             f"ADD {JobAttr.ATTEMPTS} :one{remove}"
         )

@@ -214,8 +214,8 @@ class JobProcessor:
             return JobResult(job_id, Action.SKIPPED, "finished", outcome=stored.outcome)
         if stored.state in (State.PROCESSING, State.RECEIVED):
             if last:
-                # The lease's end is the job's due time: whatever its holder
-                # does, the job is finished, retried or swept.
+                # The job stays due: a sweep waits out its holder's lease, so
+                # whatever the holder does, the job is finished, retried or swept.
                 return JobResult(job_id, Action.LEFT_TO_SWEEPER, JobBusy.__name__)
             raise JobBusy(f"job {job_id} is leased until {stored.lease_until}")
         return JobResult(job_id, Action.SKIPPED, "not_received")
@@ -255,7 +255,7 @@ class JobProcessor:
 
             try:
                 give_back(release, failure_details(exc))
-            except Exception as release_error:  # the lease's end stays the due time
+            except Exception as release_error:  # a sweep waits out the lease, then queues it
                 exc.add_note(f"releasing the claim failed too: {release_error!r}")
             if last:
                 code = failure_details(exc)["code"]
