@@ -101,10 +101,14 @@ class Observers:
         self.announcements: list[dict[str, Any]] = []
         self._announced = threading.Lock()
 
+    def seen(self) -> list[dict[str, Any]]:
+        """Every announcement seen on the bus, in the order it came."""
+        with self._announced:
+            return list(self.announcements)
+
     def announced(self) -> Counter[str]:
         """Announcements seen on the bus, per job id."""
-        with self._announced:
-            return Counter(str(a.get("detail", {}).get("job_id")) for a in self.announcements)
+        return Counter(str(a.get("detail", {}).get("job_id")) for a in self.seen())
 
     def on_delivery(self, event: dict[str, Any], response: dict[str, Any]) -> None:
         status = int(response.get("statusCode", 0))

@@ -429,6 +429,11 @@ class DevStack:
         """Announcements seen on the bus, per job id."""
         return self._observers.announced()
 
+    @property
+    def announcements(self) -> list[dict[str, Any]]:
+        """Every announcement seen on the bus, in the order it came."""
+        return self._observers.seen()
+
     # Wrappers around the handlers
 
     def _contained(self, handler: Callable[..., Any]) -> Callable[..., Any]:
