@@ -43,6 +43,7 @@ from devstack.resources import (
     environment,
     subscribe_queue,
 )
+from devstack.switches import create_switches
 from infra import spec
 from infra.spec import ResourceNames
 from sume.core import runtime
@@ -274,10 +275,11 @@ class DevStack:
         else:
             from moto.server import ThreadedMotoServer
 
-            from devstack import moto_atomic, moto_limits
+            from devstack import moto_atomic, moto_limits, switches
 
             moto_atomic.install()
             moto_limits.install()
+            switches.install()
             # moto's werkzeug logs every AWS call; the journal says what matters.
             logging.getLogger("werkzeug").setLevel(logging.ERROR)
             ensure_free(self.settings.moto_port, "moto")
@@ -298,6 +300,8 @@ class DevStack:
             jobs_table=self.settings.jobs_table,
         )
         self.journal_queue_url = self._subscribe_journal()
+        # What `sume-webhooks pause` turns; the loops below obey it.
+        turned = create_switches(self.client, self.names, self.prefix)
         self._apply_env(self.lambda_environment())
         check_settings(os.environ)
         runtime.reset()
@@ -336,6 +340,7 @@ class DevStack:
                     spec.WORKER_TIMEOUT,
                     self.settings.retry_delay_seconds,
                     observer=self._on_batch,
+                    enabled=turned.mapping(turned.worker),
                 )
             )
         poller = importlib.import_module("poller")
@@ -350,6 +355,7 @@ class DevStack:
                 spec.POLLER_TIMEOUT,
                 self.settings.retry_delay_seconds,
                 observer=self._on_registrations,
+                enabled=turned.mapping(turned.registrations),
             )
         )
         shards_queue_url = self.names.shards_queue_url
@@ -364,6 +370,7 @@ class DevStack:
                 spec.POLLER_TIMEOUT,
                 self.settings.retry_delay_seconds,
                 batch_size=1,
+                enabled=turned.mapping(turned.shards),
             )
         )
         self._schedule = Schedule(
@@ -373,6 +380,7 @@ class DevStack:
             spec.POLLER_TIMEOUT,
             region=self.settings.region,
             busy=lambda: self._waiting(shards_queue_url) > 0,
+            enabled=turned.rule,
         )
         if self.settings.poller:
             self._loops.append(self._schedule)

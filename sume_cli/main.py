@@ -11,7 +11,7 @@ import argparse
 import os
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import version as package_version
 from typing import Any
 
@@ -35,12 +35,14 @@ from sume_cli import FAILED, USAGE, OpsError, owed
 from sume_cli.commands import PROG, Command
 from sume_cli.commands.dlq import cmd_dlq_peek, cmd_dlq_redrive
 from sume_cli.commands.jobs import cmd_expect, cmd_list, cmd_replay, cmd_status
+from sume_cli.commands.pause import cmd_pause, cmd_resume
 from sume_cli.commands.report import cmd_announce_owed, cmd_report
 from sume_cli.commands.secrets import cmd_secrets_retire, cmd_secrets_rotate, cmd_secrets_status
 from sume_cli.commands.send_test import cmd_send_test
 from sume_cli.context import LOCAL_ENDPOINT_HINT, Ops, not_an_aws_api
 from sume_cli.listing import DEFAULT_STATE, STATES
 from sume_cli.output import JSON, TABLE, note
+from sume_cli.pause import WORKS
 from sume_cli.stackinfo import LOCAL_PREFIX, DiscoveryError
 
 # A job still due this long after its due time is overdue: the poller, on its
@@ -124,7 +126,21 @@ def _report_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _work_commands(commands: Any, command: Callable[..., argparse.ArgumentParser]) -> None:
+    for name, run_, help_text in (
+        ("pause", cmd_pause, "stop the worker or the poller; deliveries are still stored"),
+        ("resume", cmd_resume, "start paused work again; the backlog drains as usual"),
+    ):
+        work = command(commands, name, run_, help_text)
+        work.add_argument("work", choices=WORKS, metavar="WORK", help=" or ".join(WORKS))
+        if name == "pause":
+            work.add_argument(
+                "--reason", required=True, metavar="TEXT", help="why: shown until it resumes"
+            )
+        json_alias(work)
+
+
+def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - names every command
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Operate the Sume webhook receiver: jobs, DLQ, test deliveries, secrets.",
@@ -190,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("job_id", metavar="JOB_ID")
     replay.add_argument("--reason", metavar="TEXT", help="why, kept on the item (e.g. the fix)")
+
+    _work_commands(commands, command)
 
     dlq_parser = command(commands, "dlq", None, "the dead-letter queues (jobs, registrations)")
     dlq_commands = dlq_parser.add_subparsers(dest="dlq_command", required=True, metavar="ACTION")
