@@ -143,9 +143,10 @@ def _work_commands(commands: Any, command: Callable[..., argparse.ArgumentParser
 def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - names every command
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Operate the Sume webhook receiver: jobs, DLQ, test deliveries, secrets.",
+        description="Operate the Sume webhook receiver: jobs, pausing the work, DLQ, "
+        "test deliveries, secrets.",
         epilog="Exit codes: 0 ok, 1 failed, 2 usage, 3 send-test not accepted by the endpoint "
-        "or report --check found lost, processing_error, parked or overdue jobs.",
+        "or report --check found lost, processing_error, parked or overdue jobs, or paused work.",
     )
     _global_options(parser, None)
     parser.add_argument("--version", action="version", version=version())
