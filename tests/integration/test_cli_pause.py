@@ -9,8 +9,13 @@ from typing import Any
 
 import pytest
 
+from devstack import switches
+from devstack.resources import create_resources
 from devstack.stack import DevStack, DevStackSettings
+from devstack.switches import create_switches
+from sume_cli.context import new_session
 from sume_cli.main import main
+from tests.integration.test_cli import deploy_outputs, reset
 
 SECRET = "whsec_cli_pause"
 
@@ -166,3 +171,44 @@ def test_a_stack_without_the_switches_is_a_one_line_error(stack, capsys):
     code, _, err = cli(stack, capsys, "report")
     assert code == 0
     assert "could not tell whether the work is paused: no event source mapping" in err
+
+
+def test_a_deployed_stage_is_paused_through_its_stack_outputs(
+    moto_server: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    # The stage's stack as CloudFormation describes it; the switches found from its
+    # queues, the record named after the stack.
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
+    monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
+    reset(moto_server)  # the session's server: other tests' resources, and ours after
+    request.addfinalizer(lambda: reset(moto_server))
+    switches.install()
+    session = new_session()
+    names = create_resources(session, prefix="stage-qa", endpoint_url=moto_server)
+    create_switches(
+        lambda service: session.client(service, endpoint_url=moto_server), names, "stage-qa"
+    )
+    deploy_outputs(moto_server, "qa", names, "https://hooks.example/webhooks/sume")
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main(["--stage", "qa", *argv])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    code, out, _ = run("pause", "poller", "--reason", "Sume API down")
+    assert code == 0, out
+    assert out.endswith("; resume: sume-webhooks --stage qa resume poller\n")
+    ssm = session.client("ssm", endpoint_url=moto_server)
+    record = json.loads(
+        ssm.get_parameter(Name="/SumeWebhooks-qa/paused/poller")["Parameter"]["Value"]
+    )
+    assert record["reason"] == "Sume API down"
+    code, _, err = run("report", "--check")
+    assert code == 3
+    assert "poller paused (next: sume-webhooks --stage qa resume poller)" in err
+    assert run("resume", "poller")[0] == 0
+    assert ssm.get_parameters(Names=["/SumeWebhooks-qa/paused/poller"])["Parameters"] == []
