@@ -34,8 +34,8 @@ def describe(ops: Ops, state: pause.WorkState, now: int) -> str:
     if record is None:
         told = "by hand (no record of when or why)"
     else:
-        since = iso(record.since) if record.since else "an unknown time"
-        told = f"since {since} ({_for(now - record.since)}) by {record.by or 'unknown'}: "
+        since = f"{iso(record.since)} ({_for(now - record.since)})" if record.since else "?"
+        told = f"since {since} by {record.by or 'unknown'}: "
         told += record.reason
     return f"{state.work} {what} {told}; resume: {_resume_hint(ops, state.work)}"
 

@@ -141,6 +141,15 @@ def test_a_switch_turned_by_hand_is_seen_and_resumed(stack, capsys):
     assert json.loads(out)["reason"] == "again"
     cli(stack, capsys, "resume", "worker")
 
+    # A record not as the CLI writes it is named, not guessed from.
+    name = f"/{stack.prefix}/paused/worker"
+    stack.client("ssm").put_parameter(Name=name, Value="{not json", Type="String")
+    lambda_.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
+    code, _, err = cli(stack, capsys, "report")
+    assert f"worker paused since ? by unknown: unreadable record {name}; resume: " in err
+    assert cli(stack, capsys, "resume", "worker")[0] == 0
+    assert stack.client("ssm").get_parameters(Names=[name])["Parameters"] == []
+
 
 USAGE_ERRORS = [
     (["pause", "worker"], "the following arguments are required: --reason"),
