@@ -55,8 +55,12 @@ class Loop(abc.ABC):
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def halt(self) -> None:
+        """Take no further step; the one under way finishes (``stop`` waits for it)."""
         self._stop.set()
+
+    def stop(self) -> None:
+        self.halt()
         if self._thread:
             self._thread.join()
 

@@ -91,6 +91,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 def fan_out() -> dict[str, int]:
     gauge_awaiting()
+    gauge_serving()
     # Should it fail, the assignments sent still run; the next tick fans out the round anew.
     with retried(Metric.POLLER_ERRORS, "poller round not fanned out"):
         started = compose.fanout_service().start()
@@ -133,6 +134,14 @@ def gauge_awaiting() -> None:
         logger.info(
             "awaiting jobs counted in part: the gauge is a lower bound", awaiting=awaiting.jobs
         )
+
+
+def gauge_serving() -> None:
+    # Two regions only. Alarmed with the silence alarms: they page only where
+    # the failover domain's deliveries go (docs/operations.md, "What to watch").
+    probe = compose.serving_probe()
+    if probe is not None:
+        count(Metric.SERVING, int(probe.serving()))
 
 
 def observe(summary: RunSummary) -> dict[str, Any]:

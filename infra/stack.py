@@ -180,6 +180,7 @@ class SumeWebhooksStack(Stack):
             api_client_error_threshold=config.api_client_error_threshold,
             silence=config.silence,
             removal_policy=removal,
+            serving_gated=plan is not None,
         )
         registrations = JobRegistrations(
             self,
@@ -207,6 +208,7 @@ class SumeWebhooksStack(Stack):
                 alarm_topic=monitoring.topic,
             )
             webhook_url = f"https://{endpoint.webhook_host}{WEBHOOK_PATH}"
+            endpoint.gauge_serving(poller.function)
             regional = {
                 spec.OUTPUT_REGION_WEBHOOK_URL: (
                     api.webhook_url,

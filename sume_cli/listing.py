@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sume.core.names import DUE_INDEX
-from sume.store.jobs import Job, JobAttr, JobsTable, Page, State, expression_values
+from sume.store.job import Job, JobAttr, State
+from sume.store.jobs import JobsTable
+from sume.store.reads import Page
+from sume.store.table import expression_values
 from sume_cli import USAGE, OpsError
 
 # state argument -> item states, or a filter of its own (failed).

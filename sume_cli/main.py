@@ -34,8 +34,9 @@ from sume.core.names import DUE_SHARDS
 from sume_cli import FAILED, USAGE, OpsError, owed
 from sume_cli.commands import PROG, Command
 from sume_cli.commands.dlq import cmd_dlq_peek, cmd_dlq_redrive
-from sume_cli.commands.jobs import cmd_expect, cmd_list, cmd_replay, cmd_status
+from sume_cli.commands.jobs import cmd_expect, cmd_list, cmd_status
 from sume_cli.commands.pause import cmd_pause, cmd_resume
+from sume_cli.commands.replay import add_replay_arguments, cmd_replay_any
 from sume_cli.commands.report import cmd_announce_owed, cmd_report
 from sume_cli.commands.secrets import cmd_secrets_retire, cmd_secrets_rotate, cmd_secrets_status
 from sume_cli.commands.send_test import cmd_send_test
@@ -140,13 +141,14 @@ def _work_commands(commands: Any, command: Callable[..., argparse.ArgumentParser
         json_alias(work)
 
 
-def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - names every command
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Operate the Sume webhook receiver: jobs, pausing the work, DLQ, "
         "test deliveries, secrets.",
         epilog="Exit codes: 0 ok, 1 failed, 2 usage, 3 send-test not accepted by the endpoint "
-        "or report --check found lost, processing_error, parked or overdue jobs, or paused work.",
+        "or report --check found lost, processing_error, parked or overdue jobs, or paused "
+        "work, or a replay --since had a replay refused; 130 interrupted.",
     )
     _global_options(parser, None)
     parser.add_argument("--version", action="version", version=version())
@@ -203,10 +205,12 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - names every co
     )
 
     replay = command(
-        commands, "replay", cmd_replay, "redo a finished job's follow-up work (re-copy artifacts)"
+        commands,
+        "replay",
+        cmd_replay_any,
+        "redo a finished job's follow-up work (re-copy artifacts), or a window's by filter",
     )
-    replay.add_argument("job_id", metavar="JOB_ID")
-    replay.add_argument("--reason", metavar="TEXT", help="why, kept on the item (e.g. the fix)")
+    add_replay_arguments(replay)
 
     _work_commands(commands, command)
 

@@ -19,7 +19,9 @@ from typing import Any
 
 from sume.contract.envelope import TERMINAL_EVENTS
 from sume.core.names import DUE_INDEX, REPORT_INDEX, REPORT_SHARDS, report_buckets
-from sume.store.jobs import Job, JobAttr, JobsTable, Source, State, expression_values
+from sume.store.job import Job, JobAttr, Source, State
+from sume.store.jobs import JobsTable
+from sume.store.table import expression_values
 
 # What the report reads of each job: never the stored body.
 READ = (

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from devstack.stack import DevStack
-from sume.store.jobs import State
+from sume.store.job import State
 from sume_cli.main import main
 from tests.builders import job_body, raw_of, signed_headers
 from tests.httpserver import LoopbackServer

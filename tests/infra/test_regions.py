@@ -13,7 +13,9 @@ from infra import spec
 from infra.config import ConfigError
 from infra.regions import RegionPlan
 from infra.stack import global_table_name
+from sume.core.names import Env, Metric
 from tests.infra.conftest import Cloud, Stage, base_name, ref_name
+from tests.infra.metric_math import fires
 from tests.infra.synth_stages import GLOBAL_OVERRIDES, GLOBAL_STAGE
 from tests.infra.template_digest import DIGESTS, digests
 
@@ -170,6 +172,94 @@ def test_the_health_checks_alarm_lives_where_route53s_metrics_are(cloud: Cloud) 
     assert unhealthy["AlarmActions"] and unhealthy["OKActions"]
     secondary = cloud.regional[SECONDARY].of_type("AWS::CloudWatch::Alarm")
     assert not [k for k in secondary if base_name(k) == "FailoverUnhealthy"]
+
+
+@pytest.mark.parametrize("region", [PRIMARY, SECONDARY])
+def test_each_regions_poller_asks_the_one_url_which_region_serves(
+    cloud: Cloud, region: str
+) -> None:
+    env = cloud.regional[region].environment("Poller")
+    assert env[Env.FAILOVER_HEALTH_URL] == f"https://{GLOBAL_OVERRIDES['domain_name']}/health"
+    assert env[Env.FAILOVER_PRIMARY_REGION] == PRIMARY
+    # Both silence alarms take the Serving gauge's minimum over their own window.
+    alarms = cloud.regional[region].alarms()
+    for name in ("DeliverySilence", "PollRecoveryShare"):
+        (serving,) = [q for q in alarms[name]["Metrics"] if q["Id"] == "serving"]
+        stat = serving["MetricStat"]
+        assert (stat["Metric"]["MetricName"], stat["Stat"]) == (Metric.SERVING, "Minimum")
+        (verified,) = [q for q in alarms[name]["Metrics"] if q["Id"] in ("verified", "webhook")]
+        assert stat["Period"] == verified["MetricStat"]["Period"]
+
+
+# One window of each region's metrics, as each region's poller and receiver emit them:
+# Route 53 sends Sume's deliveries to the primary (30 verified, 12 new jobs), the
+# secondary verifies none; one registered job awaits in the one table, which both
+# pollers count; polls recovered 6 jobs (a share over 50%: Sume's webhooks are broken).
+AWAITING = 1.0
+NORMAL = {
+    PRIMARY: {"serving": 1.0, "awaiting": AWAITING, "verified": 30.0, "webhook": 12.0},
+    SECONDARY: {"serving": 0.0, "awaiting": AWAITING},
+}
+RECOVERING = {
+    PRIMARY: {"serving": 1.0, "awaiting": AWAITING, "verified": 30.0, "webhook": 3.0},
+    SECONDARY: {"serving": 0.0, "awaiting": AWAITING, "polled": 6.0},
+}
+
+
+def _fired(cloud: Cloud, window: dict[str, dict[str, float]]) -> dict[str, set[str]]:
+    return {
+        region: {
+            name
+            for name in ("DeliverySilence", "PollRecoveryShare")
+            if fires(cloud.regional[region].alarms()[name], data)
+        }
+        for region, data in window.items()
+    }
+
+
+def test_no_silence_alarm_fires_in_either_region_in_normal_operation(cloud: Cloud) -> None:
+    assert _fired(cloud, NORMAL) == {PRIMARY: set(), SECONDARY: set()}
+    # The gate is what keeps the secondary quiet: were its gauge 1, the same window pages.
+    assert fires(
+        cloud.regional[SECONDARY].alarms()["DeliverySilence"], NORMAL[SECONDARY] | {"serving": 1.0}
+    )
+
+
+def test_a_real_silence_pages_the_region_that_serves_and_only_it(cloud: Cloud) -> None:
+    # Sume stops sending: nothing verified anywhere while a job awaits.
+    quiet = {
+        PRIMARY: {"serving": 1.0, "awaiting": AWAITING},
+        SECONDARY: {"serving": 0.0, "awaiting": AWAITING},
+    }
+    assert _fired(cloud, quiet) == {PRIMARY: {"DeliverySilence"}, SECONDARY: set()}
+    # After a failover the secondary serves the whole window: it pages, the primary not
+    # (its poller, if it still runs, finds the domain answered from the secondary).
+    failed_over = {
+        PRIMARY: {"serving": 0.0, "awaiting": AWAITING},
+        SECONDARY: {"serving": 1.0, "awaiting": AWAITING},
+    }
+    assert _fired(cloud, failed_over) == {PRIMARY: set(), SECONDARY: {"DeliverySilence"}}
+    # A window with the failover in it pages neither (both gauges' minimum is 0): the
+    # next, served whole by the secondary, does.
+    switching = {region: {**data, "serving": 0.0} for region, data in failed_over.items()}
+    assert _fired(cloud, switching) == {PRIMARY: set(), SECONDARY: set()}
+    # The secondary serving and verifying deliveries: no page.
+    served = {**failed_over, SECONDARY: {**failed_over[SECONDARY], "verified": 9.0}}
+    assert _fired(cloud, served) == {PRIMARY: set(), SECONDARY: set()}
+
+
+def test_polls_recovering_most_endings_page_only_where_the_webhooks_should_come(
+    cloud: Cloud,
+) -> None:
+    # The secondary's own endings are all recoveries (its NewJobs is 0): no page there.
+    assert _fired(cloud, RECOVERING) == {PRIMARY: set(), SECONDARY: set()}
+    broken = {**RECOVERING, PRIMARY: {**RECOVERING[PRIMARY], "polled": 6.0}}
+    assert _fired(cloud, broken) == {PRIMARY: {"PollRecoveryShare"}, SECONDARY: set()}
+    # No gauge at all (no poller tick): no page.
+    assert not fires(
+        cloud.regional[PRIMARY].alarms()["PollRecoveryShare"],
+        {k: v for k, v in broken[PRIMARY].items() if k != "serving"},
+    )
 
 
 VALID = {k: v for k, v in GLOBAL_OVERRIDES.items() if k not in {"status_allowed_hosts"}}

@@ -16,7 +16,7 @@ from sume.core import runtime
 from sume.receiving.settings import ReceiverSettings
 from sume.store.compose import build_intake
 from sume.store.intake import Outcome
-from sume.store.jobs import Source
+from sume.store.job import Source
 from tests.awscalls import hooking_new_clients
 from tests.builders import (
     SECRET,

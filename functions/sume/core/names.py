@@ -16,6 +16,8 @@ WEBHOOK_PATH: Final = "/webhooks/sume"
 # Unauthenticated: answers whether this region's receiver can reach its table
 # (Route 53's health checks ask it; docs/operations.md, "Two regions").
 HEALTH_PATH: Final = "/health"
+# Its 200 names the region that answered: behind the failover domain, the one serving.
+HEALTH_REGION: Final = "region"
 
 # Jobs table: one item per job, partition key only.
 JOB_ID: Final = "job_id"
@@ -83,6 +85,9 @@ class Env:
     POLL_SHARDS_QUEUE_URL: Final = "POLL_SHARDS_QUEUE_URL"
     SHARD_LEASES_TABLE_NAME: Final = "SHARD_LEASES_TABLE_NAME"
     POLL_SHARDS_PER_RUN: Final = "POLL_SHARDS_PER_RUN"
+    # Two regions only: the failover domain's health route, and Route 53's primary.
+    FAILOVER_HEALTH_URL: Final = "FAILOVER_HEALTH_URL"
+    FAILOVER_PRIMARY_REGION: Final = "FAILOVER_PRIMARY_REGION"
 
     # Secrets in plain text, for running without Secrets Manager.
     SUME_COM_WEBHOOK_SIGNING_SECRET: Final = "SUME_COM_WEBHOOK_SIGNING_SECRET"
@@ -167,6 +172,8 @@ class Metric:
     # Gauge: registered jobs still awaiting their terminal event (the silence alarm's).
     JOBS_AWAITING: Final = "JobsAwaiting"
     POLLER_RUNS_STARTED: Final = "PollerRunsStarted"
+    # Gauge, two regions only: 1 when the failover domain answers from this region.
+    SERVING: Final = "Serving"
     # poller, registrations by event
     JOBS_REGISTERED: Final = "JobsRegistered"
     REGISTRATIONS_OF_KNOWN_JOBS: Final = "RegistrationsOfKnownJobs"

@@ -14,6 +14,7 @@ from sume.polling.fanout import FanOut, ShardLeases, ShardQueue, ShardRun
 from sume.polling.poller import Poller
 from sume.polling.registering import Registry
 from sume.polling.registration import Registrations
+from sume.polling.serving import ServingProbe, ServingSettings
 from sume.polling.settings import (
     AWAITING_COUNT_LIMIT,
     FanOutSettings,
@@ -130,3 +131,10 @@ def awaiting_gauge() -> AwaitingGauge:
 @per_container
 def registrations_service() -> Registrations:
     return build_registrations(RegistrySettings.from_env())
+
+
+@per_container
+def serving_probe() -> ServingProbe | None:
+    """None in a single-region stage."""
+    settings = ServingSettings.from_env()
+    return None if settings is None else ServingProbe(settings)

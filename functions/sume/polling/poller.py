@@ -38,7 +38,8 @@ from sume.net.policy import REFUSED_HOST
 from sume.polling.settings import POLL_FINISH_SECONDS, PollPolicy
 from sume.polling.status import NOT_TERMINAL, StatusResult, Verdict
 from sume.store.intake import JobIntake, Outcome
-from sume.store.jobs import Job, JobsTable, Source, State
+from sume.store.job import Job, Source, State
+from sume.store.jobs import JobsTable
 from sume.store.queue import JobQueue
 
 

@@ -45,7 +45,9 @@ from sume.core.errors import AWS_FAILURES
 from sume.core.ids import check_job_id
 from sume.core.runtime import TimeLeft
 from sume.net.errors import PermanentFetchError
-from sume.store.jobs import InvalidWrite, Job, JobsTable, NotClaimable, State
+from sume.store.errors import InvalidWrite, NotClaimable
+from sume.store.job import Job, State
+from sume.store.jobs import JobsTable
 from sume.store.payloads import PayloadStore
 from sume.working.announce import Announcement, Announcer, LostAnnouncement
 from sume.working.artifacts import (
