@@ -131,10 +131,11 @@ class Regions:
     def start(self) -> Regions:
         from moto.server import ThreadedMotoServer
 
-        from devstack import moto_atomic, moto_limits, moto_mrsc
+        from devstack import moto_atomic, moto_limits, moto_mrsc, switches
 
         moto_atomic.install()
         moto_limits.install()
+        switches.install()
         moto_mrsc.install(self.replication)
         # moto's werkzeug logs every AWS call; the journals say what matters.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)

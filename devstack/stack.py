@@ -46,6 +46,7 @@ from devstack.settings import (
     check_settings,
     ensure_free,
 )
+from devstack.switches import create_switches
 from infra import spec
 from infra.spec import ResourceNames
 from sume.core import runtime
@@ -127,10 +128,11 @@ class DevStack:
         else:
             from moto.server import ThreadedMotoServer
 
-            from devstack import moto_atomic, moto_limits
+            from devstack import moto_atomic, moto_limits, switches
 
             moto_atomic.install()
             moto_limits.install()
+            switches.install()
             # moto's werkzeug logs every AWS call; the journal says what matters.
             logging.getLogger("werkzeug").setLevel(logging.ERROR)
             ensure_free(self.settings.moto_port, "moto")
@@ -152,6 +154,8 @@ class DevStack:
             leases_table=self.settings.leases_table,
         )
         self.journal_queue_url = self._subscribe_journal()
+        # What `sume-webhooks pause` turns; the loops below obey it.
+        turned = create_switches(self.client, self.names, self.prefix)
         self._apply_env(self.lambda_environment())
         check_settings(os.environ)
         runtime.reset()
@@ -190,6 +194,7 @@ class DevStack:
                     spec.WORKER_TIMEOUT,
                     self.settings.retry_delay_seconds,
                     observer=self._observers.on_batch,
+                    enabled=turned.mapping(turned.worker),
                 )
             )
         poller = importlib.import_module("poller")
@@ -204,6 +209,7 @@ class DevStack:
                 spec.POLLER_TIMEOUT,
                 self.settings.retry_delay_seconds,
                 observer=self._observers.on_registrations,
+                enabled=turned.mapping(turned.registrations),
             )
         )
         shards_queue_url = self.names.shards_queue_url
@@ -218,6 +224,7 @@ class DevStack:
                 spec.POLLER_TIMEOUT,
                 self.settings.retry_delay_seconds,
                 batch_size=1,
+                enabled=turned.mapping(turned.shards),
             )
         )
         self._schedule = Schedule(
@@ -227,6 +234,7 @@ class DevStack:
             spec.POLLER_TIMEOUT,
             region=self.settings.region,
             busy=lambda: self._waiting(shards_queue_url) > 0,
+            enabled=turned.rule,
         )
         if self.settings.poller:
             self._loops.append(self._schedule)

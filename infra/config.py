@@ -61,6 +61,8 @@ LOG_RETENTION = {
 # always sees the poller's metrics; CloudWatch evaluates at most a day.
 SILENCE_RUNS_PER_WINDOW = 2
 MAX_ALARM_WINDOW_MINUTES = 1440
+# Work paused longer than this pages (docs/operations.md, "Pausing the work").
+DEFAULT_PAUSED_ALARM_MINUTES = 240
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ class SilenceAlarms:
     outage."""
     delivery_silence_minutes: int
     """``DeliverySilence``: this long without a verified delivery while jobs await pages."""
+    paused_minutes: int = DEFAULT_PAUSED_ALARM_MINUTES
+    """``WorkerPaused``/``PollerPaused``: work not started for this long pages."""
 
 
 # An allow-list entry: a host name as the functions compare it (lowercase
@@ -121,6 +125,7 @@ DEFAULTS: Mapping[str, Any] = {
     "poll_recovery_window_minutes": 60,
     "poll_recovery_min_endings": 5,
     "delivery_silence_minutes": 60,
+    "paused_alarm_minutes": DEFAULT_PAUSED_ALARM_MINUTES,
     "retention_days": 35,
     "payloads_expire_days": 90,
     "artifacts_infrequent_access_days": 30,
@@ -314,6 +319,7 @@ def _silence(number: Number, poll_rate_minutes: int) -> SilenceAlarms:
         recovered_window_minutes=window("poll_recovery_window_minutes"),
         recovered_min_endings=number("poll_recovery_min_endings", 1, 1_000_000),
         delivery_silence_minutes=window("delivery_silence_minutes"),
+        paused_minutes=window("paused_alarm_minutes"),
     )
 
 

@@ -8,6 +8,7 @@ from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigatewayv2 as apigw
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -18,6 +19,7 @@ from constructs import Construct
 
 from infra.config import SilenceAlarms
 from infra.nag import acknowledge
+from infra.pausing import paused_alarms, periods, queue_reads, schedule_ticks
 from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME, Metric
 
 PERIOD = Duration.minutes(5)
@@ -126,6 +128,8 @@ class Monitored:
     poller: lambda_.Function
     queue: sqs.Queue
     dlq: sqs.Queue
+    schedule: events.Rule
+    """The poller's schedule rule."""
 
 
 class Monitoring(Construct):
@@ -353,9 +357,22 @@ class Monitoring(Construct):
                     period=PERIOD, statistic=cw.Stats.MAXIMUM
                 ),
                 BACKLOG_AGE_SECONDS,
-                "A job message has waited over an hour: the worker is stuck or keeps failing. "
+                "A job message has waited over an hour: the worker is stuck, keeps failing, "
+                f"or is paused (`{cli} report` says). "
                 f"`{cli} list --state owed`, then `{cli} status JOB_ID` (last error, claim).",
             ),
+        ]
+        # Work left paused: every step of the window idle, no data included.
+        self.alarms += [
+            self._alarm(
+                a.construct_id,
+                a.metric,
+                1,
+                a.text,
+                periods=periods(silence.paused_minutes),
+                missing=cw.TreatMissingData.BREACHING,
+            )
+            for a in paused_alarms(w.queue, w.schedule, cli, silence.paused_minutes)
         ]
         self.dashboard = self._dashboard(dashboard_name, w, errors)
 
@@ -367,15 +384,25 @@ class Monitoring(Construct):
         self.alarms.append(alarm)
         return alarm
 
-    def _alarm(self, construct_id: str, metric: cw.IMetric, threshold: int, text: str) -> cw.Alarm:
+    def _alarm(
+        self,
+        construct_id: str,
+        metric: cw.IMetric,
+        threshold: int,
+        text: str,
+        periods: int = 1,
+        missing: cw.TreatMissingData = cw.TreatMissingData.NOT_BREACHING,
+    ) -> cw.Alarm:
         alarm = cw.Alarm(
             self,
             construct_id,
             metric=metric,
             threshold=threshold,
-            evaluation_periods=1,
+            evaluation_periods=periods,
+            # All steps of a longer window must breach (unset: as CloudWatch's default).
+            datapoints_to_alarm=periods if periods > 1 else None,
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            treat_missing_data=missing,
             alarm_description=f"{text} What to run: {RUNBOOK}, row {construct_id}.",
         )
         action = cw_actions.SnsAction(self.topic)
@@ -486,5 +513,14 @@ class Monitoring(Construct):
             graph("Receiver duration (ms)", *durations(w.receiver)),
             graph("Worker duration (ms)", *durations(w.worker)),
             graph("Poller duration (ms)", *durations(w.poller)),
+        )
+        # A paused work is a line at 0 from the moment it was paused; who and why:
+        # `sume-webhooks report`.
+        dashboard.add_widgets(
+            graph(
+                "Work started (0: paused; sume-webhooks report says why)",
+                queue_reads(w.queue),
+                right=[schedule_ticks(w.schedule)],
+            )
         )
         return dashboard

@@ -204,6 +204,7 @@ class SumeWebhooksStack(Stack):
                 poller=poller.function,
                 queue=queues.queue,
                 dlq=queues.dlq,
+                schedule=schedule.rule,
             ),
             dashboard_name=name,
             stage=config.stage,

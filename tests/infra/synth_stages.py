@@ -50,6 +50,7 @@ PROD_OVERRIDES: Final = {
     "poll_recovery_window_minutes": "120",
     "poll_recovery_min_endings": "20",
     "delivery_silence_minutes": "180",
+    "paused_alarm_minutes": "120",
     "retention_days": "60",
     "payloads_expire_days": "120",
     "artifact_allowed_hosts": "cdn.sume.example",

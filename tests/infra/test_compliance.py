@@ -471,6 +471,9 @@ def test_synth_of_a_prod_stage_without_status_allowed_hosts_fails_naming_the_key
             r"delivery_silence_minutes must be within 60\.\.1440, got 59",
         ),
         ("dev", {"delivery_silence_minutes": "1441"}, "delivery_silence_minutes must be within"),
+        # Work paused longer pages: a window of two ticks at least, a day at most.
+        ("dev", {"paused_alarm_minutes": "9"}, r"paused_alarm_minutes must be within 10\.\.1440"),
+        ("dev", {"paused_alarm_minutes": "1441"}, "paused_alarm_minutes must be within"),
         ("dev", {"poll_rate_minutes": "721"}, r"no window with 2 poller runs .* lower poll_rate"),
         ("dev", {"status_allowed_hosts": "https://api.sume.example"}, "status_allowed_hosts"),
         ("dev", {"artifact_allowed_hosts": "cdn.example/x"}, "artifact_allowed_hosts"),
