@@ -12,6 +12,11 @@ from sume.store.job import JobAttr
 IS_NEW_JOB = f"attribute_not_exists({JobAttr.JOB_ID})"
 IS_WAITING_FOR_EVENT = "#state IN (:awaiting, :lost)"
 EXISTS = f"attribute_exists({JobAttr.JOB_ID})"
+# A delivery's count, unless this very write landed already (its answer lost, botocore
+# sends it again with the same id).
+IS_NOT_COUNTED = (
+    f"(attribute_not_exists({JobAttr.DELIVERY_ID}) OR {JobAttr.DELIVERY_ID} <> :delivery)"
+)
 IS_OWED = "#state = :received"
 HAS_EXPIRED_LEASE = f"(#state = :processing AND {JobAttr.LEASE_UNTIL} < :now)"
 HOLDS_CLAIM = f"(#state = :processing AND {JobAttr.CLAIM_ID} = :claim)"

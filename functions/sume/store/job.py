@@ -76,6 +76,9 @@ class Job:
     """When the work became owed: the first record, or an operator's replay."""
     last_delivery_at: int | None = None
     """The latest webhook delivery (receiver)."""
+    delivery_id: str | None = None
+    """A random id of the write that counted the latest delivery: botocore's resend of
+    a count that had landed finds its own id and counts nothing (receiver)."""
     deliveries: int | None = None
     """Webhook deliveries counted (receiver); 0 when a poll found the event."""
     conflicts: int | None = None

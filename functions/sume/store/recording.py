@@ -10,7 +10,7 @@ from typing import Any
 
 from sume.contract.envelope import JobEvent
 from sume.core.names import due_shard
-from sume.store.conditions import EXISTS, IS_NEW_JOB, IS_WAITING_FOR_EVENT
+from sume.store.conditions import EXISTS, IS_NEW_JOB, IS_NOT_COUNTED, IS_WAITING_FOR_EVENT
 from sume.store.errors import refused_as_invalid
 from sume.store.job import Job, JobAttr, Source, State
 from sume.store.table import TableBase
@@ -93,11 +93,20 @@ class Recording(TableBase):
         return Recorded(stored=old or Job(job_id=event.job_id))
 
     def count_delivery(self, job_id: str, now: int, conflict: bool) -> None:
-        """A later delivery of a known job changes nothing but its counters."""
-        update = f"SET {JobAttr.LAST_DELIVERY_AT} = :now ADD {JobAttr.DELIVERIES} :one"
+        """A later delivery of a known job changes nothing but its counters, once.
+
+        The write carries a random id: when botocore resends it because the answer
+        to a count that landed was lost, the resend meets its own id and is refused,
+        so ``deliveries`` counts deliveries, not requests.
+        """
+        update = (
+            f"SET {JobAttr.LAST_DELIVERY_AT} = :now, {JobAttr.DELIVERY_ID} = :delivery "
+            f"ADD {JobAttr.DELIVERIES} :one"
+        )
         if conflict:
             update += f", {JobAttr.CONFLICTS} :one"
-        self._update(job_id, update, EXISTS, {"now": now, "one": 1})
+        values = {"now": now, "one": 1, "delivery": uuid.uuid4().hex}
+        self._conditional(job_id, update, f"{EXISTS} AND {IS_NOT_COUNTED}", values)
 
     def register(
         self,
