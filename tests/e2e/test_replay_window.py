@@ -81,6 +81,11 @@ def test_a_window_of_jobs_that_met_an_outage_is_replayed_to_the_right_end_once(
         assert code == 0
         assert sorted(result["replayed"]) == expected
         announced(stack, outage, 2)
+        # The worker announces before its finish write: wait for the finish too.
+        while any(
+            getattr(table.get(job.job_id), "state", None) == State.PROCESSING for job in outage
+        ):
+            time.sleep(0.1)  # pytest's timeout bounds a hang
         for job in outage:
             stored = table.get(job.job_id)
             assert stored is not None

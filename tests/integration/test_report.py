@@ -172,6 +172,7 @@ def test_every_count_and_job_id_of_a_day_with_known_endings(scenario, cli, endpo
         "pending": {"count": 5, "awaiting": 2, "received": 2, "processing": 1, "parked": 0},
         "parked": listed([]),
         "overdue": listed(["job_stuck_poll", "job_stuck_sweep"]),
+        "paused": [],
         "problems": ["lost 1", "processing_error 1", "overdue 2"],
         "next": {
             "lost": f"`{CLI} status JOB_ID`: why polling gave up (last poll error)",

@@ -6,7 +6,12 @@ import pytest
 
 from sume.core.errors import ConfigurationError
 from sume.polling.fanout import groups
-from sume.polling.settings import FanOutSettings, PollerSettings, RegistrySettings
+from sume.polling.settings import (
+    ExpirySettings,
+    FanOutSettings,
+    PollerSettings,
+    RegistrySettings,
+)
 from sume.receiving.settings import ReceiverSettings
 from sume.working.settings import WorkerSettings
 
@@ -113,7 +118,12 @@ READERS: dict[str, tuple[dict[str, str], list[Callable[[Mapping[str, str]], obje
     "docs/worker.md": (WORKER, [WorkerSettings.from_env]),
     "docs/poller.md": (
         POLLER,
-        [PollerSettings.from_env, FanOutSettings.from_env, RegistrySettings.from_env],
+        [
+            PollerSettings.from_env,
+            FanOutSettings.from_env,
+            RegistrySettings.from_env,
+            ExpirySettings.from_env,
+        ],
     ),
 }
 
