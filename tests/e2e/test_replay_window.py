@@ -17,12 +17,19 @@ import pytest
 from devstack.simulator import Sume, SumeJob
 from devstack.stack import DevStack
 from sume.store.job import State
+from sume.store.jobs import JobsTable
 from sume_cli.main import main
 from sume_cli.times import iso
 
 REASON = "origin outage"
 DOWN = 10**6
 """A flaky count no test reaches: the link answers 503 until it is set to 0."""
+
+
+def finished(table: JobsTable, jobs: Iterable[SumeJob]) -> None:
+    """The worker announces before its finish write: wait for the finish too."""
+    while any(getattr(table.get(job.job_id), "state", None) == State.PROCESSING for job in jobs):
+        time.sleep(0.1)  # pytest's timeout bounds a hang
 
 
 def announced(stack: DevStack, jobs: Iterable[SumeJob], times: int, timeout: float = 60) -> None:
@@ -59,6 +66,7 @@ def test_a_window_of_jobs_that_met_an_outage_is_replayed_to_the_right_end_once(
         others = (fine, failed, gone)
         announced(stack, (*outage, *others), 1)
         table = stack.jobs()
+        finished(table, outage)
         for job in outage:
             stored = table.get(job.job_id)
             assert stored is not None and stored.state == State.PROCESSING_ERROR
@@ -81,11 +89,7 @@ def test_a_window_of_jobs_that_met_an_outage_is_replayed_to_the_right_end_once(
         assert code == 0
         assert sorted(result["replayed"]) == expected
         announced(stack, outage, 2)
-        # The worker announces before its finish write: wait for the finish too.
-        while any(
-            getattr(table.get(job.job_id), "state", None) == State.PROCESSING for job in outage
-        ):
-            time.sleep(0.1)  # pytest's timeout bounds a hang
+        finished(table, outage)
         for job in outage:
             stored = table.get(job.job_id)
             assert stored is not None
