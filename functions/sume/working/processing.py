@@ -311,7 +311,7 @@ class JobProcessor:
         except Problem as exc:
             problem = exc.details
         except InvalidWrite as exc:
-            problem = noted("write_refused", f"DynamoDB refused the job's progress: {exc}")
+            problem = Progress.refused(exc)
         return self._close(job, claim_id, Ending.of(event, job), progress, problem)
 
     def _give_up(self, job: Job, claim_id: str, progress: Progress, last_error: str) -> JobResult:
@@ -389,8 +389,9 @@ class JobProcessor:
             progress.artifacts.append({**stored.as_record(), "stored_at": self._now()})
             progress.copied += 1
             progress.bytes += stored.size
-            # After each artifact, so a retry after a crash skips what is stored.
-            if not self._jobs.save_progress(job_id, claim_id, progress.on_item()):
+            # So a retry skips what is stored; the last record rides on the settle that follows.
+            last = position == len(urls) - 1
+            if not last and not self._jobs.save_progress(job_id, claim_id, progress.on_item()):
                 raise ClaimLost
 
     def _close(
@@ -416,7 +417,10 @@ class JobProcessor:
         )
         try:
             settled = self._jobs.settle(job_id, claim_id, announced.as_item(), progress.on_item())
-        except InvalidWrite:
+        except InvalidWrite as exc:
+            if problem is None and progress.copied:
+                # This claim's last records ride on the settle: refused, as in _attempt.
+                announced = announced.failed(Progress.refused(exc))
             settled = self._jobs.settle(job_id, claim_id, announced.as_item(), None)
         if not settled:
             raise ClaimLost
