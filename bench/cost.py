@@ -178,3 +178,9 @@ def failover_fixed_month(memory_mb: int, probe_cpu_us: float = 1000.0) -> FixedM
         health_probes=probes / 1e6 * probe_per_m,
         second_region=REGION_ALARMS * ALARM_MONTH + DASHBOARD_MONTH + REGION_SECRETS * SECRET_MONTH,
     )
+
+
+def snapstart(memory_mb: int) -> tuple[float, float]:
+    """(USD a month one published version's snapshot is cached, USD per million restores)."""
+    gb = memory_mb / 1024
+    return gb * MONTH_S * SNAPSTART_CACHE_GB_SECOND, gb * SNAPSTART_RESTORE_GB * 1e6
