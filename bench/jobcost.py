@@ -155,8 +155,8 @@ def floor(run: PathRun, mine: Bill, cpu: dict[str, float], writes: int) -> Bill:
             http[i.function] -= i.http_requests
     billed = {}
     for function in set(requests) | {s.function for s in steps if s.function in MEMORY_MB}:
-        calls = [s.call for s in steps if s.function == function]
-        billed[function] = billed_ms(function, cpu.get(function, 0.0), calls, http[function])
+        own = [s.call for s in steps if s.function == function]
+        billed[function] = billed_ms(function, cpu.get(function, 0.0), own, http[function])
     calls = Counter(s.call for s in steps)
     for call in ESM_BATCH:
         calls[call] += hand_offs

@@ -28,6 +28,7 @@ from typing import Any
 
 from botocore import handlers
 
+from bench.counting import builtin_handlers
 from bench.indexes import index_writes
 from sume.store.sizing import item_size
 
@@ -104,18 +105,17 @@ class Meter:
         name = request["TableName"]
         after = self._image(name, request)
         sizes = [item_size(i) for i in (before, after) if i is not None]
-        _, indexes = self._table(name)
+        indexes = self._table(name)[1]
         with self._lock:
             self.units.writes += 1
             self.units.wru += max(1, math.ceil(max(sizes, default=0) / 1024))
             for index in indexes:
-                index_name = index["IndexName"]
-                _, units = index_writes(before, after, index)
-                _, keys_only = index_writes(before, after, _keys_only(index))
-                deployed = self.units.index_wru
-                deployed[index_name] = deployed.get(index_name, 0) + units
+                named = index["IndexName"]
+                deployed = index_writes(before, after, index)[1]
+                keys_only = index_writes(before, after, _keys_only(index))[1]
+                self.units.index_wru[named] = self.units.index_wru.get(named, 0) + deployed
                 floor = self.units.keys_only_wru
-                floor[index_name] = floor.get(index_name, 0) + keys_only
+                floor[named] = floor.get(named, 0) + keys_only
 
     def _read(self, operation: str, params: dict[str, Any], parsed: dict[str, Any]) -> None:
         if operation == "GetItem":
@@ -158,11 +158,9 @@ class Meter:
         ]
         for i, (event, stub) in stubs:
             handlers.BUILTIN_HANDLERS[i] = (event, self.timed_stub(stub))
-        handlers.BUILTIN_HANDLERS.extend(specs)
         try:
-            yield self
+            with builtin_handlers(specs):
+                yield self
         finally:
-            for spec in specs:
-                handlers.BUILTIN_HANDLERS.remove(spec)
             for i, spec in stubs:
                 handlers.BUILTIN_HANDLERS[i] = spec
