@@ -45,9 +45,9 @@ def test_a_round_the_job_is_due_in_costs_it_only_its_poll(measured):
     found = jobcost.price(
         runs[jobpaths.PATHS.index("registered, found by a status poll (2 artifacts)")]
     )
-    assert found.ours.requests == Counter({"worker": 1})
-    assert found.ours.calls["dynamodb.Query"] == 0
-    assert found.ours.calls["sqs.SendMessage"] == 1
+    assert found.ours.requests == Counter({"worker": 1}), found.ours.requests
+    assert found.ours.calls["dynamodb.Query"] == 0, found.ours.calls
+    assert found.ours.calls["sqs.SendMessage"] == 1, found.ours.calls
 
 
 def test_a_webhook_with_artifacts_makes_no_call_beyond_the_floor_s(measured):
