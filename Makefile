@@ -18,6 +18,10 @@ ARGS ?=
 CDK := node_modules/.bin/cdk
 INTEGRATOR_JS := examples/integrator-js/node_modules/.package-lock.json
 CDK_ARGS := --no-notices -c stage=$(STAGE) $(CONTEXT)
+# Two pytest workers (the machine's two cores); infra's synth and e2e's local
+# stack each stay on one worker (tests/conftest.py groups them), see
+# docs/development.md "What the suite costs". XDIST= runs on one process.
+XDIST ?= -n 2 --dist loadgroup
 # quicktype and ajv, pinned, for the tests that use schemas/ as integrators do.
 SCHEMA_CHECK := tools/schema-check
 SCHEMA_TOOLS := $(SCHEMA_CHECK)/node_modules/.bin/quicktype
@@ -53,13 +57,13 @@ $(VENV)/.synced: pyproject.toml uv.lock $(MAKEFILE) | $(UV)
 ## install: the .venv from uv.lock (uv is bootstrapped with pip when absent) and the pinned CDK CLI, so `npx cdk` works
 install: $(VENV)/.synced $(CDK)
 
-## test: the whole test suite (unit, integration, infra, e2e)
+## test: the whole test suite (unit, integration, infra, e2e) on two workers
 test: install $(INTEGRATOR_JS) $(SCHEMA_TOOLS)
-	$(PY) -m pytest
+	$(PY) -m pytest $(XDIST)
 
 ## test-fast: unit and integration tests only
 test-fast: install $(SCHEMA_TOOLS)
-	$(PY) -m pytest tests/unit tests/integration
+	$(PY) -m pytest $(XDIST) tests/unit tests/integration
 
 ## lint: ruff (lint + format check), mypy, and the import contracts between slices
 lint: install
@@ -88,8 +92,7 @@ bench: install
 ## synth: cdk synth of STAGE (dev) into cdk.out/, offline, no AWS account needed
 synth: install
 	CDK_OUTDIR=cdk.out $(PY) app.py -c stage=$(STAGE) $(CONTEXT)
-	@# The templates this synth wrote, as its manifest lists them (cdk.out keeps older ones).
-	@$(PY) -c "import json; m = json.load(open('cdk.out/manifest.json')); print('template:', ' '.join('cdk.out/' + a['properties']['templateFile'] for a in m['artifacts'].values() if a['type'] == 'aws:cloudformation:stack'), '(cloud assembly in cdk.out/)')"
+	@$(PY) -m infra.assembly cdk.out
 
 # The JavaScript integrator example's pinned AWS SDK, which tests/e2e runs
 # (npm writes node_modules/.package-lock.json on every install).

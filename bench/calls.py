@@ -23,7 +23,7 @@ from bench.runtime import python, silenced
 from devstack.lambda_context import LambdaContext
 from sume.core import runtime
 from sume.core.names import Env
-from sume.store.jobs import JobAttr, State
+from sume.store.job import JobAttr, State
 
 FUNCTIONS = Path(__file__).resolve().parents[1] / "functions"
 IDEMPOTENCY_TABLE = "sume-bench-idempotency"

@@ -106,7 +106,7 @@ class StatusServer(Served):
 def _item(job_id: str, status_url: str, now: int, due_at: int | None) -> dict[str, Any]:
     """An awaiting job as ``JobsTable.register`` leaves it; finished when ``due_at`` is None."""
     from sume.core.names import due_shard
-    from sume.store.jobs import JobAttr, State
+    from sume.store.job import JobAttr, State
 
     state = State.PROCESSED if due_at is None else State.AWAITING
     item: dict[str, Any] = {

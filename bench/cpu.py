@@ -38,7 +38,7 @@ from infra.spec import RECEIVER_MEMORY_MB
 from sume.core import runtime
 from sume.core.names import Env
 from sume.receiving.compose import build_signing_secrets, receiver_service
-from sume.store.jobs import JobAttr, Source, State
+from sume.store.job import JobAttr, Source, State
 
 KINDS = ("new", "duplicate", "rejected")
 DESIGNS = ("ours", "floor", "powertools")

@@ -11,7 +11,14 @@ is one index write, a changed key two (a delete and a put), a changed
 projected attribute one, anything else none (a failed conditional write
 changes nothing). Each index write costs one write unit per started KB of
 the entry, counted with DynamoDB's item size rules plus the 100 bytes it adds
-to every index entry (so rounded up, never down).
+to every index entry (so rounded up, never down). The index as it was
+(``due-work``, ALL) is priced on the same writes beside the deployed ones.
+
+Each life runs to its end as deployed: a poll is the schedule's tick and then
+every assignment it put on the shards queue, one poller run each, and what a
+run queues is worked by the worker; the item's last state is the life's
+ending. moto writes no index entry at all (it filters the table when an
+index is read), so the count is this module's, by DynamoDB's rules.
 """
 
 from __future__ import annotations
@@ -33,12 +40,22 @@ from bench.runtime import silenced
 from devstack.lambda_context import LambdaContext
 from infra import spec
 from sume.core import runtime
-from sume.core.names import DUE_SHARDS, JOB_ID, REPORT_INDEX, Env
+from sume.core.names import (
+    DUE_AT,
+    DUE_INDEX,
+    DUE_INDEX_BEFORE,
+    DUE_SHARDS,
+    JOB_ID,
+    REPORT_BUCKET,
+    REPORT_INDEX,
+    Env,
+)
 from sume.store.sizing import item_size
 
 INDEX_ENTRY_OVERHEAD_BYTES = 100
 WRITES = ("PutItem", "UpdateItem")
 PHASES = ("receiver", "worker", "poller", "registration", "ops CLI")
+ENDED = ("processed", "processing_error", "lost")
 
 
 def _entry(item: dict[str, Any] | None, index: dict[str, Any]) -> dict[str, Any] | None:
@@ -48,9 +65,11 @@ def _entry(item: dict[str, Any] | None, index: dict[str, Any]) -> dict[str, Any]
     keys = [k["AttributeName"] for k in index["KeySchema"]]
     if any(key not in item for key in keys):
         return None
-    if index["Projection"]["ProjectionType"] == "ALL":
+    projection = index["Projection"]
+    if projection["ProjectionType"] == "ALL":
         return item
-    return {name: item[name] for name in (JOB_ID, *keys)}
+    held = (JOB_ID, *keys, *projection.get("NonKeyAttributes", ()))
+    return {name: item[name] for name in held if name in item}
 
 
 def index_writes(
@@ -84,6 +103,10 @@ class Tally:
 class Life:
     label: str
     phases: dict[str, Tally] = field(default_factory=dict)
+    ending: str = ""
+    """What the life wrote last, as the item says: its state, and the index it is in."""
+    ended: bool = False
+    """The item reached the end of its path: finished or lost and announced, nothing due."""
 
     def total(self, index: str) -> tuple[int, int]:
         return (
@@ -96,6 +119,8 @@ class Life:
 class IndexReport:
     indexes: list[str]
     lives: list[Life]
+    before: str
+    """The index as it was (projecting ALL): priced on the same writes, not deployed."""
     report_key_bytes: int
     """What the report index's two attributes add to an item."""
 
@@ -106,7 +131,13 @@ class Watcher:
     def __init__(self, reader: Any, table: str) -> None:
         self._reader = reader
         self._table = table
-        self._indexes = spec.table_definition(table)["GlobalSecondaryIndexes"]
+        # The index as it was is priced on the same writes, beside the deployed ones.
+        deployed = spec.table_definition(table)["GlobalSecondaryIndexes"]
+        self._indexes = []
+        for index in deployed:
+            self._indexes.append(index)
+            if index["IndexName"] == DUE_INDEX:
+                self._indexes.append(spec.DUE_INDEX_BEFORE_DEFINITION)
         self._pending = threading.local()
         self._lock = threading.Lock()
         self.life: Life | None = None
@@ -138,6 +169,19 @@ class Watcher:
                 name = index["IndexName"]
                 tally.index_writes[name] = tally.index_writes.get(name, 0) + writes
                 tally.index_units[name] = tally.index_units.get(name, 0) + units
+
+    def ending(self, job_id: str) -> tuple[str, bool]:
+        """The item's ending as stored, and whether nothing more is owed on it."""
+        item = self._reader.get_item(
+            TableName=self._table, Key={JOB_ID: {"S": job_id}}, ConsistentRead=True
+        ).get("Item", {})
+        state = item.get("state", {}).get("S", "absent")
+        outcome = item.get("outcome", {}).get("S")
+        due = DUE_AT in item
+        where = "in due-work" if due else "out of due-work"
+        reported = ", in report-window" if REPORT_BUCKET in item else ""
+        text = f"{state}{f' ({outcome})' if outcome else ''}, {where}{reported}"
+        return text, state in ENDED and not due
 
     def reader_update(self, job_id: str, values: dict[str, Any]) -> None:
         """Make a registered job due now, registered at ``:at``: the bench's write, unwatched."""
@@ -174,6 +218,7 @@ class Watcher:
             self.phase = ""
 
 
+COMPLETED = "webhook, processed (job.completed, 2 artifacts)"
 SCHEDULED = {
     "version": "0",
     "id": "bench",
@@ -207,7 +252,13 @@ class _Lives:
         session = boto3.session.Session()
         self.ddb = session.client("dynamodb")
         self.jobs = JobsTable(self.ddb, self.table, DUE_SHARDS)
-        self.queue = JobQueue(session.client("sqs"), env[Env.JOBS_QUEUE_URL])
+        self.sqs = session.client("sqs")
+        self.queue = JobQueue(self.sqs, env[Env.JOBS_QUEUE_URL])
+        self.shards_url = env[Env.POLL_SHARDS_QUEUE_URL]
+        self.shards_arn = self.sqs.get_queue_attributes(
+            QueueUrl=self.shards_url, AttributeNames=["QueueArn"]
+        )["Attributes"]["QueueArn"]
+        self._last_round = 0
         self.lives: list[Life] = []
 
     def life(self, label: str) -> None:
@@ -237,10 +288,40 @@ class _Lives:
             self.watcher.reader_update(job_id, values)
 
     def poll(self) -> None:
+        """One round as deployed: the tick, then each assignment it sent, one run each."""
         import poller
+        from devstack.eventsources import sqs_records
 
+        # A round is named by its tick's second; a second tick in it would be refused.
+        while int(time.time()) <= self._last_round:
+            time.sleep(0.05)
         with self.watcher.phase_of("poller"), silenced():
-            poller.handler(SCHEDULED, LambdaContext("sume-bench-poller", timeout_seconds=120))
+            tick = poller.handler(SCHEDULED, self._poller_context())
+            self._last_round = tick["round"]
+            for message in self._assignments():
+                poller.handler(sqs_records([message], self.shards_arn), self._poller_context())
+
+    @staticmethod
+    def _poller_context() -> LambdaContext:
+        return LambdaContext("sume-bench-poller", timeout_seconds=120)
+
+    def _assignments(self) -> list[dict[str, Any]]:
+        taken: list[dict[str, Any]] = []
+        while batch := self.sqs.receive_message(
+            QueueUrl=self.shards_url, MaxNumberOfMessages=10
+        ).get("Messages"):
+            taken.extend(batch)
+            for message in batch:
+                self.sqs.delete_message(
+                    QueueUrl=self.shards_url, ReceiptHandle=message["ReceiptHandle"]
+                )
+        return taken
+
+    def end(self, job_id: str) -> None:
+        """Write down how the current life ended."""
+        life = self.watcher.life
+        assert life is not None
+        life.ending, life.ended = self.watcher.ending(job_id)
 
     def replay(self, job_id: str) -> None:
         from sume_cli.jobs import replay
@@ -255,39 +336,48 @@ def _lives(watcher: Watcher, env: dict[str, str]) -> list[Life]:
     run = _Lives(watcher, env)
     with Sume("http://127.0.0.1:9/unused", [d.SECRET], attempts=1) as sume:
         job = sume.new_job(artifacts=2)
-        run.life("webhook, processed (job.completed, 2 artifacts)")
+        run.life(COMPLETED)
         run.deliver(job.body)
         run.work(job.job_id)
+        run.end(job.job_id)
         run.life("a duplicate after it was processed (Redeliver)")
         run.deliver(job.body)
+        run.end(job.job_id)
         run.life("replayed (`sume-webhooks replay`), processed again")
         run.replay(job.job_id)
         run.work(job.job_id)
+        run.end(job.job_id)
 
         failed = sume.new_job(event="job.failed")
         run.life("webhook, processed (job.failed)")
         run.deliver(failed.body)
         run.work(failed.job_id)
+        run.end(failed.job_id)
 
         registered = sume.new_job()
         run.life("registered, then its webhook, processed")
         run.expect(registered.job_id, registered.status_url, due_now=False)
         run.deliver(registered.body)
         run.work(registered.job_id)
+        run.end(registered.job_id)
 
         silent = sume.new_job()
         run.life("registered, found by a status poll, processed")
         run.expect(silent.job_id, silent.status_url, due_now=True)
         run.poll()
         run.work(silent.job_id)
+        run.end(silent.job_id)
 
         never = sume.new_job()
-        run.life("registered, never found: lost")
+        run.life("registered, never found: lost, announced")
         # The status URL of a job Sume does not know: the poll fails and,
-        # past the cut-off, the poller gives the job up.
+        # past the cut-off, the poller gives the job up and queues its
+        # announcement, which the worker sends.
         unknown = never.status_url.replace(never.job_id, "job_unknown")
         run.expect(never.job_id, unknown, due_now=True, registered_ago=10**7)
         run.poll()
+        run.work(never.job_id)
+        run.end(never.job_id)
     watcher.life = None
     return run.lives
 
@@ -310,7 +400,13 @@ def measure() -> IndexReport:
             lives = _lives(watcher, env)
         runtime.reset()
     keys = {"report_bucket": {"S": "2026-12-01#07"}, "report_at": {"N": "1764590000"}}
-    return IndexReport(watcher.index_names, lives, item_size(keys))
+    return IndexReport(watcher.index_names, lives, DUE_INDEX_BEFORE, item_size(keys))
+
+
+def completed_due_units(report: IndexReport) -> int:
+    """The due-work index's write units for a job completed by webhook with 2 artifacts."""
+    life = next(life for life in report.lives if life.label == COMPLETED)
+    return life.total(DUE_INDEX)[1]
 
 
 def report_index_writes_by_receiver(report: IndexReport) -> int:
@@ -336,11 +432,27 @@ def render(report: IndexReport, targets: Targets) -> None:
             f"{phase} {tally.index_units.get(REPORT_INDEX, 0)}"
             for phase, tally in life.phases.items()
         )
-        rows.append((*cells, by))
+        rows.append((*cells, by, life.ending))
     headers = ["job's life", "table writes"]
-    headers += [f"`{index}` writes (WRU)" for index in report.indexes]
-    headers.append(f"`{REPORT_INDEX}` WRU by writer")
+    headers += [
+        f"`{index}` writes (WRU)"
+        + (" as it was (ALL), not deployed" if index == report.before else "")
+        for index in report.indexes
+    ]
+    headers += [f"`{REPORT_INDEX}` WRU by writer", "ending written"]
     print(table(headers, rows))
+    due_units = completed_due_units(report)
+    targets.add(
+        f"`{DUE_INDEX}`: at most 3 write units for a job completed with 2 artifacts",
+        str(due_units),
+        due_units <= 3,
+    )
+    unended = [life.label for life in report.lives if not life.ended]
+    targets.add(
+        "every index scenario runs to its ending",
+        f"{len(report.lives) - len(unended)} of {len(report.lives)}",
+        not unended,
+    )
     per_job = max(life.total(REPORT_INDEX)[1] for life in report.lives)
     by_receiver = report_index_writes_by_receiver(report)
     usd = per_job * cost.DDB_WRU_PER_M

@@ -28,7 +28,7 @@ from sume.core.names import Metric
 from sume.core.secrets import SigningSecrets
 from sume.receiving.webhook import Rejected, WebhookReceiver
 from sume.store.intake import Intake, JobIntake, Outcome
-from sume.store.jobs import Source
+from sume.store.job import Source
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 

@@ -165,8 +165,9 @@ def _floor_url(stack: Any) -> Iterator[str]:
 def measure(deliveries: int, senders: int = SENDERS, rounds: int = ROUNDS) -> ThroughputReport:
     report = ThroughputReport(senders, deliveries, rounds)
     try:
+        from devstack.settings import DevStackSettings
         from devstack.simulator import Sume
-        from devstack.stack import DevStack, DevStackSettings
+        from devstack.stack import DevStack
     except ImportError as exc:
         report.skipped = f"local stack not available ({exc})"
         return report

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from devstack.stack import main
+from devstack.cli import main
 
 sys.exit(main())

@@ -1,7 +1,7 @@
 """``make demo``: the local stack plus the Sume simulator on every delivery path.
 
 Starts a local stack on ephemeral ports (so it never collides with a running
-``make run``), plays the scenario of ``devstack.scenario``, waits (bounded)
+``make run``), plays the scenario of ``devstack.simulator.scenario``, waits (bounded)
 until the stack has settled, prints what happened and a summary table, and
 exits 1 when an invariant broke: every job processed exactly once, every
 artifact stored, nothing in the DLQ, nothing lost.
@@ -14,9 +14,11 @@ import os
 import sys
 import time
 
-from devstack import scenario
-from devstack.simulator import Sume, SumeJob
-from devstack.stack import DevStack, DevStackSettings, printer, start_problem
+from devstack.cli import start_problem
+from devstack.journal import printer
+from devstack.settings import DevStackSettings
+from devstack.simulator import Sume, SumeJob, scenario
+from devstack.stack import DevStack
 from sume.core.errors import ConfigurationError
 from sume.core.names import Env
 

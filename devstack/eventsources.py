@@ -55,8 +55,12 @@ class Loop(abc.ABC):
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def halt(self) -> None:
+        """Take no further step; the one under way finishes (``stop`` waits for it)."""
         self._stop.set()
+
+    def stop(self) -> None:
+        self.halt()
         if self._thread:
             self._thread.join()
 
@@ -96,6 +100,7 @@ def sqs_records(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any
 
 
 BatchObserver = Callable[[list[dict[str, Any]], set[str], BaseException | None], None]
+Enabled = Callable[[], bool]
 
 
 class SqsEventSource(Loop):
@@ -107,6 +112,8 @@ class SqsEventSource(Loop):
     visible again after ``retry_delay_seconds`` (the stack's visibility
     timeout, shortened locally); the queue's own redrive policy moves it to
     the DLQ after its maximum receives, so this class never redrives.
+    ``enabled`` asks the mapping's state (``devstack.switches``): a disabled
+    mapping reads nothing, as Lambda's.
     """
 
     name = "worker"
@@ -122,8 +129,10 @@ class SqsEventSource(Loop):
         batch_size: int = 10,
         wait_seconds: int = 1,
         observer: BatchObserver | None = None,
+        enabled: Enabled | None = None,
     ) -> None:
         super().__init__()
+        self._enabled = enabled
         self._sqs = sqs
         self._url = queue_url
         self._arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
@@ -142,6 +151,9 @@ class SqsEventSource(Loop):
 
     def poll_once(self) -> int:
         """Receive one batch and invoke the handler with it; returns its size."""
+        if self._enabled is not None and not self._enabled():
+            self._stop.wait(self._wait)
+            return 0
         messages = self._sqs.receive_message(
             QueueUrl=self._url,
             MaxNumberOfMessages=self._batch,
@@ -150,6 +162,10 @@ class SqsEventSource(Loop):
             MessageAttributeNames=["All"],
         ).get("Messages", [])
         if not messages:
+            return 0
+        if self._enabled is not None and not self._enabled():
+            # Disabled while this receive waited: the batch goes back unworked.
+            self._release(messages, 0)
             return 0
         ids = {m["MessageId"] for m in messages}
         error: BaseException | None = None
@@ -174,20 +190,23 @@ class SqsEventSource(Loop):
                 ],
             )
         if retry:
-            self._sqs.change_message_visibility_batch(
-                QueueUrl=self._url,
-                Entries=[
-                    {
-                        "Id": str(i),
-                        "ReceiptHandle": m["ReceiptHandle"],
-                        "VisibilityTimeout": self._retry_delay,
-                    }
-                    for i, m in enumerate(retry)
-                ],
-            )
+            self._release(retry, self._retry_delay)
         if self._observer:
             self._observer(messages, failed, error)
         return len(messages)
+
+    def _release(self, messages: list[dict[str, Any]], after_seconds: int) -> None:
+        self._sqs.change_message_visibility_batch(
+            QueueUrl=self._url,
+            Entries=[
+                {
+                    "Id": str(i),
+                    "ReceiptHandle": m["ReceiptHandle"],
+                    "VisibilityTimeout": after_seconds,
+                }
+                for i, m in enumerate(messages)
+            ],
+        )
 
 
 def scheduled_event(rule_arn: str, region: str = REGION) -> dict[str, Any]:
@@ -209,7 +228,9 @@ class Schedule(Loop):
 
     moto 5.2.5 cannot host the stack's schedule rule: once a rule with a
     ScheduleExpression exists, its PutEvents raises NotImplementedError, which
-    would break the worker's announcements. So the schedule is a timer here.
+    would break the worker's announcements. So the schedule is a timer here,
+    which ``enabled`` turns off as the rule's state would (``devstack.switches``
+    keeps that rule, on the default bus, where no announcement goes).
     """
 
     name = "poller"
@@ -223,8 +244,10 @@ class Schedule(Loop):
         observer: Callable[[Any], None] | None = None,
         region: str = REGION,
         busy: Callable[[], bool] | None = None,
+        enabled: Enabled | None = None,
     ) -> None:
         super().__init__()
+        self._enabled = enabled
         self._handler = handler
         self._region = region
         self._busy = busy
@@ -244,6 +267,9 @@ class Schedule(Loop):
         # work late. So the timer waits until the round's assignments are taken;
         # a tick by hand never waits.
         if self._busy is not None and self._busy():
+            return
+        # A disabled rule does not tick (a tick by hand still runs, as an invoke would).
+        if self._enabled is not None and not self._enabled():
             return
         self.run_once()
 

@@ -3,7 +3,11 @@
 moto stores what AWS would refuse: DynamoDB items nested deeper than 32
 levels or larger than 400 KB (and it applies part of an over-size UpdateItem
 before refusing it), SQS message bodies with characters outside XML's
-allowed set, EventBridge entries over 256 KB, S3 keys over 1,024 bytes. Code
+allowed set, EventBridge entries over 256 KB, S3 keys over 1,024 bytes, and it
+answers a Query of a global secondary index whose ProjectionExpression names an
+attribute the index does not project (AWS refuses it: "... does not project
+[...]"); a filter naming such an attribute is refused here too (the filter
+is judged on the index entry, where it is absent, so it could only mislead). Code
 that passes on moto would then fail only in AWS, after deployment. The
 backends are patched (not botocore), so the limits hold for in-process
 ``mock_aws`` and for moto's threaded server alike. One gap the other way:
@@ -159,6 +163,58 @@ def _limit_dynamodb() -> None:
             return item
 
     DynamoDBBackend.update_item = limited_update_item  # type: ignore[method-assign]
+
+    def projected_only(call: dict[str, Any]) -> None:
+        index_name = call.get("index_name")
+        if not index_name:
+            return
+        table = call["self"].get_table(call["table_name"])
+        index = next((i for i in table.global_indexes if i.name == index_name), None)
+        if index is None or index.projection.get("ProjectionType", "ALL") == "ALL":
+            return
+        held = {*index.table_key_attrs, *index.schema_key_attrs}
+        held.update(index.projection.get("NonKeyAttributes", []))
+        paths = call.get("projection_expressions") or call.get("projection_expression") or []
+        named = {path[0] for path in paths}
+        named |= expression_attributes(call.get("filter_expression"), call.get("expr_names"))
+        if missing := sorted(named - held):
+            raise MockValidationException(
+                "One or more parameter values were invalid: Global secondary index "
+                f"{index_name} does not project [{', '.join(missing)}]"
+            )
+
+    _guard(DynamoDBBackend, "query", projected_only)
+    _guard(DynamoDBBackend, "scan", projected_only)
+
+
+# What a filter expression may name besides attributes.
+_EXPRESSION_WORDS = frozenset(
+    [
+        "AND",
+        "OR",
+        "NOT",
+        "BETWEEN",
+        "IN",
+        "attribute_exists",
+        "attribute_not_exists",
+        "attribute_type",
+        "begins_with",
+        "contains",
+        "size",
+    ]
+)
+_EXPRESSION_NAME = re.compile(r"(?<![:#\w])#?[A-Za-z_][A-Za-z0-9_]*")
+
+
+def expression_attributes(expression: str | None, names: Mapping[str, str] | None) -> set[str]:
+    """The attributes an expression names, its #aliases resolved (top-level names only)."""
+    found = set()
+    for token in _EXPRESSION_NAME.findall(expression or ""):
+        if token.startswith("#"):
+            found.add((names or {}).get(token, token))
+        elif token not in _EXPRESSION_WORDS:
+            found.add(token)
+    return found
 
 
 def _restore(table: Any, hash_key: Any, range_key: Any, before: Any) -> None:

@@ -17,11 +17,13 @@ def create_resources(
     signing_secret: str | None = None,
     api_token: str | None = None,
     jobs_table: str | None = None,
+    leases_table: str | None = None,
 ) -> ResourceNames:
     """Create the stack's resources; secrets go to Secrets Manager when given.
 
     ``jobs_table`` names a jobs table that exists already (a global table's
-    replica in this region): it is used, not created.
+    replica in this region): it is used, not created; so does ``leases_table`` (the
+    shard leases, one global table for two regions).
     """
     kw = {"endpoint_url": endpoint_url} if endpoint_url else {}
     ddb = session.client("dynamodb", **kw)
@@ -39,8 +41,9 @@ def create_resources(
 
     queue_url, dlq_url = _queue_with_dlq(sqs, f"{prefix}-jobs", spec.QUEUE_VISIBILITY_TIMEOUT)
 
-    leases = f"{prefix}-shard-leases"
-    ddb.create_table(**spec.leases_table_definition(leases))
+    leases = leases_table or f"{prefix}-shard-leases"
+    if leases_table is None:
+        ddb.create_table(**spec.leases_table_definition(leases))
     shards_url = sqs.create_queue(
         QueueName=f"{prefix}-poll-shards",
         Attributes={

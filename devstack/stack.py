@@ -1,7 +1,7 @@
 """The whole system on one laptop: moto, the stack's resources, and the three
 handlers, unchanged, behind the same event shapes AWS would hand them.
 
-``python -m devstack.stack`` (``make run``) serves the webhook route on
+``python -m devstack`` (``make run``, devstack/cli.py) serves the webhook route on
 ``http://127.0.0.1:$PORT/webhooks/sume`` until Ctrl-C. ``DevStack`` is the
 same thing as an object with ``start()``/``stop()`` for tests, the demo and
 the ops CLI; ports may be 0 (ephemeral).
@@ -13,28 +13,22 @@ environment it changed.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import logging
 import os
 import secrets
-import signal
-import socket
-import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from types import FrameType
-from typing import Any, TextIO
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
 
 from devstack.apigw import HttpApiServer, http_api_event
 from devstack.eventsources import QueueTap, Schedule, SqsEventSource
+from devstack.journal import Entry, Journal, Observers
 from devstack.lambda_context import LambdaContext
 from devstack.resources import (
     ANNOUNCEMENTS_PATTERN,
@@ -43,172 +37,33 @@ from devstack.resources import (
     environment,
     subscribe_queue,
 )
+from devstack.settings import (
+    FAKE_CREDENTIALS,
+    HOST,
+    LOCAL_ONLY,
+    DevStackSettings,
+    PortTaken,
+    check_settings,
+    ensure_free,
+)
+from devstack.switches import create_switches
 from infra import spec
 from infra.spec import ResourceNames
 from sume.core import runtime
-from sume.core.errors import ConfigurationError
 from sume.core.names import (
-    DETAIL_TYPES,
+    DUE_INDEX,
     MAX_DUE_SHARDS,
     REGISTRATION_DETAIL_TYPE,
-    REGISTRATION_REFUSED_DETAIL_TYPE,
     WEBHOOK_PATH,
     Env,
 )
 from sume.core.settings import TableSettings, due_shards, integer
-from sume.polling.settings import FanOutSettings, PollerSettings
-from sume.receiving.settings import ReceiverSettings
 from sume.store.compose import build_jobs
-from sume.store.jobs import JobsTable, State
-from sume.working.settings import WorkerSettings
+from sume.store.jobs import JobsTable
 
-HOST = spec.LOCAL_HOST
-REGION = "us-east-1"
-FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
-
-# Only here may artifact and status URLs be plain http on loopback; the
-# deployed stack refuses both. The simulator's status server is this stack's
-# Sume API, the one host the API token is sent to.
-LOCAL_ONLY = spec.LOCAL_URLS
-
-OUTCOME_OF_DETAIL_TYPE = {v: k for k, v in DETAIL_TYPES.items()}
-# Every announcement. A queue the stack offered to readers would be shared by
-# all of them, each taking messages from the others, so the banner gives this
-# pattern instead: one rule and queue per reader, as on a deployed stage.
-# How each handler reads its settings (and fails on a bad one).
-HANDLER_SETTINGS: dict[str, Callable[[Mapping[str, str]], object]] = {
-    "receiver": ReceiverSettings.from_env,
-    "worker": WorkerSettings.from_env,
-    "poller": lambda env: (PollerSettings.from_env(env), FanOutSettings.from_env(env)),
-}
-MAX_SHOWN_MESSAGE = 120
 # Seconds between attempts in the banner's "Send one" line: with Sume's minute,
 # a wrong secret would mean nine silent minutes before the simulator gives up.
 SEND_ONE_SPACING = 5
-
-
-@dataclass(frozen=True)
-class DevStackSettings:
-    port: int = 8080
-    moto_port: int = 5000
-    signing_secret: str | None = None
-    """None: a fresh dev secret."""
-    api_token: str | None = None
-    """Bearer token for status_url polls, kept in moto's Secrets Manager. None: generated."""
-    prefix: str | None = None
-    """Resource name prefix. None: unique per stack, so stacks in one process never collide."""
-    poll_every_seconds: float = 2.0
-    retry_delay_seconds: int = 2
-    """Seconds a message the worker reported failed stays invisible (AWS: the visibility
-    timeout, 30 min)."""
-    worker: bool = True
-    poller: bool = True
-    """False: no timer; call ``DevStack.poll()`` by hand."""
-    lambda_env: dict[str, str] = field(default_factory=dict)
-    """Extra or overriding Lambda environment (e.g. shorter timings for tests)."""
-    region: str = REGION
-    """The region the stack's clients and functions sign for (moto keeps regions apart)."""
-    moto_endpoint: str | None = None
-    """A moto server already running (another process's): the stack creates its
-    resources there and starts none; ``moto_port`` is then unused."""
-    jobs_table: str | None = None
-    """The jobs table exists already, as a global table's replica does: it is used, not
-    created. None: the stack creates its own."""
-
-
-@dataclass(frozen=True)
-class Entry:
-    at: float
-    kind: str
-    """received, duplicate, conflict, test, ignored, rejected, error, retry, dlq, sweeper,
-    poll, processed, recovered, processing_error, registered, refused"""
-    job_id: str | None
-    detail: str
-
-
-class Journal:
-    """What flowed through the stack, one entry per job event, in order."""
-
-    def __init__(self, echo: Callable[[Entry], None] | None = None) -> None:
-        self._entries: list[Entry] = []
-        self._lock = threading.Lock()
-        self._echo = echo
-
-    def add(self, kind: str, job_id: str | None, detail: str = "") -> None:
-        entry = Entry(time.time(), kind, job_id, detail)
-        with self._lock:
-            self._entries.append(entry)
-        if self._echo:
-            self._echo(entry)
-
-    def entries(self, kind: str | None = None) -> list[Entry]:
-        with self._lock:
-            return [e for e in self._entries if kind is None or e.kind == kind]
-
-    def count(self, kind: str) -> int:
-        return len(self.entries(kind))
-
-
-def _announced_again(detail: Mapping[str, Any]) -> str:
-    """How the journal says an announcement is not the job's first (nothing if it is)."""
-    sequence = detail.get("sequence")
-    if not isinstance(sequence, int) or sequence <= 1:
-        return ""
-    lost = f", after lost at {detail['lost_at']}" if detail.get("lost_at") else ""
-    return f" (announcement #{sequence}{lost})"
-
-
-def printer(stream: TextIO = sys.stdout) -> Callable[[Entry], None]:
-    """One line per entry; whole lines, even when threads print at once."""
-    lock = threading.Lock()
-
-    def echo(entry: Entry) -> None:
-        clock = time.strftime("%H:%M:%S", time.localtime(entry.at))
-        line = f"{clock} {entry.kind:<10} {entry.job_id or '-':<24} {entry.detail}\n"
-        with lock:
-            stream.write(line)
-            stream.flush()
-
-    return echo
-
-
-class PortTaken(OSError):
-    """One of the stack's ports is in use; ``role`` says which (webhook or moto)."""
-
-    def __init__(self, port: int, role: str) -> None:
-        super().__init__(f"{role} port {port} is already in use")
-        self.port = port
-        self.role = role
-
-
-def ensure_free(port: int, role: str) -> None:
-    """Raise ``PortTaken`` when ``port`` is taken on loopback.
-
-    ThreadedMotoServer binds inside its thread and, when that fails, its
-    start() waits forever for a ready signal that never comes.
-    """
-    if port == 0:
-        return
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((HOST, port))
-        except OSError:
-            raise PortTaken(port, role) from None
-
-
-def check_settings(env: Mapping[str, str]) -> None:
-    """Read each handler's settings as the handler will, so a bad value stops the start.
-
-    Otherwise the first invocation fails instead: a traceback per retry of
-    every job until the DLQ.
-    """
-    for name, read in HANDLER_SETTINGS.items():
-        try:
-            read(env)
-        except ConfigurationError as exc:
-            raise ConfigurationError(f"the {name}'s settings: {exc}") from None
-
 
 _running: DevStack | None = None
 _running_lock = threading.Lock()
@@ -225,8 +80,7 @@ class DevStack:
         self.api_token = self.settings.api_token or f"sume_dev_{secrets.token_hex(12)}"
         self.prefix = self.settings.prefix or f"sume-{secrets.token_hex(3)}"
         self.journal = Journal(echo)
-        self.announcements: list[dict[str, Any]] = []
-        self._announced = threading.Lock()
+        self._observers = Observers(self.journal, self.jobs, self.settings.retry_delay_seconds)
         self._moto: Any = None
         self._http: HttpApiServer | None = None
         self._loops: list[Any] = []
@@ -274,10 +128,11 @@ class DevStack:
         else:
             from moto.server import ThreadedMotoServer
 
-            from devstack import moto_atomic, moto_limits
+            from devstack import moto_atomic, moto_limits, switches
 
             moto_atomic.install()
             moto_limits.install()
+            switches.install()
             # moto's werkzeug logs every AWS call; the journal says what matters.
             logging.getLogger("werkzeug").setLevel(logging.ERROR)
             ensure_free(self.settings.moto_port, "moto")
@@ -296,8 +151,11 @@ class DevStack:
             signing_secret=self.signing_secret,
             api_token=self.api_token,
             jobs_table=self.settings.jobs_table,
+            leases_table=self.settings.leases_table,
         )
         self.journal_queue_url = self._subscribe_journal()
+        # What `sume-webhooks pause` turns; the loops below obey it.
+        turned = create_switches(self.client, self.names, self.prefix)
         self._apply_env(self.lambda_environment())
         check_settings(os.environ)
         runtime.reset()
@@ -309,7 +167,7 @@ class DevStack:
                 self._contained(receiver.handler),
                 f"{self.prefix}-receiver",
                 spec.RECEIVER_TIMEOUT,
-                self._on_delivery,
+                self._observers.on_delivery,
             )
         except OSError:
             # Taken since ensure_free looked (moto took a while to start).
@@ -324,7 +182,7 @@ class DevStack:
             integer(os.environ, Env.DUE_SHARDS_PREVIOUS, 0, 0, MAX_DUE_SHARDS),
         )
         sqs = self.client("sqs")
-        self._loops.append(QueueTap(sqs, self.journal_queue_url, self._on_announcement))
+        self._loops.append(QueueTap(sqs, self.journal_queue_url, self._observers.on_announcement))
         if self.settings.worker:
             worker = importlib.import_module("worker")
             self._loops.append(
@@ -335,7 +193,8 @@ class DevStack:
                     f"{self.prefix}-worker",
                     spec.WORKER_TIMEOUT,
                     self.settings.retry_delay_seconds,
-                    observer=self._on_batch,
+                    observer=self._observers.on_batch,
+                    enabled=turned.mapping(turned.worker),
                 )
             )
         poller = importlib.import_module("poller")
@@ -349,7 +208,8 @@ class DevStack:
                 f"{self.prefix}-poller",
                 spec.POLLER_TIMEOUT,
                 self.settings.retry_delay_seconds,
-                observer=self._on_registrations,
+                observer=self._observers.on_registrations,
+                enabled=turned.mapping(turned.registrations),
             )
         )
         shards_queue_url = self.names.shards_queue_url
@@ -364,6 +224,7 @@ class DevStack:
                 spec.POLLER_TIMEOUT,
                 self.settings.retry_delay_seconds,
                 batch_size=1,
+                enabled=turned.mapping(turned.shards),
             )
         )
         self._schedule = Schedule(
@@ -373,6 +234,7 @@ class DevStack:
             spec.POLLER_TIMEOUT,
             region=self.settings.region,
             busy=lambda: self._waiting(shards_queue_url) > 0,
+            enabled=turned.rule,
         )
         if self.settings.poller:
             self._loops.append(self._schedule)
@@ -410,8 +272,17 @@ class DevStack:
             self._http.stop()
             self._http = None
 
+    def halt(self) -> None:
+        """Every loop (worker, poller, queue readers) stops taking work at once, as in a
+        region's outage; what one holds it finishes, and the API still answers."""
+        for loop in self._loops:
+            loop.halt()
+
     def stop(self) -> None:
         global _running  # noqa: PLW0603
+        # All halted at once, then awaited: each may be inside a one-second long
+        # poll, which would otherwise be waited out once per loop.
+        self.halt()
         for loop in reversed(self._loops):
             loop.stop()
         self._loops.clear()
@@ -564,10 +435,14 @@ class DevStack:
 
     def announced(self) -> Counter[str]:
         """Announcements seen on the bus, per job id."""
-        with self._announced:
-            return Counter(str(a.get("detail", {}).get("job_id")) for a in self.announcements)
+        return self._observers.announced()
 
-    # Observers: one journal line per job event, handlers untouched
+    @property
+    def announcements(self) -> list[dict[str, Any]]:
+        """Every announcement seen on the bus, in the order it came."""
+        return self._observers.seen()
+
+    # Wrappers around the handlers
 
     def _contained(self, handler: Callable[..., Any]) -> Callable[..., Any]:
         from sume.core.observability import metrics
@@ -586,7 +461,7 @@ class DevStack:
         def invoke(event: dict[str, Any], context: Any) -> Any:
             result = handler(event, context)
             for run in result.get("runs", []):
-                self._on_poll(run)
+                self._observers.on_poll(run)
             return result
 
         return invoke
@@ -597,132 +472,6 @@ class DevStack:
                 return handler(event, context)
 
         return invoke
-
-    def _on_delivery(self, event: dict[str, Any], response: dict[str, Any]) -> None:
-        status = int(response.get("statusCode", 0))
-        try:
-            answer = json.loads(response.get("body") or "{}")
-        except ValueError:
-            answer = {}
-        result = answer.get("result")
-        job_id = answer.get("job_id")
-        if status >= 500:
-            self.journal.add("error", job_id, f"{status} {answer.get('error') or answer}")
-        elif status >= 400:
-            self.journal.add("rejected", job_id, f"{status} {answer.get('error', '')}")
-        elif result == "new":
-            self.journal.add("received", job_id, "stored, work queued")
-        elif result in ("duplicate", "conflict"):
-            self.journal.add(result, job_id, "delivery counted, nothing else changed")
-        elif result == "test":
-            self.journal.add("test", None, "webhook.test acknowledged")
-        else:
-            self.journal.add(str(result), job_id, "acknowledged")
-
-    def _on_batch(
-        self, messages: list[dict[str, Any]], failed: set[str], error: BaseException | None
-    ) -> None:
-        for message in messages:
-            receives = int(message.get("Attributes", {}).get("ApproximateReceiveCount", 1))
-            last = receives >= spec.MAX_RECEIVES
-            if message["MessageId"] not in failed:
-                if last and self._still_owed(message["Body"]):
-                    why = self._failure_code(message["Body"])
-                    detail = f"{why}; receive {receives}: acknowledged, left to the sweeper"
-                    self.journal.add("sweeper", message["Body"], detail)
-                continue
-            why = type(error).__name__ if error else self._failure_code(message["Body"])
-            if last:
-                self.journal.add("dlq", message["Body"], f"{why}; receive {receives}: to the DLQ")
-            else:
-                self.journal.add(
-                    "retry",
-                    message["Body"],
-                    f"{why}; retried in {self.settings.retry_delay_seconds}s",
-                )
-
-    def _still_owed(self, job_id: str) -> bool:
-        job = self.jobs().get(job_id, consistent=False)
-        return job is not None and job.state in (State.RECEIVED, State.PROCESSING)
-
-    def _failure_code(self, job_id: str) -> str:
-        """Why the worker reported a job failed, as its item tells."""
-        job = self.jobs().get(job_id, consistent=False)
-        if job is None:
-            return "no such job"
-        if job.state == State.PROCESSING and (job.lease_until or 0) >= time.time():
-            # Not claimed, so nothing was noted: another worker holds the lease.
-            return "JobBusy"
-        last_error = job.last_error
-        return str(last_error.get("code")) if last_error is not None else "reported failed"
-
-    def _on_registrations(
-        self, messages: list[dict[str, Any]], failed: set[str], error: BaseException | None
-    ) -> None:
-        for message in messages:
-            job_id = _registered_job_id(message["Body"])
-            if message["MessageId"] in failed:
-                self.journal.add("retry", job_id, "registration failed; SQS retries it")
-                continue
-            try:
-                job = self.jobs().get(job_id, consistent=False) if job_id else None
-            except ClientError:  # an id DynamoDB refuses as a key, which expect refused too
-                job = None
-            state = job.state if job else None
-            if state is None:
-                self.journal.add("refused", job_id, "registration event: in the registrations DLQ")
-            else:
-                self.journal.add("registered", job_id, f"by event; the job is {state}")
-
-    def _on_poll(self, result: Any) -> None:
-        if isinstance(result, dict) and any(
-            isinstance(v, int) and not isinstance(v, bool) and v for v in result.values()
-        ):
-            detail = " ".join(
-                f"{k}={v}"
-                for k, v in result.items()
-                if isinstance(v, int) and not isinstance(v, bool) and v
-            )
-            self.journal.add("poll", None, detail)
-
-    def _on_announcement(self, event: dict[str, Any]) -> None:
-        detail = event.get("detail") or {}
-        job_id = detail.get("job_id")
-        if event.get("detail-type") == REGISTRATION_REFUSED_DETAIL_TYPE:
-            # Not a job's announcement: journaled, not counted among them.
-            message = str(detail.get("message", ""))[:MAX_SHOWN_MESSAGE]
-            self.journal.add(
-                "announced", job_id, f"registration refused, {detail.get('reason')}: {message}"
-            )
-            return
-        outcome = OUTCOME_OF_DETAIL_TYPE.get(event.get("detail-type", ""), "?")
-        artifacts = detail.get("artifacts") or []
-        words = outcome + (f", {len(artifacts)} artifact(s) stored" if artifacts else "")
-        # A job announced again is a new announcement, and says which one.
-        again = _announced_again(detail)
-        problem = detail.get("processing_error")
-        if outcome == "lost":
-            error = detail.get("last_poll_error")
-            last = f", last poll error {error}" if error else ""
-            self.journal.add(
-                "lost", job_id, f"announced: no answer after {detail.get('polls')} poll(s){last}"
-            )
-        elif detail.get("replay") is True:
-            self.journal.add("replayed", job_id, words + again)
-        elif outcome == "processing_error" and isinstance(problem, dict):
-            message = str(problem.get("message", ""))[:MAX_SHOWN_MESSAGE]
-            self.journal.add("processing_error", job_id, f"{problem.get('code')}: {message}{again}")
-        elif self._source_of(job_id) == "poll":
-            self.journal.add("recovered", job_id, f"by status_url poll: {words}{again}")
-        else:
-            self.journal.add("processed", job_id, words + again)
-        # Counted after the journal line, so whoever sees the count sees the line.
-        with self._announced:
-            self.announcements.append(event)
-
-    def _source_of(self, job_id: str | None) -> str | None:
-        job = self.jobs().get(job_id, consistent=False) if job_id and self.names else None
-        return job.source if job else None
 
     def _subscribe_journal(self) -> str:
         """The journal's own rule and queue on the bus, as any consumer of the
@@ -751,7 +500,7 @@ class DevStack:
         yield f"  signing secret    {self.signing_secret}   ({secret_origin})"
         yield f"  Sume API token    {self.api_token}   (bearer for status_url polls)"
         yield f"  moto endpoint     {self.endpoint_url}"
-        yield f"  jobs table        {n.table}   (GSI due-work)"
+        yield f"  jobs table        {n.table}   (GSI {DUE_INDEX})"
         yield f"  jobs queue        {n.queue_url}"
         yield f"  jobs DLQ          {n.dlq_url}   (after {spec.MAX_RECEIVES} receives)"
         yield f"  artifacts bucket  {n.artifacts_bucket}"
@@ -789,79 +538,3 @@ class DevStack:
             "Send one:  .venv/bin/python -m devstack.simulator send "
             f"{self.url} --secret {self.signing_secret} --spacing {SEND_ONE_SPACING}"
         )
-
-
-def start_problem(exc: OSError | ConfigurationError, port_variables: Mapping[str, str]) -> str:
-    """Why the stack could not start, in one line naming what to change."""
-    if isinstance(exc, PortTaken):
-        return f"cannot start: {exc}: set {port_variables[exc.role]} to a free one"
-    return f"cannot start: {exc}"
-
-
-def _registered_job_id(body: str) -> str | None:
-    """The job id a registration event names, for the journal (None if it names none)."""
-    try:
-        detail = json.loads(body).get("detail")
-        job_id = detail.get("job_id")
-    except (ValueError, AttributeError):
-        return None
-    return job_id if isinstance(job_id, str) and job_id else None
-
-
-def _port(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    try:
-        return int(raw) if raw else default
-    except ValueError:
-        raise SystemExit(f"{name} must be a port number, got {raw!r}") from None
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m devstack.stack",
-        description="The webhook receiver, worker and poller on an embedded moto server.",
-    )
-    parser.add_argument("--port", type=int, default=_port("PORT", 8080))
-    parser.add_argument("--moto-port", type=int, default=_port("MOTO_PORT", 5000))
-    parser.add_argument("--poll-every", type=float, default=2.0, help="poller interval (s)")
-    args = parser.parse_args(argv)
-    stack = DevStack(
-        DevStackSettings(
-            port=args.port,
-            moto_port=args.moto_port,
-            signing_secret=os.environ.get(Env.SUME_COM_WEBHOOK_SIGNING_SECRET) or None,
-            prefix="sume-local",
-            poll_every_seconds=args.poll_every,
-        ),
-        echo=printer(),
-    )
-    stopping = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stopping.set()
-
-    try:
-        stack.start()
-    except (OSError, ConfigurationError) as exc:
-        ports = {"webhook": "PORT (or --port)", "moto": "MOTO_PORT (or --moto-port)"}
-        print(start_problem(exc, ports), file=sys.stderr)
-        return 1
-    signal.signal(signal.SIGTERM, on_signal)
-    for line in stack.describe():
-        print(line)
-    print("Ctrl-C stops. Job events as they flow:", flush=True)
-    try:
-        while not stopping.wait(0.5):
-            pass
-    except KeyboardInterrupt:
-        pass
-    # A second Ctrl-C while the loops wind down would only leave a traceback.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    print("stopping...", flush=True)
-    stack.stop()
-    print("stopped.", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

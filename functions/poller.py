@@ -22,7 +22,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from sume.core.errors import RETRYABLE
-from sume.core.names import Metric
+from sume.core.names import EXPIRY_EVENT, Metric
 from sume.core.observability import count, logger, metrics, retried, tracer
 from sume.core.runtime import time_left
 from sume.polling import compose
@@ -74,12 +74,12 @@ def register_record(record: SQSRecord) -> None:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    # The one place the three invocations are told apart: the schedule hands
-    # over an event, the two queues' event sources SQS records, each with
-    # its queue's ARN.
+    # The one place the invocations are told apart: the schedules hand over
+    # an event (the expiry's says so, two regions only), the two queues'
+    # event sources SQS records, each with its queue's ARN.
     records = event.get("Records")
     if records is None:
-        return fan_out()
+        return expire(context) if event.get(EXPIRY_EVENT) is True else fan_out()
     if records and compose.fanout_settings().is_shards_queue(records[0]["eventSourceARN"]):
         return {"runs": [run(SQSRecord(record), context) for record in records]}
     return dict(
@@ -91,6 +91,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 def fan_out() -> dict[str, int]:
     gauge_awaiting()
+    gauge_serving()
     # Should it fail, the assignments sent still run; the next tick fans out the round anew.
     with retried(Metric.POLLER_ERRORS, "poller round not fanned out"):
         started = compose.fanout_service().start()
@@ -116,6 +117,16 @@ def run(record: SQSRecord, context: Any) -> dict[str, Any]:
     return observe(summary)
 
 
+def expire(context: Any) -> dict[str, Any]:
+    # Should it fail, the next day's run finds what this one left.
+    with retried(Metric.POLLER_ERRORS, "expiry of ended jobs failed"):
+        done = compose.expiry_service().run(time_left(context))
+    count(Metric.JOBS_EXPIRED, done.deleted)
+    result = done.as_dict()
+    logger.info("ended jobs past their retention deleted", **result)
+    return result
+
+
 def gauge_awaiting() -> None:
     # Counted by the tick, before its round's polls, so a job the round recovers
     # counts as having waited.
@@ -133,6 +144,14 @@ def gauge_awaiting() -> None:
         logger.info(
             "awaiting jobs counted in part: the gauge is a lower bound", awaiting=awaiting.jobs
         )
+
+
+def gauge_serving() -> None:
+    # Two regions only. Alarmed with the silence alarms: they page only where
+    # the failover domain's deliveries go (docs/operations.md, "What to watch").
+    probe = compose.serving_probe()
+    if probe is not None:
+        count(Metric.SERVING, int(probe.serving()))
 
 
 def observe(summary: RunSummary) -> dict[str, Any]:

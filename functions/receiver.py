@@ -3,10 +3,11 @@ and for the health route Route 53 asks in a multi-region deployment."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from sume.core.errors import RETRYABLE, ConfigurationError
-from sume.core.names import HEALTH_PATH, Metric
+from sume.core.names import HEALTH_PATH, HEALTH_REGION, Metric
 from sume.core.observability import count, logger, metrics, tracer
 from sume.receiving import compose
 from sume.receiving.http import (
@@ -77,7 +78,9 @@ def health(request: HttpRequest) -> HttpResponse:
     # A 0 for each healthy answer: the metric has data while Route 53 asks, and
     # no invocation ends with nothing to publish (Powertools warns on each).
     count(Metric.HEALTH_CHECK_FAILURES, 0)
-    return HttpResponse(200, {"status": "ok"}, no_store)
+    # Which region answered: the poller's Serving gauge asks the failover domain.
+    region = os.environ.get("AWS_REGION", "")
+    return HttpResponse(200, {"status": "ok", HEALTH_REGION: region}, no_store)
 
 
 @logger.inject_lambda_context(clear_state=True)

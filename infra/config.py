@@ -61,6 +61,8 @@ LOG_RETENTION = {
 # always sees the poller's metrics; CloudWatch evaluates at most a day.
 SILENCE_RUNS_PER_WINDOW = 2
 MAX_ALARM_WINDOW_MINUTES = 1440
+# Work paused longer than this pages (docs/operations.md, "Pausing the work").
+DEFAULT_PAUSED_ALARM_MINUTES = 240
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,8 @@ class SilenceAlarms:
     outage."""
     delivery_silence_minutes: int
     """``DeliverySilence``: this long without a verified delivery while jobs await pages."""
+    paused_minutes: int = DEFAULT_PAUSED_ALARM_MINUTES
+    """``WorkerPaused``/``PollerPaused``: work not started for this long pages."""
 
 
 # An allow-list entry: a host name as the functions compare it (lowercase
@@ -97,6 +101,9 @@ DEFAULTS: Mapping[str, Any] = {
     # None: no lowered count still draining (docs/operations.md, "Changing the shard count").
     "due_shards_previous": None,
     "poller_shards_per_run": 1,
+    # None: no live table migrating to a new due-work index (docs/operations.md,
+    # "Changing an index's projection"); "add", then "switch", while one does.
+    "due_index_migration": None,
     "alarm_email": "",
     "log_retention_days": 30,
     "log_level": "INFO",
@@ -118,12 +125,17 @@ DEFAULTS: Mapping[str, Any] = {
     "poll_recovery_window_minutes": 60,
     "poll_recovery_min_endings": 5,
     "delivery_silence_minutes": 60,
+    "paused_alarm_minutes": DEFAULT_PAUSED_ALARM_MINUTES,
     "retention_days": 35,
     "payloads_expire_days": 90,
     "artifacts_infrequent_access_days": 30,
     "artifact_allowed_hosts": "",
     "status_allowed_hosts": "",
 }
+
+
+# The steps of a live table's move to a new due-work index; None when none is under way.
+DUE_INDEX_MIGRATION = (None, "add", "switch")
 
 
 class ConfigError(ValueError):
@@ -162,6 +174,8 @@ class StageConfig:
     due_shards_previous: int | None
     """A larger count the poller still reads while its extra shards drain; None: none."""
     poller_shards_per_run: int
+    due_index_migration: str | None
+    """``add`` or ``switch`` while a live table migrates to a new due-work index; None: not."""
     receiver_reserved_concurrency: int | None
     """None: the receiver reserves no concurrency."""
     table_warm_writes_per_second: int | None
@@ -248,6 +262,11 @@ class StageConfig:
             throttle_burst,
             worker_cap + registrations_cap + poller_runs(shards, previous, per_run),
         )
+        migration = values["due_index_migration"] or None
+        if migration not in DUE_INDEX_MIGRATION:
+            raise ConfigError(
+                f"context due_index_migration must be add or switch (or unset), got {migration!r}"
+            )
         email = str(values["alarm_email"] or "").strip()
         if email and "@" not in email:
             raise ConfigError(f"context alarm_email is not an e-mail address: {email!r}")
@@ -274,6 +293,7 @@ class StageConfig:
             due_shards=shards,
             due_shards_previous=previous,
             poller_shards_per_run=per_run,
+            due_index_migration=migration,
             receiver_reserved_concurrency=reserved,
             **_warm_throughput(values, number, planned_write_units(peak, throttle_rate)),
         )
@@ -299,6 +319,7 @@ def _silence(number: Number, poll_rate_minutes: int) -> SilenceAlarms:
         recovered_window_minutes=window("poll_recovery_window_minutes"),
         recovered_min_endings=number("poll_recovery_min_endings", 1, 1_000_000),
         delivery_silence_minutes=window("delivery_silence_minutes"),
+        paused_minutes=window("paused_alarm_minutes"),
     )
 
 

@@ -8,6 +8,7 @@ from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigatewayv2 as apigw
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -18,6 +19,7 @@ from constructs import Construct
 
 from infra.config import SilenceAlarms
 from infra.nag import acknowledge
+from infra.pausing import paused_alarms, periods, queue_reads, schedule_ticks
 from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME, Metric
 
 PERIOD = Duration.minutes(5)
@@ -49,7 +51,22 @@ def app_metric(name: str, period: Duration = PERIOD, statistic: str = cw.Stats.S
     )
 
 
-def poll_recovery_share(silence: SilenceAlarms) -> cw.MathExpression:
+def serving_gate(window: Duration) -> dict[str, cw.IMetric]:
+    """Two regions: the ``Serving`` gauge's minimum over a silence alarm's window.
+
+    1 only when every tick of the window found the failover domain answered
+    from this region (``sume/polling/serving.py``); a window with a failover in
+    it, or with no tick, is 0 (FILL), so only the region that served all of it
+    may page. CloudWatch cannot alarm on another region's metrics, so each
+    region decides on its own what it would otherwise need both regions' for.
+    """
+    return {"serving": app_metric(Metric.SERVING, window, cw.Stats.MINIMUM)}
+
+
+SERVING_CONDITION = "FILL(serving, 0) >= 1 AND "
+
+
+def poll_recovery_share(silence: SilenceAlarms, *, gated: bool = False) -> cw.MathExpression:
     """Percent of the window's endings whose terminal event a status poll found.
 
     An ending is a first terminal event recorded: by webhook (the receiver's
@@ -57,7 +74,8 @@ def poll_recovery_share(silence: SilenceAlarms) -> cw.MathExpression:
     run, 0 included). FILL makes a window without webhooks count 0 of them; a
     window with no metric at all has no data point (the stack is idle or not
     running), which the alarm takes as not breaching. Below the minimum of
-    endings the share is 0: one recovered job of one is no outage.
+    endings the share is 0: one recovered job of one is no outage. ``gated``
+    (two regions): only while this region serves (``serving_gate``).
     """
     window = Duration.minutes(silence.recovered_window_minutes)
     counts = {
@@ -67,17 +85,17 @@ def poll_recovery_share(silence: SilenceAlarms) -> cw.MathExpression:
     endings = cw.MathExpression(
         expression="FILL(webhook, 0) + FILL(polled, 0)", using_metrics=counts, period=window
     )
+    gate = serving_gate(window) if gated else {}
+    condition = (SERVING_CONDITION if gated else "") + f"endings >= {silence.recovered_min_endings}"
     return cw.MathExpression(
-        expression=(
-            f"IF(endings >= {silence.recovered_min_endings}, 100 * FILL(polled, 0) / endings, 0)"
-        ),
-        using_metrics={**counts, "endings": endings},
+        expression=f"IF({condition}, 100 * FILL(polled, 0) / endings, 0)",
+        using_metrics={**counts, "endings": endings, **gate},
         label="endings recovered by poll (%)",
         period=window,
     )
 
 
-def delivery_silence(silence: SilenceAlarms) -> cw.MathExpression:
+def delivery_silence(silence: SilenceAlarms, *, gated: bool = False) -> cw.MathExpression:
     """1 for a window in which jobs awaited and no delivery was verified, else 0.
 
     ``JobsAwaiting`` is the poller's gauge (every scheduled run; the window
@@ -85,13 +103,16 @@ def delivery_silence(silence: SilenceAlarms) -> cw.MathExpression:
     ``VerifiedDeliveries`` is missing, not 0, when nothing came, so FILL turns
     silence into 0 and the window breaches. Without the gauge (no poller run:
     ``PollerErrors`` pages for that) there is no data point, and no page.
+    ``gated`` (two regions): only while this region serves (``serving_gate``).
     """
     window = Duration.minutes(silence.delivery_silence_minutes)
+    condition = (SERVING_CONDITION if gated else "") + "awaiting >= 1 AND FILL(verified, 0) == 0"
     return cw.MathExpression(
-        expression="IF(awaiting >= 1 AND FILL(verified, 0) == 0, 1, 0)",
+        expression=f"IF({condition}, 1, 0)",
         using_metrics={
             "awaiting": app_metric(Metric.JOBS_AWAITING, window, cw.Stats.MAXIMUM),
             "verified": app_metric(Metric.VERIFIED_DELIVERIES, window),
+            **(serving_gate(window) if gated else {}),
         },
         label="silent while jobs await",
         period=window,
@@ -107,6 +128,8 @@ class Monitored:
     poller: lambda_.Function
     queue: sqs.Queue
     dlq: sqs.Queue
+    schedule: events.Rule
+    """The poller's schedule rule."""
 
 
 class Monitoring(Construct):
@@ -123,7 +146,10 @@ class Monitoring(Construct):
         silence: SilenceAlarms,
         removal_policy: RemovalPolicy,
         stage: str,
+        serving_gated: bool = False,
     ) -> None:
+        """``serving_gated``: a region of a two-region stage, whose silence alarms page
+        only while Sume's deliveries come to it (``serving_gate``)."""
         super().__init__(scope, construct_id)
         # The ops CLI as the alarm's reader runs it, for this stage.
         self.cli = cli = f"sume-webhooks --stage {stage}"
@@ -156,6 +182,13 @@ class Monitoring(Construct):
                 "could only raise its own alarm through this same topic.",
             )
 
+        # Two regions: said once, in both silence alarms' text.
+        serving_note = (
+            " Two regions: this one served all the window (its Serving gauge), so Sume's "
+            "deliveries came here."
+            if serving_gated
+            else ""
+        )
         w = watched
         errors = {
             fn_id: fn.metric_errors(period=PERIOD, statistic=cw.Stats.SUM)
@@ -238,7 +271,7 @@ class Monitoring(Construct):
             ),
             self._alarm(
                 "PollRecoveryShare",
-                poll_recovery_share(silence),
+                poll_recovery_share(silence, gated=serving_gated),
                 silence.recovered_share_percent,
                 f"At least {silence.recovered_share_percent}% of the jobs that ended in "
                 f"{silence.recovered_window_minutes} minutes (and at least "
@@ -247,11 +280,12 @@ class Monitoring(Construct):
                 "webhook settings on Sume's side, and ApiServerErrors / "
                 "SignatureRejectionSpike here). Jobs still end, late by their poll delay. "
                 + logs_tail("FunctionsPollerLogs", "{ $.recovered IS TRUE }")
-                + f" (job_id); `{cli} status JOB_ID` of one shows deliveries 0.",
+                + f" (job_id); `{cli} status JOB_ID` of one shows deliveries 0."
+                + serving_note,
             ),
             self._alarm(
                 "DeliverySilence",
-                delivery_silence(silence),
+                delivery_silence(silence, gated=serving_gated),
                 1,
                 f"No delivery from Sume verified for {silence.delivery_silence_minutes} "
                 "minutes while registered jobs await their terminal event: Sume's "
@@ -323,9 +357,22 @@ class Monitoring(Construct):
                     period=PERIOD, statistic=cw.Stats.MAXIMUM
                 ),
                 BACKLOG_AGE_SECONDS,
-                "A job message has waited over an hour: the worker is stuck or keeps failing. "
+                "A job message has waited over an hour: the worker is stuck, keeps failing, "
+                f"or is paused (`{cli} report` says). "
                 f"`{cli} list --state owed`, then `{cli} status JOB_ID` (last error, claim).",
             ),
+        ]
+        # Work left paused: every step of the window idle, no data included.
+        self.alarms += [
+            self._alarm(
+                a.construct_id,
+                a.metric,
+                1,
+                a.text,
+                periods=periods(silence.paused_minutes),
+                missing=cw.TreatMissingData.BREACHING,
+            )
+            for a in paused_alarms(w.queue, w.schedule, cli, silence.paused_minutes)
         ]
         self.dashboard = self._dashboard(dashboard_name, w, errors)
 
@@ -337,15 +384,25 @@ class Monitoring(Construct):
         self.alarms.append(alarm)
         return alarm
 
-    def _alarm(self, construct_id: str, metric: cw.IMetric, threshold: int, text: str) -> cw.Alarm:
+    def _alarm(
+        self,
+        construct_id: str,
+        metric: cw.IMetric,
+        threshold: int,
+        text: str,
+        periods: int = 1,
+        missing: cw.TreatMissingData = cw.TreatMissingData.NOT_BREACHING,
+    ) -> cw.Alarm:
         alarm = cw.Alarm(
             self,
             construct_id,
             metric=metric,
             threshold=threshold,
-            evaluation_periods=1,
+            evaluation_periods=periods,
+            # All steps of a longer window must breach (unset: as CloudWatch's default).
+            datapoints_to_alarm=periods if periods > 1 else None,
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            treat_missing_data=missing,
             alarm_description=f"{text} What to run: {RUNBOOK}, row {construct_id}.",
         )
         action = cw_actions.SnsAction(self.topic)
@@ -456,5 +513,14 @@ class Monitoring(Construct):
             graph("Receiver duration (ms)", *durations(w.receiver)),
             graph("Worker duration (ms)", *durations(w.worker)),
             graph("Poller duration (ms)", *durations(w.poller)),
+        )
+        # A paused work is a line at 0 from the moment it was paused; who and why:
+        # `sume-webhooks report`.
+        dashboard.add_widgets(
+            graph(
+                "Work started (0: paused; sume-webhooks report says why)",
+                queue_reads(w.queue),
+                right=[schedule_ticks(w.schedule)],
+            )
         )
         return dashboard

@@ -15,12 +15,13 @@ from aws_cdk import aws_apigatewayv2 as apigw
 from aws_cdk import aws_certificatemanager as acm
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_route53 as route53
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from infra.region_plan import RegionPlan
-from sume.core.names import HEALTH_PATH
+from sume.core.names import HEALTH_PATH, Env
 
 # Route 53 asks every 30 s from several of its locations, and a region is
 # failed over after 3 failed asks in a row: about 90 s without deliveries,
@@ -140,3 +141,10 @@ class FailoverEndpoint(Construct):
             self.alarm.add_alarm_action(action)
             self.alarm.add_ok_action(action)
         self.webhook_host = plan.domain_name
+        self._primary = plan.primary
+
+    def gauge_serving(self, poller: lambda_.Function) -> None:
+        """The poller's ``Serving`` gauge asks the one URL's health route which region
+        answers (``sume/polling/serving.py``): the silence alarms page only there."""
+        poller.add_environment(Env.FAILOVER_HEALTH_URL, f"https://{self.webhook_host}{HEALTH_PATH}")
+        poller.add_environment(Env.FAILOVER_PRIMARY_REGION, self._primary)

@@ -13,7 +13,7 @@ from constructs import Construct
 
 from infra import spec
 from infra.nag import acknowledge
-from infra.storage import key_attributes
+from infra.storage import Replication, key_attributes
 
 
 class PollerSchedule(Construct):
@@ -25,7 +25,12 @@ class PollerSchedule(Construct):
         poller: lambda_.IFunction,
         rate_minutes: int,
         removal_policy: RemovalPolicy,
+        leases_replication: Replication | None = None,
+        leases_replica: bool = False,
     ) -> None:
+        """``leases_replication``: the leases table is one MRSC global table of the
+        regions (made by the primary's stack; ``leases_replica``, the other region's
+        stack uses it by name), so both regions' runs claim each shard in one place."""
         super().__init__(scope, construct_id)
         self.rule = events.Rule(
             self,
@@ -65,13 +70,28 @@ class PollerSchedule(Construct):
                 "shard again. A dead letter could never be redriven to any use.",
             )
         definition = spec.leases_table_definition("leases")
-        self.leases = dynamodb.Table(
-            self,
-            "Leases",
-            **key_attributes(definition, definition["KeySchema"]),
-            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
-            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
-                point_in_time_recovery_enabled=True
-            ),
-            removal_policy=removal_policy,
-        )
+        keys = key_attributes(definition, definition["KeySchema"])
+        recovery = dynamodb.PointInTimeRecoverySpecification(point_in_time_recovery_enabled=True)
+        self.leases: dynamodb.ITable
+        if leases_replication is None:
+            self.leases = dynamodb.Table(
+                self,
+                "Leases",
+                **keys,
+                billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+                point_in_time_recovery_specification=recovery,
+                removal_policy=removal_policy,
+            )
+        elif leases_replica:
+            self.leases = dynamodb.TableV2.from_table_name(
+                self, "Leases", leases_replication.table_name
+            )
+        else:
+            self.leases = dynamodb.TableV2(
+                self,
+                "Leases",
+                **leases_replication.table_props(),
+                **keys,
+                point_in_time_recovery_specification=recovery,
+                removal_policy=removal_policy,
+            )

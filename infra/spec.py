@@ -6,6 +6,7 @@ index and queues on moto that ``infra`` deploys, and they cannot drift.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -13,6 +14,8 @@ from typing import Any, Final
 from sume.core.names import (
     DUE_AT,
     DUE_INDEX,
+    DUE_INDEX_BEFORE,
+    DUE_PROJECTED,
     DUE_SHARD,
     JOB_ID,
     REGISTRATION_DETAIL_TYPE,
@@ -118,9 +121,26 @@ def leases_table_definition(table_name: str) -> dict[str, Any]:
 SCHEMAS_DIR: Final = Path(__file__).resolve().parent.parent / "schemas"
 
 
-def table_definition(table_name: str) -> dict[str, Any]:
-    """``CreateTable`` arguments matching the stack's table (for moto)."""
-    return {
+DUE_KEYS: Final = [
+    {"AttributeName": DUE_SHARD, "KeyType": "HASH"},
+    {"AttributeName": DUE_AT, "KeyType": "RANGE"},
+]
+# The due-work index as it was (projecting ALL), which a live table keeps while it
+# migrates to DUE_INDEX (docs/operations.md, "Changing an index's projection").
+DUE_INDEX_BEFORE_DEFINITION: Final = {
+    "IndexName": DUE_INDEX_BEFORE,
+    "KeySchema": DUE_KEYS,
+    "Projection": {"ProjectionType": "ALL"},
+}
+
+
+def table_definition(table_name: str, due_index_before: bool = False) -> dict[str, Any]:
+    """``CreateTable`` arguments matching the stack's table (for moto).
+
+    ``due_index_before``: the due-work index as it was is kept beside the new one,
+    as while a live table migrates (``due_index_migration``).
+    """
+    definition: dict[str, Any] = {
         "TableName": table_name,
         "BillingMode": "PAY_PER_REQUEST",
         "KeySchema": [{"AttributeName": JOB_ID, "KeyType": "HASH"}],
@@ -134,11 +154,11 @@ def table_definition(table_name: str) -> dict[str, Any]:
         "GlobalSecondaryIndexes": [
             {
                 "IndexName": DUE_INDEX,
-                "KeySchema": [
-                    {"AttributeName": DUE_SHARD, "KeyType": "HASH"},
-                    {"AttributeName": DUE_AT, "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "ALL"},
+                "KeySchema": copy.deepcopy(DUE_KEYS),
+                "Projection": {
+                    "ProjectionType": "INCLUDE",
+                    "NonKeyAttributes": list(DUE_PROJECTED),
+                },
             },
             {
                 # Keys only: a write that changes no key of it (the receiver's,
@@ -152,6 +172,9 @@ def table_definition(table_name: str) -> dict[str, Any]:
             },
         ],
     }
+    if due_index_before:
+        definition["GlobalSecondaryIndexes"].append(copy.deepcopy(DUE_INDEX_BEFORE_DEFINITION))
+    return definition
 
 
 def stack_name(stage: str) -> str:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Environment, RemovalPolicy, Stack, Tags
+from aws_cdk import Aws, CfnOutput, Environment, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -19,6 +20,7 @@ from infra import spec
 from infra.api import WebhookApi
 from infra.capacity import poller_runs
 from infra.config import StageConfig
+from infra.expiry import EXPIRY_HOURS, TableExpiry
 from infra.functions.factory import FunctionFactory
 from infra.functions.poller import PollerFunction
 from infra.functions.receiver import ReceiverFunction
@@ -31,7 +33,7 @@ from infra.scheduling import PollerSchedule
 from infra.schemas.registry import EventSchemas
 from infra.secrets import SumeSecrets
 from infra.storage import Buckets, JobsTableResource, Replication
-from sume.core.names import REGISTRATION_DETAIL_TYPE, SERVICE_NAME, WEBHOOK_PATH
+from sume.core.names import REGISTRATION_DETAIL_TYPE, SERVICE_NAME, WEBHOOK_PATH, Env
 
 
 class SumeWebhooksStack(Stack):
@@ -79,11 +81,8 @@ class SumeWebhooksStack(Stack):
                 is_dev=config.is_dev,
                 warm_writes_per_second=config.table_warm_writes_per_second,
                 warm_reads_per_second=config.table_warm_reads_per_second,
-                replication=Replication(
-                    table_name=global_table_name(config.stage),
-                    replica_region=plan.other(plan.primary),
-                    witness_region=plan.witness_region,
-                )
+                due_index_before=config.due_index_migration is not None,
+                replication=_replication(plan, global_table_name(config.stage))
                 if plan is not None
                 else None,
             ).table
@@ -94,6 +93,9 @@ class SumeWebhooksStack(Stack):
             is_dev=config.is_dev,
             payloads_expire_days=config.payloads_expire_days,
             artifacts_infrequent_access_days=config.artifacts_infrequent_access_days,
+            payloads_bucket_name=payloads_bucket_name(config.stage, region)
+            if plan is not None and region is not None
+            else None,
         )
         bus = AnnouncementBus(self, "Announcements", bus_name=f"{name}-jobs").bus
         secrets = SumeSecrets(self, "Secrets", is_dev=config.is_dev)
@@ -133,7 +135,32 @@ class SumeWebhooksStack(Stack):
             payloads=buckets.payloads,
             api_token=secrets.api_token,
             status_allowed_hosts=config.status_allowed_hosts,
+            due_index_migration=config.due_index_migration,
         )
+
+        if plan is not None and region is not None:
+            # A large event in both regions' buckets before Sume is answered, so
+            # either region's worker reads it while the other is down
+            # (docs/regions.md, "A large event").
+            peer = plan.other(region)
+            peer_payloads = payloads_bucket_name(config.stage, peer)
+            receiver.take_peer_payloads(peer, peer_payloads)
+            poller.take_peer_payloads(peer, peer_payloads)
+            worker.grant_peer_payloads(peer_payloads, "s3:GetObject")
+            # So that a body its own bucket lacks is answered NoSuchKey, not
+            # AccessDenied: the worker then reads it from the recording region's.
+            iam.Grant.add_to_principal(
+                grantee=worker.function,
+                actions=["s3:ListBucket"],
+                resource_arns=[buckets.payloads.bucket_arn],
+            )
+            TableExpiry(
+                self,
+                "Expiry",
+                poller=poller,
+                hour=EXPIRY_HOURS[plan.regions.index(region)],
+            )
+            poller.function.add_environment(Env.RETENTION_DAYS, str(config.retention_days))
 
         schedule = PollerSchedule(
             self,
@@ -141,6 +168,10 @@ class SumeWebhooksStack(Stack):
             poller=poller.function,
             rate_minutes=config.poll_rate_minutes,
             removal_policy=removal,
+            leases_replication=_replication(plan, f"{name}-shard-leases")
+            if plan is not None
+            else None,
+            leases_replica=plan is not None and region != plan.primary,
         )
         poller.take_rounds(
             schedule.shards_queue,
@@ -150,6 +181,8 @@ class SumeWebhooksStack(Stack):
             max_concurrency=poller_runs(
                 config.due_shards, config.due_shards_previous, config.poller_shards_per_run
             ),
+            # Two regions' ticks of one period name one round (sume.polling.fanout.round_of).
+            round_seconds=config.poll_rate_minutes * 60 if plan is not None else None,
         )
         api = WebhookApi(
             self,
@@ -171,6 +204,7 @@ class SumeWebhooksStack(Stack):
                 poller=poller.function,
                 queue=queues.queue,
                 dlq=queues.dlq,
+                schedule=schedule.rule,
             ),
             dashboard_name=name,
             stage=config.stage,
@@ -179,6 +213,7 @@ class SumeWebhooksStack(Stack):
             api_client_error_threshold=config.api_client_error_threshold,
             silence=config.silence,
             removal_policy=removal,
+            serving_gated=plan is not None,
         )
         registrations = JobRegistrations(
             self,
@@ -206,6 +241,7 @@ class SumeWebhooksStack(Stack):
                 alarm_topic=monitoring.topic,
             )
             webhook_url = f"https://{endpoint.webhook_host}{WEBHOOK_PATH}"
+            endpoint.gauge_serving(poller.function)
             regional = {
                 spec.OUTPUT_REGION_WEBHOOK_URL: (
                     api.webhook_url,
@@ -267,6 +303,21 @@ class SumeWebhooksStack(Stack):
         }
         for key, (value, description) in outputs.items():
             CfnOutput(self, key, value=value, description=description)
+
+
+def _replication(plan: RegionPlan, table_name: str) -> Replication:
+    """A table the primary's stack makes one MRSC global table of the plan's regions."""
+    return Replication(
+        table_name=table_name,
+        replica_region=plan.other(plan.primary),
+        witness_region=plan.witness_region,
+    )
+
+
+def payloads_bucket_name(stage: str, region: str) -> str:
+    """A region's payloads bucket, two regions only: named so the other region's stack
+    knows it (globally unique by account and region; at most 63 characters)."""
+    return f"{stage}-sume-events-{Aws.ACCOUNT_ID}-{region}"
 
 
 def global_table_name(stage: str) -> str:

@@ -19,6 +19,15 @@ _ATTRIBUTE_TYPES = {
 }
 
 
+def projection(index: dict[str, Any]) -> dict[str, Any]:
+    """The CDK's arguments for an index's projection in ``spec.table_definition``."""
+    projected = index["Projection"]
+    return {
+        "projection_type": dynamodb.ProjectionType[projected["ProjectionType"]],
+        "non_key_attributes": projected.get("NonKeyAttributes"),
+    }
+
+
 def key_attributes(definition: dict[str, Any], key_schema: list[dict[str, str]]) -> dict[str, Any]:
     types = {a["AttributeName"]: a["AttributeType"] for a in definition["AttributeDefinitions"]}
     keys = {}
@@ -37,6 +46,16 @@ class Replication:
     """The same in every region: the other region's stack finds its replica by it."""
     replica_region: str
     witness_region: str
+
+    def table_props(self) -> dict[str, Any]:
+        """What makes a ``TableV2`` this MRSC global table: its name, replica and witness."""
+        return {
+            "table_name": self.table_name,
+            "billing": dynamodb.Billing.on_demand(),
+            "multi_region_consistency": dynamodb.MultiRegionConsistency.STRONG,
+            "replicas": [dynamodb.ReplicaTableProps(region=self.replica_region)],
+            "witness_region": self.witness_region,
+        }
 
 
 class JobsTableResource(Construct):
@@ -59,9 +78,10 @@ class JobsTableResource(Construct):
         warm_writes_per_second: int | None,
         warm_reads_per_second: int | None,
         replication: Replication | None = None,
+        due_index_before: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
-        definition = spec.table_definition("jobs")
+        definition = spec.table_definition("jobs", due_index_before)
         # The index gets the table's: a write the index cannot take throttles
         # the table's write too (infra/capacity.py, planned_write_units).
         warm = (
@@ -93,7 +113,7 @@ class JobsTableResource(Construct):
             table.add_global_secondary_index(
                 index_name=index["IndexName"],
                 **key_attributes(definition, index["KeySchema"]),
-                projection_type=dynamodb.ProjectionType[index["Projection"]["ProjectionType"]],
+                **projection(index),
                 warm_throughput=warm,
             )
 
@@ -115,17 +135,13 @@ def _global_table(
     return dynamodb.TableV2(
         scope,
         "GlobalTable",
-        table_name=replication.table_name,
+        **replication.table_props(),
         **key_attributes(definition, definition["KeySchema"]),
-        billing=dynamodb.Billing.on_demand(),
-        multi_region_consistency=dynamodb.MultiRegionConsistency.STRONG,
-        replicas=[dynamodb.ReplicaTableProps(region=replication.replica_region)],
-        witness_region=replication.witness_region,
         global_secondary_indexes=[
             dynamodb.GlobalSecondaryIndexPropsV2(
                 index_name=index["IndexName"],
                 **key_attributes(definition, index["KeySchema"]),
-                projection_type=dynamodb.ProjectionType[index["Projection"]["ProjectionType"]],
+                **projection(index),
                 warm_throughput=warm,
             )
             for index in definition["GlobalSecondaryIndexes"]
@@ -150,7 +166,10 @@ class Buckets(Construct):
         is_dev: bool,
         payloads_expire_days: int,
         artifacts_infrequent_access_days: int,
+        payloads_bucket_name: str | None = None,
     ) -> None:
+        """``payloads_bucket_name``: two regions only, where the other region's
+        functions write and read it by its name (``infra.stack.payloads_bucket_name``)."""
         super().__init__(scope, construct_id)
         self._is_dev = is_dev
         self.access_logs = self._bucket(
@@ -185,6 +204,7 @@ class Buckets(Construct):
                     expiration=Duration.days(payloads_expire_days),
                 )
             ],
+            bucket_name=payloads_bucket_name,
         )
 
     def _bucket(
@@ -192,10 +212,12 @@ class Buckets(Construct):
         construct_id: str,
         access_logs: s3.IBucket | None,
         lifecycle_rules: list[s3.LifecycleRule],
+        bucket_name: str | None = None,
     ) -> s3.Bucket:
         return s3.Bucket(
             self,
             construct_id,
+            bucket_name=bucket_name,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             # SSE-S3: server access logs can only be delivered to SSE-S3 buckets,
             # and it needs no key grants for the functions.

@@ -1,9 +1,10 @@
 """``sume-webhooks``, the operator's CLI: commands, each a small function over injected clients.
 
 It ships (the console script ``sume-webhooks``) and imports only the domain
-package and ``infra.spec``, never the dev tools. ``sume_cli.main`` parses
-arguments and maps ``OpsError`` to a one-line message and an exit code;
-nothing here prints tracebacks or reads ``sys.argv``.
+package and infra's plain modules (``infra.spec``, ``infra.capacity``), never the
+CDK or the dev tools. ``sume_cli.main`` parses arguments and maps ``OpsError``
+to a one-line message and an exit code; nothing here prints tracebacks or reads
+``sys.argv``.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 from infra import spec
 from sume.core.errors import ConfigurationError
 from sume.core.names import MAX_DUE_SHARDS, Env
-from sume.core.settings import due_shards, integer
+from sume.core.settings import due_index, due_shards, integer
 from sume.net.policy import HTTPS_ONLY, UrlPolicy
 from sume.polling.compose import build_registry
 from sume.polling.registry import Registry
@@ -274,7 +274,14 @@ class Ops:
 
     @functools.cached_property
     def jobs(self) -> JobsTable:
-        return build_jobs(TableRef(self.stack.names.table, self.shards), self.client("dynamodb"))
+        table = TableRef(self.stack.names.table, self.shards, self.due_index)
+        return build_jobs(table, self.client("dynamodb"))
+
+    @functools.cached_property
+    def due_index(self) -> str:
+        """The due-work index the stack's poller reads (the one before, while it migrates)."""
+        poller = None if self.endpoint_url else self.poller
+        return due_index(poller.env if isinstance(poller, DeployedPoller) else os.environ)
 
     def clients(self, service: str, patient: bool = False) -> Any:
         """The CLI's clients as the domain's builders ask for them."""

@@ -39,7 +39,8 @@ from sume.core.bounded import bounded_text
 from sume.core.ids import is_job_id
 from sume.net.urls import redact_url, scrub_urls
 from sume.polling.registration import MAX_LOGGED_BYTES, Refused, registration_event
-from sume.store.jobs import Job, JobsTable, State
+from sume.store.job import Job, State
+from sume.store.jobs import JobsTable
 from sume.store.queue import MAX_ATTRIBUTE_CHARS, MESSAGE_ATTRIBUTE, REASON_ATTRIBUTE
 from sume.working.failures import MAX_CODE_BYTES, MAX_MESSAGE_BYTES, MAX_URL_BYTES
 from sume_cli.times import iso

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sume.core.settings import DEFAULT_SWEEP_AFTER_SECONDS
 from sume.polling.registry import Registry
-from sume.store.jobs import MAX_REPLAY_REASON_BYTES, Job, JobsTable, State
+from sume.store.job import MAX_REPLAY_REASON_BYTES, Job, State
+from sume.store.jobs import JobsTable
 from sume.store.queue import JobQueue
 from sume_cli import USAGE, OpsError
 

@@ -15,8 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sume.core.names import DUE_INDEX
-from sume.store.jobs import Job, JobAttr, JobsTable, Page, State, expression_values
+from sume.store.job import Job, JobAttr, State
+from sume.store.jobs import JobsTable
+from sume.store.reads import Page
+from sume.store.table import expression_values
 from sume_cli import USAGE, OpsError
 
 # state argument -> item states, or a filter of its own (failed).
@@ -108,7 +110,9 @@ def due_page(
     request = _filtered(selection)
     request["ExpressionAttributeValues"].update(expression_values(shard=shard))
     request.update(
-        IndexName=DUE_INDEX, KeyConditionExpression=f"{JobAttr.DUE_SHARD} = :shard", Limit=limit
+        IndexName=jobs.due_index,
+        KeyConditionExpression=f"{JobAttr.DUE_SHARD} = :shard",
+        Limit=limit,
     )
     return jobs.read_page("query", request, start)
 

@@ -11,7 +11,7 @@ import argparse
 import os
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import version as package_version
 from typing import Any
 
@@ -34,13 +34,16 @@ from sume.core.names import DUE_SHARDS
 from sume_cli import FAILED, USAGE, OpsError, owed
 from sume_cli.commands import PROG, Command
 from sume_cli.commands.dlq import cmd_dlq_peek, cmd_dlq_redrive
-from sume_cli.commands.jobs import cmd_expect, cmd_list, cmd_replay, cmd_status
+from sume_cli.commands.jobs import cmd_expect, cmd_list, cmd_status
+from sume_cli.commands.pause import cmd_pause, cmd_resume
+from sume_cli.commands.replay import add_replay_arguments, cmd_replay_any
 from sume_cli.commands.report import cmd_announce_owed, cmd_report
 from sume_cli.commands.secrets import cmd_secrets_retire, cmd_secrets_rotate, cmd_secrets_status
 from sume_cli.commands.send_test import cmd_send_test
 from sume_cli.context import LOCAL_ENDPOINT_HINT, Ops, not_an_aws_api
 from sume_cli.listing import DEFAULT_STATE, STATES
 from sume_cli.output import JSON, TABLE, note
+from sume_cli.pause import WORKS
 from sume_cli.stackinfo import LOCAL_PREFIX, DiscoveryError
 
 # A job still due this long after its due time is overdue: the poller, on its
@@ -124,12 +127,28 @@ def _report_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _work_commands(commands: Any, command: Callable[..., argparse.ArgumentParser]) -> None:
+    for name, run_, help_text in (
+        ("pause", cmd_pause, "stop the worker or the poller; deliveries are still stored"),
+        ("resume", cmd_resume, "start paused work again; the backlog drains as usual"),
+    ):
+        work = command(commands, name, run_, help_text)
+        work.add_argument("work", choices=WORKS, metavar="WORK", help=" or ".join(WORKS))
+        if name == "pause":
+            work.add_argument(
+                "--reason", required=True, metavar="TEXT", help="why: shown until it resumes"
+            )
+        json_alias(work)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Operate the Sume webhook receiver: jobs, DLQ, test deliveries, secrets.",
+        description="Operate the Sume webhook receiver: jobs, pausing the work, DLQ, "
+        "test deliveries, secrets.",
         epilog="Exit codes: 0 ok, 1 failed, 2 usage, 3 send-test not accepted by the endpoint "
-        "or report --check found lost, processing_error, parked or overdue jobs.",
+        "or report --check found lost, processing_error, parked or overdue jobs, or paused "
+        "work, or a replay --since had a replay refused; 130 interrupted.",
     )
     _global_options(parser, None)
     parser.add_argument("--version", action="version", version=version())
@@ -186,10 +205,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     replay = command(
-        commands, "replay", cmd_replay, "redo a finished job's follow-up work (re-copy artifacts)"
+        commands,
+        "replay",
+        cmd_replay_any,
+        "redo a finished job's follow-up work (re-copy artifacts), or a window's by filter",
     )
-    replay.add_argument("job_id", metavar="JOB_ID")
-    replay.add_argument("--reason", metavar="TEXT", help="why, kept on the item (e.g. the fix)")
+    add_replay_arguments(replay)
+
+    _work_commands(commands, command)
 
     dlq_parser = command(commands, "dlq", None, "the dead-letter queues (jobs, registrations)")
     dlq_commands = dlq_parser.add_subparsers(dest="dlq_command", required=True, metavar="ACTION")

@@ -16,7 +16,8 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from sume.store.jobs import Job, JobAttr, JobsTable, State
+from sume.store.job import Job, JobAttr, State
+from sume.store.jobs import JobsTable
 from sume.store.queue import JobQueue
 from sume_cli.report import Window, ended
 from sume_cli.times import iso

@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sume.contract.envelope import TERMINAL_EVENTS
-from sume.core.names import DUE_INDEX, REPORT_INDEX, REPORT_SHARDS, report_buckets
-from sume.store.jobs import Job, JobAttr, JobsTable, Source, State, expression_values
+from sume.core.names import REPORT_INDEX, REPORT_SHARDS, report_buckets
+from sume.store.job import Job, JobAttr, Source, State
+from sume.store.jobs import JobsTable
+from sume.store.table import expression_values
 
 # What the report reads of each job: never the stored body.
 READ = (
@@ -91,7 +93,7 @@ def not_ended(jobs: JobsTable, window: Window, shards: int) -> tuple[list[Job], 
     for shard in range(shards):
         request = {
             **_in_window(window),
-            "IndexName": DUE_INDEX,
+            "IndexName": jobs.due_index,
             "KeyConditionExpression": f"{JobAttr.DUE_SHARD} = :shard",
         }
         request["ExpressionAttributeValues"] = expression_values(

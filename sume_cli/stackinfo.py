@@ -101,6 +101,7 @@ def discover_local(clients: Mapping[str, Any], endpoint_url: str, prefix: str) -
         ("dlq_url", f"{prefix}-jobs-dlq"),
         ("registrations_queue_url", f"{prefix}-registrations"),
         ("registrations_dlq_url", f"{prefix}-registrations-dlq"),
+        ("shards_queue_url", f"{prefix}-poll-shards"),
     ):
         try:
             queues[field] = clients["sqs"].get_queue_url(QueueName=queue)["QueueUrl"]

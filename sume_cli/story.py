@@ -10,7 +10,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from sume.store.jobs import Job, JobAttr, State
+from sume.store.job import Job, JobAttr, State
 from sume_cli.dlq import spent_attempts
 from sume_cli.times import iso
 
@@ -157,6 +157,11 @@ def _claim(job: Job) -> str:
     return f"claimed {iso(job.claimed_at)}  {lease}  attempts={spent_attempts(job)}"
 
 
+def _runs(job: Job) -> str:
+    """The window replays that replayed the job (``replay --since``), after its replay count."""
+    return f"  runs {', '.join(job.replay_runs)}" if job.replay_runs else ""
+
+
 def render(job: Job) -> str:
     """The job as labelled lines, most telling first; absent attributes are skipped.
 
@@ -178,7 +183,7 @@ def render(job: Job) -> str:
     if job.replay:
         add("replay", "requested: artifacts will be copied again")
     if job.replays is not None:
-        add("replays", f"{job.replays}  last {iso(job.replayed_at) or '-'}")
+        add("replays", f"{job.replays}  last {iso(job.replayed_at) or '-'}{_runs(job)}")
     add("replay reason", job.replay_reason)
     add("parked", iso(job.parked_at))
     add("source", job.source)

@@ -39,3 +39,22 @@ import botocore.session  # noqa: E402
 # its own clients, as a container does. Not in production code: Lambda keeps
 # one session per container (sume.core.aws), which this stands in for.
 botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)
+
+
+import pytest  # noqa: E402
+
+# `make test` runs the suite on two workers with `--dist loadgroup`. A tier
+# whose fixtures cost seconds and are shared by the whole tier (infra's one
+# synth, e2e's one local stack) is one group, so it is built once, on one
+# worker; every other test file is a group of its own, as `--dist loadfile`
+# would make it, so module fixtures are built once too.
+_ONE_GROUP_TIERS = ("infra", "e2e")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.path.relative_to(item.config.rootpath)
+        tier = path.parts[1] if len(path.parts) > 2 else ""
+        group = tier if tier in _ONE_GROUP_TIERS else str(path)
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from sume.core.names import DETAIL_TYPES
-from sume.store.jobs import Job, State
+from sume.store.job import Job, State
 
 Ending = tuple[str, int, str | None, int | None]
 """detail-type, sequence, the processing error's code, the artifacts stored."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime
 import itertools
+import json
 import ssl
 import threading
 import time
@@ -249,3 +250,19 @@ def tls_context(directory: Path, hostnames: Iterable[str]) -> tuple[ssl.SSLConte
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert_path, key_path)
     return context, str(ca_path)
+
+
+class StatusServer(LoopbackServer):
+    """Sume's status endpoint: ``GET /v1/jobs/<job_id>``; unknown jobs get a 404."""
+
+    def job_url(self, job_id: str) -> str:
+        return self.url(f"/v1/jobs/{job_id}")
+
+    def answer(self, job_id: str, data: Any, status: int = 200) -> str:
+        text = data if isinstance(data, str) else json.dumps(data)
+        headers = {"content-type": "application/json"}
+        self.route(f"/v1/jobs/{job_id}", status, headers, text.encode())
+        return text
+
+    def polls_of(self, job_id: str) -> int:
+        return self.hits[f"/v1/jobs/{job_id}"]

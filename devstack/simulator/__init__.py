@@ -252,8 +252,10 @@ class Sume:
         slow_seconds: float = 0.0,
         flaky: int = 0,
         finished: bool = True,
+        extra_bytes: int = 0,
     ) -> SumeJob:
-        """A job Sume ran, with its terminal event built once."""
+        """A job Sume ran, with its terminal event built once; ``extra_bytes`` adds a
+        field of that many bytes Sume's contract does not name (a large event)."""
         job_id = job_id or f"job_{uuid.uuid4().hex[:16]}"
         if isinstance(artifacts, int):
             artifacts = {
@@ -282,6 +284,8 @@ class Sume:
         # Fields this receiver does not know must be kept, not dropped.
         body["created_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         body["sume_region"] = "eu-west"
+        if extra_bytes:
+            body["render_log"] = "x" * extra_bytes
         raw = json.dumps(body, separators=(",", ":")).encode("utf-8")
         job = SumeJob(
             job_id, event, dict(artifacts), status_url, raw, finished, slow_seconds, flaky

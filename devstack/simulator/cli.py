@@ -1,6 +1,6 @@
 """``python -m devstack.simulator``: the simulator's command line, usage in the package's doc.
 
-Kept apart from the simulator so that ``devstack.scenario``, which plays Sume
+Kept apart from the simulator so that ``devstack.simulator.scenario``, which plays Sume
 through the simulator, and the ``scenario`` command, which runs it, do not
 import each other.
 """
@@ -15,8 +15,16 @@ import time
 import uuid
 from typing import Any
 
-from devstack import scenario, simulator
-from devstack.simulator import ERRORS, MAX_ATTEMPTS, SPACING_SECONDS, TIMEOUT_SECONDS, Attempt, Sume
+from devstack import simulator
+from devstack.simulator import (
+    ERRORS,
+    MAX_ATTEMPTS,
+    SPACING_SECONDS,
+    TIMEOUT_SECONDS,
+    Attempt,
+    Sume,
+    scenario,
+)
 from sume.core.names import Env
 
 INTERRUPTED = 130

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from aws_cdk import CfnElement, Duration, RemovalPolicy, Stack
+from aws_cdk import Aws, CfnElement, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -194,6 +194,26 @@ class StackFunction(Construct):
         bucket.grants.actions_on_object_keys(self.function, pattern, *actions)
         acknowledge(self.role, object_keys_finding(bucket, pattern), unknown_keys)
 
+    def grant_peer_payloads(self, bucket_name: str, *actions: str) -> None:
+        """``actions`` on the large event bodies in the other region's payloads bucket."""
+        stack = Stack.of(self)
+        arn = f"arn:{stack.partition}:s3:::{bucket_name}/{PAYLOADS_PREFIX}"
+        iam.Grant.add_to_principal(
+            grantee=self.function, actions=list(actions), resource_arns=[arn]
+        )
+        acknowledge(
+            self.role,
+            f"AwsSolutions-IAM5[Resource::{_nag(arn)}]",
+            "Event bodies are stored one object per job and digest under events/ of both "
+            "regions' payloads buckets; object keys are not known in advance.",
+        )
+
+    def take_peer_payloads(self, region: str, bucket_name: str) -> None:
+        """Large events are written to the other region's payloads bucket too."""
+        self.grant_peer_payloads(bucket_name, "s3:PutObject")
+        self.function.add_environment(Env.PEER_REGION, region)
+        self.function.add_environment(Env.PEER_PAYLOADS_BUCKET_NAME, bucket_name)
+
     def grant_payloads(self, payloads: s3.Bucket, *actions: str) -> None:
         """``actions`` on the large event bodies (``PAYLOADS_PREFIX``) only."""
         self.grant_object_keys(
@@ -216,3 +236,10 @@ def object_keys_finding(bucket: s3.Bucket, pattern: str) -> str:
 def _without_empty(environment: Mapping[str, str]) -> dict[str, str]:
     """Unset optional settings stay unset, so the code's defaults apply."""
     return {key: value for key, value in environment.items() if value}
+
+
+def _nag(name: str) -> str:
+    """A name as cdk-nag writes it in a finding: pseudo parameters' tokens as ``<AWS::...>``."""
+    return name.replace(Aws.ACCOUNT_ID, "<AWS::AccountId>").replace(
+        Aws.PARTITION, "<AWS::Partition>"
+    )

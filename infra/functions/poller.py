@@ -14,7 +14,7 @@ from aws_cdk import aws_sqs as sqs
 from infra import spec
 from infra.functions.factory import FunctionFactory, FunctionSpec, StackFunction
 from infra.nag import acknowledge
-from sume.core.names import DUE_INDEX, Env
+from sume.core.names import DUE_INDEX, DUE_INDEX_BEFORE, Env
 
 
 class PollerFunction(StackFunction):
@@ -26,6 +26,7 @@ class PollerFunction(StackFunction):
         payloads: s3.Bucket,
         api_token: secretsmanager.ISecret,
         status_allowed_hosts: str,
+        due_index_migration: str | None = None,
     ) -> None:
         super().__init__(
             factory,
@@ -57,10 +58,18 @@ class PollerFunction(StackFunction):
         # large status answers, authenticates its status_url reads with the
         # API token.
         self.grant_items("dynamodb:GetItem", "dynamodb:UpdateItem")
+        # While a live table migrates to a new due-work index (docs/operations.md,
+        # "Changing an index's projection"): the old one is read until the new is
+        # built ("add"), then the new ("switch"); either may be read meanwhile.
+        read = [DUE_INDEX]
+        if due_index_migration is not None:
+            read.append(DUE_INDEX_BEFORE)
+        if due_index_migration == "add":
+            self.function.add_environment(Env.DUE_INDEX_NAME, DUE_INDEX_BEFORE)
         iam.Grant.add_to_principal(
             grantee=self.function,
             actions=["dynamodb:Query"],
-            resource_arns=[f"{self.table.table_arn}/index/{DUE_INDEX}"],
+            resource_arns=[f"{self.table.table_arn}/index/{name}" for name in read],
         )
         self.queue.grant_send_messages(self.function)
         self.grant_payloads(payloads, "s3:PutObject")
@@ -74,6 +83,7 @@ class PollerFunction(StackFunction):
         due_shards_previous: int | None,
         shards_per_run: int,
         max_concurrency: int,
+        round_seconds: int | None = None,
     ) -> None:
         """A round's assignments (``infra/scheduling.py``) from the shards queue, one per run.
 
@@ -95,6 +105,8 @@ class PollerFunction(StackFunction):
         }
         if due_shards_previous is not None:
             environment[Env.DUE_SHARDS_PREVIOUS] = str(due_shards_previous)
+        if round_seconds is not None:
+            environment[Env.POLL_ROUND_SECONDS] = str(round_seconds)
         for key, value in environment.items():
             self.function.add_environment(key, value)
 

@@ -7,6 +7,7 @@ import time
 
 from sume.store.queue import JobQueue
 from sume_cli import OK, jobs
+from sume_cli.commands.pause import paused
 from sume_cli.context import Ops
 from sume_cli.listing import DEFAULT_STATE, SCANNED, list_jobs
 from sume_cli.output import as_json_output, dump, note, out, table
@@ -20,6 +21,8 @@ def cmd_status(ops: Ops, args: argparse.Namespace) -> int:
         dump(as_json(job))
     else:
         out(render(job))
+    # On stderr: the item's story stays as it is, to people and to scripts.
+    paused(ops).show()
     return OK
 
 

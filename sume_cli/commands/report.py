@@ -8,6 +8,7 @@ import time
 from sume.store.queue import JobQueue
 from sume_cli import CHECK_FAILED, OK, USAGE, OpsError, owed, report
 from sume_cli.commands import PROG, deployment_option
+from sume_cli.commands.pause import paused
 from sume_cli.context import Ops
 from sume_cli.output import as_json_output, dump, note, out, table
 from sume_cli.times import iso, parse_duration, parse_since
@@ -36,6 +37,7 @@ def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
     window = _report_window(args, int(time.time()))
     found = report.report(ops.jobs, window, args.limit, ops.read_shards)
     problems = found.problems
+    held = paused(ops)
     most = max((listed.count for listed in problems.values()), default=0)
     cli = f"{PROG} {deployment_option(ops)}"
     rest = f"raise --limit: {cli} report --since {args.since} --limit {most}"
@@ -68,8 +70,10 @@ def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
                 "overdue": found.overdue.as_dict(),
                 "index_entries_read": found.entries_read,
                 "items_read": found.items_read,
-                "problems": [f"{kind} {listed.count}" for kind, listed in problems.items()],
+                "problems": [f"{kind} {listed.count}" for kind, listed in problems.items()]
+                + [f"paused {state['work']}" for state in held.states],
                 "next": steps,
+                "paused": held.states,
             }
         )
     else:
@@ -108,10 +112,13 @@ def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
             ["", "COUNT", "DETAIL"],
         )
     note(f"read {found.entries_read} index entries and {found.items_read} item(s); no Scan")
-    if args.check and problems:
-        failed = (
+    held.show()
+    if args.check and (problems or held.next):
+        failed = [
             f"{kind} {listed.count} (next: {steps[kind]})" for kind, listed in problems.items()
-        )
+        ]
+        # Work paused and forgotten: nothing the window holds gets done.
+        failed += [f"{work} paused (next: {step})" for work, step in held.next.items()]
         note(f"check failed: {', '.join(failed)}")
         return CHECK_FAILED
     return OK

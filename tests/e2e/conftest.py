@@ -5,7 +5,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from devstack.stack import DevStack, DevStackSettings
+from devstack.settings import DevStackSettings
+from devstack.stack import DevStack
 
 # Seconds, not minutes: the job whose webhook never arrives is polled after
 # one second, a job Sume never finishes is lost after five, and a failed

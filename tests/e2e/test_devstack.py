@@ -11,11 +11,12 @@ import time
 
 import pytest
 
+from devstack.settings import ensure_free
 from devstack.simulator import Sume
-from devstack.stack import DevStack, ensure_free
+from devstack.stack import DevStack
 from infra import spec
 from sume.contract.envelope import JobEvent, parse
-from sume.store.jobs import Source, State
+from sume.store.job import Source, State
 from tests.builders import job_body, raw_of
 
 
@@ -59,7 +60,7 @@ def test_the_banner_names_everything_needed_to_look_inside(stack: DevStack) -> N
 def start_devstack(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """`make run`, as a process: it must exit by itself (the timeout fails the test)."""
     return subprocess.run(
-        [sys.executable, "-m", "devstack.stack", *args],
+        [sys.executable, "-m", "devstack", *args],
         env={**os.environ, **env},
         capture_output=True,
         text=True,

@@ -106,3 +106,41 @@ def test_the_schedule_hands_the_poller_a_scheduled_event_and_a_deadline() -> Non
     assert event["source"] == "aws.events"
     assert 0 < remaining <= 120_000
     assert results == [{"polled": 0}]
+
+
+def test_a_disabled_mapping_reads_nothing_and_a_batch_it_raced_goes_back_unworked(
+    queues: tuple[Any, str, str],
+) -> None:
+    sqs, queue, _ = queues
+    sqs.send_message(QueueUrl=queue, MessageBody="job")
+    worked: list[str] = []
+    answers = iter([False, True, False])  # off; on before the receive, off after it
+
+    def handler(event: dict[str, Any], context: Any) -> None:
+        worked.extend(r["body"] for r in event["Records"])
+
+    paused = SqsEventSource(
+        sqs, queue, handler, "fn", 30, 0, wait_seconds=0, enabled=lambda: next(answers)
+    )
+    assert paused.poll_once() == 0
+    assert paused.poll_once() == 0
+    assert worked == []
+    # Still there, visible at once, for the mapping once it is enabled again.
+    assert bodies(sqs, queue) == ["job"]
+    assert SqsEventSource(sqs, queue, handler, "fn", 30, 0, wait_seconds=0).poll_once() == 1
+    assert worked == ["job"]
+
+
+def test_a_disabled_schedule_does_not_tick_but_a_tick_by_hand_runs() -> None:
+    ticks: list[dict[str, Any]] = []
+    enabled = False
+    schedule = Schedule(
+        lambda event, context: ticks.append(event), 1, "fn", 30, enabled=lambda: enabled
+    )
+    schedule.step()
+    assert ticks == []
+    schedule.run_once()
+    assert len(ticks) == 1
+    enabled = True
+    schedule.step()
+    assert len(ticks) == 2

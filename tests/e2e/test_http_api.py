@@ -47,7 +47,10 @@ def test_only_the_stacks_routes_reach_the_receiver(stack: DevStack) -> None:
 
 def test_the_health_route_answers_as_in_aws(stack: DevStack) -> None:
     # The uptime check an operator tries locally before pointing a monitor at a stage.
-    assert request(stack, "GET", "/health", b"", []) == (200, {"status": "ok"})
+    assert request(stack, "GET", "/health", b"", []) == (
+        200,
+        {"status": "ok", "region": stack.settings.region},
+    )
     # API Gateway routes GET /health only; the receiver never sees another method.
     assert request(stack, "POST", "/health", b"", []) == (404, {"message": "Not Found"})
 

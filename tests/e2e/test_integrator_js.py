@@ -15,7 +15,7 @@ from typing import Any
 
 from devstack.simulator import Sume
 from devstack.stack import DevStack
-from sume.store.jobs import State
+from sume.store.job import State
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "integrator-js"
 # Longer than the e2e stack's cut-off (tests/e2e/conftest.py), so a lost job is

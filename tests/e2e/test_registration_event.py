@@ -8,9 +8,10 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from devstack.journal import Entry
 from devstack.resources import subscribe_queue
 from devstack.simulator import Sume
-from devstack.stack import DevStack, Entry
+from devstack.stack import DevStack
 from sume.core.names import DUE_SHARDS
 from tests.builders import registration_entry
 

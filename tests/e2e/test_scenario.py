@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import time
 
-from devstack import scenario
-from devstack.simulator import Sume, SumeJob
+from devstack.simulator import Sume, SumeJob, scenario
 from devstack.stack import DevStack
 
 SETTLE_BOUND = 60.0

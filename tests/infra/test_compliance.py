@@ -317,6 +317,13 @@ def test_the_shard_counts_are_checked_and_size_the_round() -> None:
                 _config(**{key: bad})
 
 
+def test_a_due_index_migration_is_a_named_step() -> None:
+    assert _config().due_index_migration is None
+    assert _config(due_index_migration="switch").due_index_migration == "switch"
+    with pytest.raises(ConfigError, match="context due_index_migration must be add or switch"):
+        _config(due_index_migration="remove")
+
+
 def test_the_event_sources_are_capped_for_the_estimate() -> None:
     # Instances = items a second x seconds each: 5 s a job, 0.1 s a registration, at least 2.
     assert (WORKER_PLANNED_SECONDS_PER_JOB, REGISTRATION_PLANNED_SECONDS) == (5, 0.1)
@@ -464,6 +471,9 @@ def test_synth_of_a_prod_stage_without_status_allowed_hosts_fails_naming_the_key
             r"delivery_silence_minutes must be within 60\.\.1440, got 59",
         ),
         ("dev", {"delivery_silence_minutes": "1441"}, "delivery_silence_minutes must be within"),
+        # Work paused longer pages: a window of two ticks at least, a day at most.
+        ("dev", {"paused_alarm_minutes": "9"}, r"paused_alarm_minutes must be within 10\.\.1440"),
+        ("dev", {"paused_alarm_minutes": "1441"}, "paused_alarm_minutes must be within"),
         ("dev", {"poll_rate_minutes": "721"}, r"no window with 2 poller runs .* lower poll_rate"),
         ("dev", {"status_allowed_hosts": "https://api.sume.example"}, "status_allowed_hosts"),
         ("dev", {"artifact_allowed_hosts": "cdn.example/x"}, "artifact_allowed_hosts"),

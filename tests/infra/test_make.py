@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from infra import spec
-from tests.infra.conftest import ROOT, credential_free_env
+from tests.infra.conftest import ROOT, Cloud, credential_free_env
 
 
 def make(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -51,10 +53,25 @@ def test_cdk_json_runs_the_app_with_the_projects_environment() -> None:
     assert result.returncode == 0
 
 
-def test_synth_says_where_the_template_goes() -> None:
-    result = make("-n", "synth", "STAGE=qa")
-    assert result.returncode == 0, result.stderr
-    assert f"cdk.out/{spec.stack_name('qa')}.template.json" in result.stdout
+def test_synth_names_the_templates_it_wrote_not_those_left_behind(
+    cloud: Cloud, tmp_path: Path
+) -> None:
+    """After a two-region synth, `make synth` named a single-region template that was
+    only an earlier synth's leftover: the line now comes from the manifest."""
+    assert "-m infra.assembly cdk.out" in make("-n", "synth", "STAGE=qa").stdout
+    shutil.copy(cloud.outdir / "manifest.json", tmp_path / "manifest.json")
+    (tmp_path / f"{spec.stack_name('stale')}.template.json").write_text("{}")
+    result = subprocess.run(
+        [sys.executable, "-m", "infra.assembly", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    named = set(result.stdout.removeprefix("template: ").split(" (cloud assembly")[0].split())
+    assert named == {str(tmp_path / Path(t).name) for t in cloud.templates}
+    assert not any("stale" in name for name in named)
 
 
 def test_a_setting_that_cannot_be_deployed_stops_the_synth_with_one_line(tmp_path: Path) -> None:

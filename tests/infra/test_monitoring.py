@@ -12,6 +12,8 @@ from infra.monitoring import RUNBOOK
 from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME, Metric
 from tests.infra.conftest import ROOT, Stage, ref_name
 
+PAUSED = ("WorkerPaused", "PollerPaused")
+
 
 def test_alarms_cover_every_failure_and_notify_the_topic(dev: Stage, prod: Stage) -> None:
     alarms = dev.alarms()
@@ -53,9 +55,11 @@ def test_alarms_cover_every_failure_and_notify_the_topic(dev: Stage, prod: Stage
     assert prod.alarms()["SignatureRejectionSpike"]["Threshold"] == 7
     assert alarms["ReceiverConfigurationErrors"]["Threshold"] == 1
     assert alarms["StatusAnswersForOtherJobs"]["Threshold"] == 1
-    for props in alarms.values():
+    for name, props in alarms.items():
         assert [ref_name(a) for a in props["AlarmActions"]] == ["MonitoringAlarmTopic"]
-        assert props["TreatMissingData"] == "notBreaching"
+        # Work left paused is seen by its silence (test_work_left_paused_pages).
+        missing = "breaching" if name in PAUSED else "notBreaching"
+        assert props["TreatMissingData"] == missing, name
         assert props["AlarmDescription"]
 
 
@@ -211,3 +215,47 @@ def test_each_alarm_says_what_to_run(dev: Stage, prod: Stage) -> None:
     headings = re.findall(r"^#+ (.+)$", (ROOT / page).read_text(encoding="utf-8"), re.M)
     assert anchor in [h.lower().replace(" ", "-") for h in headings]
     assert anchor == "alarms-and-dashboard"
+
+
+def test_work_left_paused_pages_whoever_turned_it_off(dev: Stage, prod: Stage) -> None:
+    # prod sets paused_alarm_minutes (synth_stages); dev has the default, four hours.
+    for stage, stage_name, minutes in ((dev, "dev", 240), (prod, "prod", 120)):
+        alarms = stage.alarms()
+        for name, work in (("WorkerPaused", "worker"), ("PollerPaused", "poller")):
+            props = alarms[name]
+            expression, _ = metric_math(props)
+            # Each five-minute step in which nothing started the work is 1; all of
+            # the window's steps must be, no data counting as idle.
+            assert expression == "IF(FILL(work, 0) == 0, 1, 0)"
+            assert (props["Threshold"], props["ComparisonOperator"]) == (
+                1,
+                "GreaterThanOrEqualToThreshold",
+            )
+            assert props["EvaluationPeriods"] == props["DatapointsToAlarm"] == minutes // 5
+            assert props["TreatMissingData"] == "breaching"
+            assert [ref_name(a) for a in props["OKActions"]] == ["MonitoringAlarmTopic"]
+            text = props["AlarmDescription"]
+            assert f"for {minutes} minutes" in text
+            assert f"`sume-webhooks --stage {stage_name} resume {work}`" in text
+            assert f"`sume-webhooks --stage {stage_name} report`" in text
+        _, worker = metric_math(alarms["WorkerPaused"])
+        assert worker["work"]["Expression"] == "FILL(received, 0) + FILL(empty, 0)"
+        reads = {q: worker[q]["MetricStat"] for q in ("received", "empty")}
+        assert {q: r["Metric"]["MetricName"] for q, r in reads.items()} == {
+            "received": "NumberOfMessagesReceived",
+            "empty": "NumberOfEmptyReceives",
+        }
+        for read in reads.values():
+            (queue,) = read["Metric"]["Dimensions"]
+            assert queue["Name"] == "QueueName"
+            assert ref_name(queue["Value"]) == "JobsQueue"
+            assert (read["Stat"], read["Period"]) == ("Sum", 300)
+        _, poller = metric_math(alarms["PollerPaused"])
+        ticks = poller["work"]["MetricStat"]
+        assert (ticks["Metric"]["Namespace"], ticks["Metric"]["MetricName"]) == (
+            "AWS/Events",
+            "Invocations",
+        )
+        (rule,) = ticks["Metric"]["Dimensions"]
+        assert rule["Name"] == "RuleName"
+        assert ref_name(rule["Value"]) == "PollerScheduleRule"

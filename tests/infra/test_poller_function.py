@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from infra import spec
 from infra.config import DEFAULTS
-from sume.core.names import DUE_INDEX
+from sume.core.names import DUE_INDEX, DUE_INDEX_BEFORE
 from sume.polling.settings import FanOutSettings, PollerSettings, RegistrySettings
 from tests.infra.conftest import (
     CONSUME,
@@ -48,6 +48,17 @@ def test_the_poller_may_do_only_what_its_code_does(dev: Stage) -> None:
         "PollerScheduleShards": CONSUME | SEND,
         "PollerScheduleLeases": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
     }
+
+
+def test_a_migrating_poller_reads_the_due_index_it_had_until_the_switch(
+    dev: Stage, prod: Stage
+) -> None:
+    # prod: due_index_migration=add, the new index is being built; dev: none.
+    assert PollerSettings.from_env(prod.environment("Poller")).table.due_index == DUE_INDEX_BEFORE
+    assert PollerSettings.from_env(dev.environment("Poller")).table.due_index == DUE_INDEX
+    assert "DUE_INDEX_NAME" not in dev.environment("Poller")
+    granted = {name for name in prod.permissions("Poller") if "/index/" in name}
+    assert granted == {f"JobsTable/index/{DUE_INDEX}", f"JobsTable/index/{DUE_INDEX_BEFORE}"}
 
 
 def test_a_round_fans_out_one_run_per_group_of_shards(dev: Stage, prod: Stage) -> None:

@@ -13,7 +13,9 @@ from infra import spec
 from infra.config import ConfigError
 from infra.regions import RegionPlan
 from infra.stack import global_table_name
+from sume.core.names import Env, Metric
 from tests.infra.conftest import Cloud, Stage, base_name, ref_name
+from tests.infra.metric_math import fires
 from tests.infra.synth_stages import GLOBAL_OVERRIDES, GLOBAL_STAGE
 from tests.infra.template_digest import DIGESTS, digests
 
@@ -41,8 +43,12 @@ def test_the_single_region_stack_has_nothing_of_the_option(cloud: Cloud, stage: 
     assert {r["Properties"]["RouteKey"] for r in routes} == {"POST /webhooks/sume", "GET /health"}
 
 
-def _global_table(stage: Stage) -> dict[str, Any]:
-    (table,) = stage.of_type("AWS::DynamoDB::GlobalTable").values()
+def _global_table(stage: Stage, name: str = TABLE) -> dict[str, Any]:
+    (table,) = [
+        t
+        for t in stage.of_type("AWS::DynamoDB::GlobalTable").values()
+        if t["Properties"]["TableName"] == name
+    ]
     properties: dict[str, Any] = table["Properties"]
     return properties
 
@@ -172,6 +178,94 @@ def test_the_health_checks_alarm_lives_where_route53s_metrics_are(cloud: Cloud) 
     assert not [k for k in secondary if base_name(k) == "FailoverUnhealthy"]
 
 
+@pytest.mark.parametrize("region", [PRIMARY, SECONDARY])
+def test_each_regions_poller_asks_the_one_url_which_region_serves(
+    cloud: Cloud, region: str
+) -> None:
+    env = cloud.regional[region].environment("Poller")
+    assert env[Env.FAILOVER_HEALTH_URL] == f"https://{GLOBAL_OVERRIDES['domain_name']}/health"
+    assert env[Env.FAILOVER_PRIMARY_REGION] == PRIMARY
+    # Both silence alarms take the Serving gauge's minimum over their own window.
+    alarms = cloud.regional[region].alarms()
+    for name in ("DeliverySilence", "PollRecoveryShare"):
+        (serving,) = [q for q in alarms[name]["Metrics"] if q["Id"] == "serving"]
+        stat = serving["MetricStat"]
+        assert (stat["Metric"]["MetricName"], stat["Stat"]) == (Metric.SERVING, "Minimum")
+        (verified,) = [q for q in alarms[name]["Metrics"] if q["Id"] in ("verified", "webhook")]
+        assert stat["Period"] == verified["MetricStat"]["Period"]
+
+
+# One window of each region's metrics, as each region's poller and receiver emit them:
+# Route 53 sends Sume's deliveries to the primary (30 verified, 12 new jobs), the
+# secondary verifies none; one registered job awaits in the one table, which both
+# pollers count; polls recovered 6 jobs (a share over 50%: Sume's webhooks are broken).
+AWAITING = 1.0
+NORMAL = {
+    PRIMARY: {"serving": 1.0, "awaiting": AWAITING, "verified": 30.0, "webhook": 12.0},
+    SECONDARY: {"serving": 0.0, "awaiting": AWAITING},
+}
+RECOVERING = {
+    PRIMARY: {"serving": 1.0, "awaiting": AWAITING, "verified": 30.0, "webhook": 3.0},
+    SECONDARY: {"serving": 0.0, "awaiting": AWAITING, "polled": 6.0},
+}
+
+
+def _fired(cloud: Cloud, window: dict[str, dict[str, float]]) -> dict[str, set[str]]:
+    return {
+        region: {
+            name
+            for name in ("DeliverySilence", "PollRecoveryShare")
+            if fires(cloud.regional[region].alarms()[name], data)
+        }
+        for region, data in window.items()
+    }
+
+
+def test_no_silence_alarm_fires_in_either_region_in_normal_operation(cloud: Cloud) -> None:
+    assert _fired(cloud, NORMAL) == {PRIMARY: set(), SECONDARY: set()}
+    # The gate is what keeps the secondary quiet: were its gauge 1, the same window pages.
+    assert fires(
+        cloud.regional[SECONDARY].alarms()["DeliverySilence"], NORMAL[SECONDARY] | {"serving": 1.0}
+    )
+
+
+def test_a_real_silence_pages_the_region_that_serves_and_only_it(cloud: Cloud) -> None:
+    # Sume stops sending: nothing verified anywhere while a job awaits.
+    quiet = {
+        PRIMARY: {"serving": 1.0, "awaiting": AWAITING},
+        SECONDARY: {"serving": 0.0, "awaiting": AWAITING},
+    }
+    assert _fired(cloud, quiet) == {PRIMARY: {"DeliverySilence"}, SECONDARY: set()}
+    # After a failover the secondary serves the whole window: it pages, the primary not
+    # (its poller, if it still runs, finds the domain answered from the secondary).
+    failed_over = {
+        PRIMARY: {"serving": 0.0, "awaiting": AWAITING},
+        SECONDARY: {"serving": 1.0, "awaiting": AWAITING},
+    }
+    assert _fired(cloud, failed_over) == {PRIMARY: set(), SECONDARY: {"DeliverySilence"}}
+    # A window with the failover in it pages neither (both gauges' minimum is 0): the
+    # next, served whole by the secondary, does.
+    switching = {region: {**data, "serving": 0.0} for region, data in failed_over.items()}
+    assert _fired(cloud, switching) == {PRIMARY: set(), SECONDARY: set()}
+    # The secondary serving and verifying deliveries: no page.
+    served = {**failed_over, SECONDARY: {**failed_over[SECONDARY], "verified": 9.0}}
+    assert _fired(cloud, served) == {PRIMARY: set(), SECONDARY: set()}
+
+
+def test_polls_recovering_most_endings_page_only_where_the_webhooks_should_come(
+    cloud: Cloud,
+) -> None:
+    # The secondary's own endings are all recoveries (its NewJobs is 0): no page there.
+    assert _fired(cloud, RECOVERING) == {PRIMARY: set(), SECONDARY: set()}
+    broken = {**RECOVERING, PRIMARY: {**RECOVERING[PRIMARY], "polled": 6.0}}
+    assert _fired(cloud, broken) == {PRIMARY: {"PollRecoveryShare"}, SECONDARY: set()}
+    # No gauge at all (no poller tick): no page.
+    assert not fires(
+        cloud.regional[PRIMARY].alarms()["PollRecoveryShare"],
+        {k: v for k, v in broken[PRIMARY].items() if k != "serving"},
+    )
+
+
 VALID = {k: v for k, v in GLOBAL_OVERRIDES.items() if k not in {"status_allowed_hosts"}}
 
 
@@ -235,3 +329,87 @@ def test_what_cannot_deploy_is_refused_in_one_line(changes: dict[str, str], mess
 def test_the_domains_settings_alone_are_refused() -> None:
     with pytest.raises(ConfigError, match="domain_name is only used with -c regions"):
         RegionPlan.from_context(lambda key: "hooks.example.com" if key == "domain_name" else None)
+
+
+LEASES = f"SumeWebhooks-{GLOBAL_STAGE}-shard-leases"
+PAYLOADS = {r: f"{GLOBAL_STAGE}-sume-events-AWS::AccountId-{r}" for r in (PRIMARY, SECONDARY)}
+
+
+def test_one_leases_table_for_both_regions_pollers_and_one_round_per_period(cloud: Cloud) -> None:
+    leases = _global_table(cloud.regional[PRIMARY], LEASES)
+    assert leases["MultiRegionConsistency"] == "STRONG"
+    assert leases["GlobalTableWitnesses"] == [{"Region": "us-west-2"}]
+    assert {r["Region"] for r in leases["Replicas"]} == {PRIMARY, SECONDARY}
+    assert not cloud.regional[SECONDARY].of_type("AWS::DynamoDB::Table")
+    primary, secondary = (cloud.regional[r].environment("Poller") for r in (PRIMARY, SECONDARY))
+    assert primary["SHARD_LEASES_TABLE_NAME"] == "resolved-PollerScheduleLeases"
+    assert secondary["SHARD_LEASES_TABLE_NAME"] == LEASES
+    assert f"table/{LEASES}" in json.dumps(list(cloud.regional[SECONDARY].permissions("Poller")))
+    # The schedule's period (the stage's default poll_rate_minutes, 5).
+    assert primary["POLL_ROUND_SECONDS"] == secondary["POLL_ROUND_SECONDS"] == "300"
+
+
+@pytest.mark.parametrize("region", [PRIMARY, SECONDARY])
+def test_a_large_event_is_written_to_both_regions_payloads_buckets(
+    cloud: Cloud, region: str
+) -> None:
+    stage = cloud.regional[region]
+    peer = SECONDARY if region == PRIMARY else PRIMARY
+    (bucket,) = [
+        b["Properties"]
+        for logical_id, b in stage.of_type("AWS::S3::Bucket").items()
+        if base_name(logical_id) == "BucketsPayloads"
+    ]
+    assert ref_name(bucket["BucketName"]) == PAYLOADS[region]
+    peer_events = f"arn:aws:s3:::{PAYLOADS[peer]}/events/*"
+    for function in ("Receiver", "Poller"):
+        environment = stage.environment(function)
+        assert environment["PEER_REGION"] == peer
+        assert environment["PEER_PAYLOADS_BUCKET_NAME"] == f"resolved-{PAYLOADS[peer]}"
+        assert stage.permissions(function)[peer_events] == {"s3:PutObject"}
+    assert stage.permissions("Worker")[peer_events] == {"s3:GetObject"}
+    # A key its own bucket lacks is NoSuchKey (not AccessDenied): it falls back to the peer's.
+    assert stage.permissions("Worker")["BucketsPayloads"] == {"s3:ListBucket"}
+    assert "PEER_REGION" not in stage.environment("Worker")
+
+
+@pytest.mark.parametrize(("region", "hour"), [(PRIMARY, "3"), (SECONDARY, "15")])
+def test_each_region_expires_ended_jobs_once_a_day_at_its_own_hour(
+    cloud: Cloud, region: str, hour: str
+) -> None:
+    stage = cloud.regional[region]
+    (rule,) = [
+        r["Properties"]
+        for logical_id, r in stage.of_type("AWS::Events::Rule").items()
+        if base_name(logical_id) == "ExpiryRule"
+    ]
+    assert rule["ScheduleExpression"] == f"cron(0 {hour} * * ? *)"
+    (target,) = rule["Targets"]
+    assert json.loads(target["Input"]) == {"expire_ended_jobs": True}
+    assert ref_name(target["Arn"]) == "FunctionsPollerFunction"
+    granted = stage.permissions("Poller")
+    items = [actions for resource, actions in granted.items() if "dynamodb:DeleteItem" in actions]
+    assert len(items) == 1 and {"dynamodb:BatchGetItem"} <= items[0]
+    assert any(r.endswith("/index/report-window") for r in granted)
+    assert stage.environment("Poller")["RETENTION_DAYS"] == "35"
+
+
+@pytest.mark.parametrize("stage", ["dev", "prod"])
+def test_the_single_region_stage_keeps_its_ttl_and_has_no_expiry_run(
+    cloud: Cloud, stage: str
+) -> None:
+    template = cloud.stages[stage]
+    (table,) = template.of_type("AWS::DynamoDB::Table").values() and [
+        t
+        for t in template.of_type("AWS::DynamoDB::Table").values()
+        if "TimeToLiveSpecification" in t["Properties"]
+    ]
+    assert table["Properties"]["TimeToLiveSpecification"] == {
+        "AttributeName": "expires_at",
+        "Enabled": True,
+    }
+    rules = {base_name(r) for r in template.of_type("AWS::Events::Rule")}
+    assert "ExpiryRule" not in rules
+    for function in ("Receiver", "Poller", "Worker"):
+        assert "PEER_REGION" not in template.environment(function)
+    assert "POLL_ROUND_SECONDS" not in template.environment("Poller")

@@ -6,12 +6,9 @@ from aws_cdk.assertions import Template
 
 from infra import spec
 from sume.core.names import (
-    DUE_AT,
     DUE_INDEX,
-    DUE_SHARD,
-    JOB_ID,
-    REPORT_AT,
-    REPORT_BUCKET,
+    DUE_INDEX_BEFORE,
+    DUE_PROJECTED,
     REPORT_INDEX,
     TTL_ATTRIBUTE,
 )
@@ -19,42 +16,33 @@ from tests.infra.conftest import Stage, base_name, ref_name
 
 
 def test_jobs_table_on_demand_pitr_ttl_and_the_sparse_indexes(dev: Stage) -> None:
+    # The keys and indexes are spec.py's, which the local stack creates on moto:
+    # one definition, so the two cannot drift.
+    moto = spec.table_definition("x")
     Template.from_json(dev.template).has_resource_properties(
         "AWS::DynamoDB::Table",
         {
             "BillingMode": "PAY_PER_REQUEST",
-            "KeySchema": [{"AttributeName": JOB_ID, "KeyType": "HASH"}],
+            "KeySchema": moto["KeySchema"],
             "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
             "TimeToLiveSpecification": {"AttributeName": TTL_ATTRIBUTE, "Enabled": True},
-            "GlobalSecondaryIndexes": [
-                {
-                    "IndexName": DUE_INDEX,
-                    "KeySchema": [
-                        {"AttributeName": DUE_SHARD, "KeyType": "HASH"},
-                        {"AttributeName": DUE_AT, "KeyType": "RANGE"},
-                    ],
-                    "Projection": {"ProjectionType": "ALL"},
-                },
-                {
-                    "IndexName": REPORT_INDEX,
-                    "KeySchema": [
-                        {"AttributeName": REPORT_BUCKET, "KeyType": "HASH"},
-                        {"AttributeName": REPORT_AT, "KeyType": "RANGE"},
-                    ],
-                    "Projection": {"ProjectionType": "KEYS_ONLY"},
-                },
-            ],
+            "GlobalSecondaryIndexes": moto["GlobalSecondaryIndexes"],
         },
     )
     _, table = dev.one("JobsTable", "AWS::DynamoDB::Table")
-    types = {
-        a["AttributeName"]: a["AttributeType"] for a in table["Properties"]["AttributeDefinitions"]
-    }
-    assert types == {JOB_ID: "S", DUE_SHARD: "N", DUE_AT: "N", REPORT_BUCKET: "S", REPORT_AT: "N"}
-    # Exactly what the local stack creates on moto.
-    moto = spec.table_definition("x")
-    assert table["Properties"]["KeySchema"] == moto["KeySchema"]
     assert table["Properties"]["GlobalSecondaryIndexes"] == moto["GlobalSecondaryIndexes"]
+    assert [index["IndexName"] for index in moto["GlobalSecondaryIndexes"]] == [
+        DUE_INDEX,
+        REPORT_INDEX,
+    ]
+    # The due-work index holds what its readers read, not the whole item.
+    assert moto["GlobalSecondaryIndexes"][0]["Projection"] == {
+        "ProjectionType": "INCLUDE",
+        "NonKeyAttributes": list(DUE_PROJECTED),
+    }
+    assert sorted(table["Properties"]["AttributeDefinitions"], key=str) == sorted(
+        moto["AttributeDefinitions"], key=str
+    )
 
 
 def test_warm_throughput_is_set_by_context_on_the_table_and_its_indexes(
@@ -70,7 +58,22 @@ def test_warm_throughput_is_set_by_context_on_the_table_and_its_indexes(
     assert prod_table["Properties"]["WarmThroughput"] == warm
     # An index takes the table's writes: warmed alike, or it would throttle them.
     indexes = prod_table["Properties"]["GlobalSecondaryIndexes"]
-    assert [index["WarmThroughput"] for index in indexes] == [warm, warm]
+    assert [index["WarmThroughput"] for index in indexes] == [warm, warm, warm]
+
+
+def test_a_migrating_table_keeps_the_due_index_it_had_beside_the_new(
+    dev: Stage, prod: Stage
+) -> None:
+    # prod is the first step of a migration (due_index_migration=add): the new
+    # index is added, the old one (projecting ALL) kept; dev is a table after it.
+    _, prod_table = prod.one("JobsTable", "AWS::DynamoDB::Table")
+    indexes = {i["IndexName"]: i for i in prod_table["Properties"]["GlobalSecondaryIndexes"]}
+    assert set(indexes) == {DUE_INDEX, REPORT_INDEX, DUE_INDEX_BEFORE}
+    assert indexes[DUE_INDEX_BEFORE]["Projection"] == {"ProjectionType": "ALL"}
+    assert indexes[DUE_INDEX_BEFORE]["KeySchema"] == indexes[DUE_INDEX]["KeySchema"]
+    _, dev_table = dev.one("JobsTable", "AWS::DynamoDB::Table")
+    names = [i["IndexName"] for i in dev_table["Properties"]["GlobalSecondaryIndexes"]]
+    assert names == [DUE_INDEX, REPORT_INDEX]
 
 
 def test_data_is_retained_and_protected_outside_dev(dev: Stage, prod: Stage) -> None:

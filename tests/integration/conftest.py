@@ -16,6 +16,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,7 +29,7 @@ from devstack.resources import create_resources, environment
 from infra.spec import ResourceNames
 from sume.core import runtime
 from tests.builders import SECRET
-from tests.httpserver import LoopbackServer
+from tests.httpserver import LoopbackServer, StatusServer
 
 # DynamoDB applies each write atomically; moto does not under concurrency.
 moto_atomic.install()
@@ -77,12 +78,43 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[ResourceNames]:
     environment set."""
     with mock_aws():
         names = create_resources(_SETUP)
-        for key, value in environment(names).items():
-            monkeypatch.setenv(key, value)
-        monkeypatch.setenv("SUME_COM_WEBHOOK_SIGNING_SECRET", SECRET)
-        runtime.reset()
+        lambda_environment(monkeypatch, names)
         yield names
     runtime.reset()
+
+
+@pytest.fixture
+def remote_aws(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ResourceNames]:
+    """The stack's resources, under a fresh prefix, on the shared moto server; the
+    handlers' clients go there over HTTP."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
+    names = create_resources(boto3.session.Session(), prefix=f"remote-{uuid.uuid4().hex[:6]}")
+    lambda_environment(monkeypatch, names)
+    yield names
+    runtime.reset()
+
+
+def lambda_environment(monkeypatch: pytest.MonkeyPatch, names: ResourceNames) -> None:
+    """The functions' environment for ``names``, and a fresh container."""
+    for key, value in environment(names).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("SUME_COM_WEBHOOK_SIGNING_SECRET", SECRET)
+    runtime.reset()
+
+
+# Fewer shards than the default 16 keep each poller run's queries cheap on moto;
+# every component reads the same setting, as in a deployment.
+SHARDS = 4
+
+
+@pytest.fixture
+def sume(aws: ResourceNames, monkeypatch: pytest.MonkeyPatch) -> Iterator[StatusServer]:
+    """Sume's status endpoint on loopback (local mode), with the stack on ``SHARDS`` shards."""
+    monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
+    monkeypatch.setenv("ALLOW_PRIVATE_HOSTS", "true")
+    monkeypatch.setenv("DUE_SHARDS", str(SHARDS))
+    with StatusServer() as server:
+        yield server
 
 
 @pytest.fixture

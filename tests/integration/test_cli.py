@@ -34,7 +34,8 @@ from sume.net.policy import UrlPolicy
 from sume.polling.registration import Registrations
 from sume.polling.registry import Registry
 from sume.store.bus import EventBus
-from sume.store.jobs import JobsTable, Source, State
+from sume.store.job import Source, State
+from sume.store.jobs import JobsTable
 from sume.store.queue import DeadLetterQueue
 from sume.working.failures import MAX_MESSAGE_BYTES, failure_details
 from sume_cli import owed
@@ -537,8 +538,11 @@ def test_list_without_a_state_shows_every_unfinished_job(cli, table):
 
 def test_list_shows_a_lost_job_whose_announcement_is_still_owed(cli, table):
     assert cli("expect", "job_lost_owed", LOCAL_STATUS + "job_lost_owed")[0] == 0
-    now = int(time.time())
-    assert table.mark_lost("job_lost_owed", now, now + 60, window_at=None)
+    # Lost as the poller loses it: once due.
+    registered = table.get("job_lost_owed")
+    assert registered is not None and registered.due_at is not None
+    due = registered.due_at
+    assert table.mark_lost("job_lost_owed", due, due + 60, window_at=None)
 
     code, out, err = cli("list")
     assert code == 0, err

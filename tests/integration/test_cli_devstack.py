@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from devstack.stack import DevStack, DevStackSettings
+from devstack.settings import DevStackSettings
+from devstack.stack import DevStack
 from sume.core import runtime
 from sume.core.names import Env, due_shard
 from sume_cli.main import main

@@ -17,12 +17,11 @@ from examples.consumer.subscribe import subscribe
 from sume.core.names import DETAIL_TYPES
 from sume.store.jobs import JobsTable
 from tests.builders import job_body
-from tests.integration.test_poller import (  # noqa: F401 - a fixture
+from tests.integration.test_poller import (
     FOREVER,
     Clock,
     make_poller,
     register,
-    sume,
 )
 from tests.integration.test_worker import deliver, run
 
@@ -157,7 +156,7 @@ def test_a_replay_is_worked_as_new_while_copies_and_late_ones_are_dropped(
 def test_a_lost_job_completed_later_reaches_the_consumer_twice(
     subscriber,
     aws,
-    sume,  # noqa: F811 - the fixture
+    sume,
     monkeypatch,
 ):
     monkeypatch.setenv("MAX_POLL_AGE_SECONDS", "900")

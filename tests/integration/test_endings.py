@@ -19,20 +19,19 @@ from sume.core import runtime
 from sume.core.names import DETAIL_TYPES
 from sume.polling.settings import PollerSettings
 from sume.store.bus import iso_time
-from sume.store.jobs import State
+from sume.store.job import State
 from tests.awscalls import hooking_new_clients
 from tests.builders import job_body
 from tests.consumers import assert_consumers_agree
+from tests.httpserver import StatusServer
 from tests.integration.test_announcement_schemas import validator
-from tests.integration.test_poller import (  # noqa: F401 - a fixture
+from tests.integration.test_poller import (
     FOREVER,
     Clock,
-    StatusServer,
     drain_queue,
     indexed_job_ids,
     make_poller,
     register,
-    sume,
 )
 from tests.integration.test_worker import World, deliver, run
 
@@ -41,14 +40,14 @@ MAX_AGE = 900
 
 
 @pytest.fixture
-def world(aws, sume: StatusServer, monkeypatch) -> Iterator[World]:  # noqa: F811 - the fixture
+def world(aws, sume: StatusServer, monkeypatch) -> Iterator[World]:
     monkeypatch.setenv("MAX_POLL_AGE_SECONDS", str(MAX_AGE))
     world = World(aws)
     yield world
     assert_consumers_agree(world.announcements(), world.item)
 
 
-def give_up(aws, sume: StatusServer, job_id: str, now: float) -> Clock:  # noqa: F811
+def give_up(aws, sume: StatusServer, job_id: str, now: float) -> Clock:
     """Register ``job_id`` long enough ago, and let the poller ask one last time."""
     clock = Clock(now - MAX_AGE - 100)
     assert register(aws, clock, job_id, sume.job_url(job_id), METADATA)
@@ -58,7 +57,7 @@ def give_up(aws, sume: StatusServer, job_id: str, now: float) -> Clock:  # noqa:
     return clock
 
 
-def test_a_job_given_up_is_announced_lost_once_with_its_metadata(aws, sume, world):  # noqa: F811
+def test_a_job_given_up_is_announced_lost_once_with_its_metadata(aws, sume, world):
     now = time.time()
     give_up(aws, sume, "job_gone", now)
     # The write that marked it lost made its announcement owed, and queued it.
@@ -92,7 +91,7 @@ def test_a_job_given_up_is_announced_lost_once_with_its_metadata(aws, sume, worl
 
 def test_a_lost_job_whose_message_never_came_is_announced_by_the_sweeper(
     aws,
-    sume,  # noqa: F811
+    sume,
     world,
 ):
     now = time.time()
@@ -112,7 +111,7 @@ def test_a_lost_job_whose_message_never_came_is_announced_by_the_sweeper(
 
 def test_a_lost_job_whose_webhook_comes_later_completes_and_says_it_was_lost(
     aws,
-    sume,  # noqa: F811
+    sume,
     world,
 ):
     now = time.time()
@@ -136,7 +135,7 @@ def test_a_lost_job_whose_webhook_comes_later_completes_and_says_it_was_lost(
 
 def test_a_webhook_before_the_lost_announcement_leaves_only_the_completion(
     aws,
-    sume,  # noqa: F811
+    sume,
     world,
 ):
     now = time.time()
@@ -160,7 +159,7 @@ def refused_put_events(**_):
 
 def test_a_lost_announcement_eventbridge_refused_is_retried_until_sent(
     aws,
-    sume,  # noqa: F811
+    sume,
     world,
 ):
     give_up(aws, sume, "job_retry", time.time())
@@ -212,7 +211,7 @@ def throttling(condition_part: str, update_part: str = ""):
 )
 def test_a_lost_job_throttled_on_the_last_receive_is_left_to_the_sweeper_not_the_dlq(
     aws,
-    sume,  # noqa: F811
+    sume,
     world,
     step,
 ):
@@ -237,7 +236,7 @@ def test_a_lost_job_throttled_on_the_last_receive_is_left_to_the_sweeper_not_the
 
 def test_a_webhook_while_the_lost_announcement_is_sent_leaves_both_numbered_in_order(
     aws,
-    sume,  # noqa: F811
+    sume,
     world,
 ):
     now = time.time()

@@ -29,7 +29,7 @@ def test_a_reachable_table_answers_200_with_one_read(aws, capsys):
     with CallCounter().installed() as counter:
         runtime.reset()
         status, headers, body = ask()
-    assert (status, body) == (200, {"status": "ok"})
+    assert (status, body) == (200, {"status": "ok", "region": "us-east-1"})
     assert headers["cache-control"] == "no-store"
     assert counter.calls == ["dynamodb.GetItem"]
     # A healthy answer counts 0 failures: the metric has data while Route 53 asks.

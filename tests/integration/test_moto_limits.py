@@ -376,3 +376,41 @@ def test_an_events_numbers_reach_its_targets_as_they_were_written(client: Client
 
     (message,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     assert f'"detail": {written}' in message["Body"]
+
+
+def test_an_index_is_read_for_only_what_it_projects(client: Client) -> None:
+    from infra import spec
+    from sume.core.names import DUE_INDEX
+
+    ddb = client("dynamodb")
+    name = unique("projected")
+    ddb.create_table(**spec.table_definition(name))
+    owed = {"job_id": {"S": "job_1"}, "due_shard": {"N": "3"}, "due_at": {"N": "10"}}
+    ddb.put_item(TableName=name, Item={**owed, "state": {"S": "received"}, "body": {"S": "{}"}})
+    query = {
+        "TableName": name,
+        "IndexName": DUE_INDEX,
+        "KeyConditionExpression": "due_shard = :s",
+        "ExpressionAttributeValues": {":s": {"N": "3"}},
+    }
+    # AWS's refusal: the index holds no body, and a Query of it cannot read the table.
+    refused(
+        lambda: ddb.query(**query, ProjectionExpression="job_id, body"),
+        "ValidationException",
+        f"Global secondary index {DUE_INDEX} does not project [body]",
+    )
+    refused(
+        lambda: ddb.query(
+            **query,
+            FilterExpression="attribute_exists(#b)",
+            ExpressionAttributeNames={"#b": "body"},
+        ),
+        "ValidationException",
+        "does not project [body]",
+    )
+    items = ddb.query(
+        **query, ProjectionExpression="job_id, #s", ExpressionAttributeNames={"#s": "state"}
+    )
+    assert items["Items"] == [{"job_id": {"S": "job_1"}, "state": {"S": "received"}}]
+    # Without a ProjectionExpression, the entry: its keys and what it projects.
+    assert ddb.query(**query)["Items"] == [{**owed, "state": {"S": "received"}}]

@@ -7,7 +7,7 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,7 +25,8 @@ from sume.polling.compose import build_poller
 from sume.polling.poller import RunSummary
 from sume.polling.registry import Registry
 from sume.polling.settings import PollerSettings
-from sume.store.jobs import JobsTable, Source, State
+from sume.store.job import Source, State
+from sume.store.jobs import JobsTable
 from tests.awscalls import hooking_new_clients
 from tests.builders import (
     LambdaContext,
@@ -33,28 +34,11 @@ from tests.builders import (
     job_body,
     sqs_event,
 )
-from tests.httpserver import LoopbackServer
+from tests.integration.conftest import SHARDS
 from tests.rounds import poller_round
 
 T0 = 1_900_000_000
-SHARDS = 4
 FOREVER = 10_000.0
-
-
-class StatusServer(LoopbackServer):
-    """Sume's status endpoint: ``GET /v1/jobs/<job_id>``; unknown jobs get a 404."""
-
-    def job_url(self, job_id: str) -> str:
-        return self.url(f"/v1/jobs/{job_id}")
-
-    def answer(self, job_id: str, data: Any, status: int = 200) -> str:
-        text = data if isinstance(data, str) else json.dumps(data)
-        headers = {"content-type": "application/json"}
-        self.route(f"/v1/jobs/{job_id}", status, headers, text.encode())
-        return text
-
-    def polls_of(self, job_id: str) -> int:
-        return self.hits[f"/v1/jobs/{job_id}"]
 
 
 class Clock:
@@ -63,18 +47,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def sume(aws, monkeypatch) -> Iterator[StatusServer]:
-    monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
-    monkeypatch.setenv("ALLOW_PRIVATE_HOSTS", "true")
-    # Fewer shards than the default 16 keep each run's queries cheap on moto;
-    # every component reads the same setting, as in a deployment.
-    monkeypatch.setenv("DUE_SHARDS", str(SHARDS))
-    server = StatusServer()
-    with server:
-        yield server
 
 
 def table(aws) -> JobsTable:
@@ -498,6 +470,26 @@ def test_expired_lease_is_owed_work_again(aws, sume):
     # The redelivered message lets another worker take the job over.
     again = jobs.claim("job_lease", T0 + 602, lease_seconds=600)
     assert again.attempts == 2
+
+
+def test_a_running_lease_is_waited_out_not_swept(aws, sume):
+    jobs = table(aws)
+    event = parse(json.dumps(job_body("job_long")).encode())
+    jobs.record(event, Source.WEBHOOK, T0, sweep_at=T0 + 120)  # type: ignore[arg-type]
+    jobs.claim("job_long", T0 + 1, lease_seconds=600)
+    # The claim leaves the due time (its index entry keeps its key).
+    assert due_at(aws, "job_long") == T0 + 120
+    clock = Clock(T0 + 120)
+    run = make_poller(clock)
+    assert run.run(lambda: FOREVER).swept == 0
+    assert drain_queue(aws) == []
+    job = jobs.get("job_long")
+    assert job is not None
+    assert (job.due_at, job.sweeps) == (T0 + 601, None)
+    # The worker died holding it: at the lease's end the job is owed again.
+    clock.now = T0 + 601
+    assert run.run(lambda: FOREVER).swept == 1
+    assert drain_queue(aws) == ["job_long"]
 
 
 class Budget:

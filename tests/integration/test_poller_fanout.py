@@ -7,7 +7,6 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,19 +28,8 @@ from sume.store.jobs import JobsTable
 from tests.awscalls import hooking_new_clients
 from tests.builders import LambdaContext, scheduled_event
 from tests.httpserver import LoopbackServer
+from tests.integration.conftest import SHARDS
 from tests.rounds import assignments, run_assignments, shards_queue
-
-SHARDS = 4
-
-
-@pytest.fixture
-def sume(aws, monkeypatch) -> Iterator[LoopbackServer]:
-    monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
-    monkeypatch.setenv("ALLOW_PRIVATE_HOSTS", "true")
-    monkeypatch.setenv("DUE_SHARDS", str(SHARDS))
-    server = LoopbackServer()
-    with server:
-        yield server
 
 
 def register(aws, sume: LoopbackServer, count: int, shards: int, at: float) -> list[str]:

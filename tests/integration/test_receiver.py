@@ -16,7 +16,7 @@ from sume.core import runtime
 from sume.receiving.settings import ReceiverSettings
 from sume.store.compose import build_intake
 from sume.store.intake import Outcome
-from sume.store.jobs import Source
+from sume.store.job import Source
 from tests.awscalls import hooking_new_clients
 from tests.builders import (
     SECRET,
@@ -149,6 +149,23 @@ def test_a_retried_write_that_had_landed_is_still_a_new_job(aws):
     assert stored["deliveries"]["N"] == "1"
     # Another delivery is a duplicate as ever.
     assert call(delivery_event(job_body("job_landed")))[1]["result"] == "duplicate"
+
+
+def test_a_retried_count_that_had_landed_counts_the_delivery_once(aws):
+    call(delivery_event(job_body("job_counted")))
+    with hooking_new_clients(
+        lambda client: client.meta.events.register(
+            "needs-retry.dynamodb.UpdateItem", retry_the_landed_write
+        )
+    ):
+        runtime.reset()
+        status, body = call(delivery_event(job_body("job_counted")))
+    runtime.reset()
+    # The count's answer was lost and botocore sent it again: one delivery, counted once.
+    assert (status, body["result"]) == (200, "duplicate")
+    assert item(aws, "job_counted")["deliveries"]["N"] == "2"
+    assert call(delivery_event(job_body("job_counted")))[1]["result"] == "duplicate"
+    assert item(aws, "job_counted")["deliveries"]["N"] == "3"
 
 
 def test_conflicting_duplicate_is_kept_out_and_counted(aws):

@@ -1,32 +1,16 @@
 """Concurrent twins against moto's server over real HTTP."""
 
-import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import boto3
-import pytest
 
-from devstack.resources import create_resources, environment
-from sume.core import runtime
 from sume.receiving.compose import receiver_service
 from sume.receiving.http import request_from_event
-from tests.builders import SECRET, delivery_event, job_body
+from tests.builders import delivery_event, job_body
 
 JOBS = 12
 COPIES = 8
-
-
-@pytest.fixture
-def remote_aws(moto_server, monkeypatch):
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
-    names = create_resources(boto3.session.Session(), prefix=f"storm-{uuid.uuid4().hex[:6]}")
-    for key, value in environment(names).items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("SUME_COM_WEBHOOK_SIGNING_SECRET", SECRET)
-    runtime.reset()
-    yield names
-    runtime.reset()
 
 
 def test_duplicate_storm_stores_and_enqueues_each_job_once(remote_aws):

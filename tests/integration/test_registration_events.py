@@ -26,7 +26,8 @@ from sume.polling import compose
 from sume.polling.registering import REFUSED_BY_DYNAMODB, Registry
 from sume.polling.registration import MAX_LOGGED_BYTES, Registrations
 from sume.store.bus import EventBus
-from sume.store.jobs import Job, JobsTable, State
+from sume.store.job import Job, State
+from sume.store.jobs import JobsTable
 from sume.store.queue import DeadLetterQueue
 from tests.builders import LambdaContext, registration_entry, scheduled_event
 from tests.rounds import assignments

@@ -15,7 +15,8 @@ from sume.net.errors import RefusedUrl
 from sume.net.policy import HTTPS_ONLY, UrlPolicy, check_url
 from sume.polling import registry
 from sume.polling.registering import INVALID_REGISTRATION, InvalidRegistration, Registry
-from sume.store.jobs import Job, JobsTable, State
+from sume.store.job import Job, State
+from sume.store.jobs import JobsTable
 from tests.builders import LambdaContext, delivery_event, job_body
 
 T0 = 1_900_000_000

@@ -23,7 +23,8 @@ from devstack.resources import create_resources
 from infra.spec import ResourceNames
 from sume.contract.envelope import JobEvent, parse
 from sume.core.names import due_shard
-from sume.store.jobs import JobsTable, Source, State
+from sume.store.job import Source, State
+from sume.store.jobs import JobsTable
 from sume_cli.context import new_session
 from sume_cli.main import main
 from tests.builders import SECRET, job_body, raw_of
@@ -304,7 +305,7 @@ def test_check_fails_on_jobs_that_ended_under_another_shard_count(table, cli, en
     # Lost under 16 shards (a bucket 8..15), then the count is lowered to 8.
     lost = ended_in_shard_above(8, 16, "job_lost_")
     register(table, lost, EARLIER)
-    lose(table, lost, EARLIER + 600)
+    lose(table, lost, EARLIER + 900)
     # Failed under 64 shards (due shard 16..63), then the count is lowered to 16.
     wide = JobsTable(client, names.table, 64)
     failed = ended_in_shard_above(16, 64, "job_error_")

@@ -20,23 +20,25 @@ from typing import Any
 import boto3
 import pytest
 
-import receiver
 import worker
 from devstack.eventsources import SqsEventSource
-from devstack.resources import create_resources, environment
+from devstack.resources import create_resources
 from infra import spec
 from infra.spec import ResourceNames
 from sume.core import runtime
-from sume.core.names import DETAIL_TYPES, DUE_SHARDS, EVENT_SOURCE
+from sume.core.names import DETAIL_TYPES, DUE_SHARDS
 from sume.polling.compose import build_poller
 from sume.polling.settings import PollerSettings
-from sume.store.jobs import Job, JobsTable
+from sume.store.job import Job
+from sume.store.jobs import JobsTable
 from sume_cli.context import new_session
 from sume_cli.main import main
 from tests.awscalls import hooking_new_clients
-from tests.builders import SECRET, LambdaContext, delivery_event, job_body
+from tests.builders import job_body
 from tests.consumers import assert_consumers_agree
 from tests.httpserver import LoopbackServer
+from tests.integration.conftest import lambda_environment
+from tests.integration.world import Subscriber, deliver
 
 DAY = 24 * 3600
 
@@ -49,20 +51,8 @@ class Stack:
         self.names = names
         self.sqs = boto3.client("sqs", endpoint_url=endpoint)
         self.table = JobsTable(boto3.client("dynamodb", endpoint_url=endpoint), names.table, 16)
-        self.capture_url = self.sqs.create_queue(QueueName="announcements")["QueueUrl"]
-        arn = self.sqs.get_queue_attributes(QueueUrl=self.capture_url, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
         events = boto3.client("events", endpoint_url=endpoint)
-        events.put_rule(
-            Name="all-jobs",
-            EventBusName=names.event_bus,
-            EventPattern=json.dumps({"source": [EVENT_SOURCE]}),
-        )
-        events.put_targets(
-            Rule="all-jobs", EventBusName=names.event_bus, Targets=[{"Id": "q", "Arn": arn}]
-        )
-        self.seen: list[dict[str, Any]] = []
+        self.subscriber = Subscriber(self.sqs, events, names.event_bus)
         self.worker = SqsEventSource(
             self.sqs,
             names.queue_url,
@@ -74,9 +64,7 @@ class Stack:
         )
 
     def deliver(self, body: dict[str, Any]) -> str:
-        response = receiver.handler(delivery_event(body), LambdaContext())
-        assert response["statusCode"] == 200, response
-        return str(body["job_id"])
+        return deliver(body)
 
     def work(self) -> int:
         """Lambda's event source until the jobs queue is empty; the receives it made.
@@ -107,15 +95,7 @@ class Stack:
 
     def announcements(self) -> list[dict[str, Any]]:
         """Every announcement so far, oldest first."""
-        while batch := self.sqs.receive_message(
-            QueueUrl=self.capture_url, MaxNumberOfMessages=10
-        ).get("Messages", []):
-            for message in batch:
-                self.seen.append(json.loads(message["Body"]))
-                self.sqs.delete_message(
-                    QueueUrl=self.capture_url, ReceiptHandle=message["ReceiptHandle"]
-                )
-        return sorted(self.seen, key=lambda e: e["detail"]["processed_at"])
+        return sorted(self.subscriber.announcements(), key=lambda e: e["detail"]["processed_at"])
 
     def cli(self, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
         capsys.readouterr()
@@ -140,13 +120,10 @@ def reset(endpoint: str) -> None:
 def stack(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     reset(moto_server)
     names = create_resources(new_session(), endpoint_url=moto_server)
-    for key, value in environment(names).items():
-        monkeypatch.setenv(key, value)
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
-    monkeypatch.setenv("SUME_COM_WEBHOOK_SIGNING_SECRET", SECRET)
     monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
     monkeypatch.setenv("ALLOW_PRIVATE_HOSTS", "true")
-    runtime.reset()
+    lambda_environment(monkeypatch, names)
     stack = Stack(moto_server, names)
     yield stack
     runtime.reset()

@@ -22,7 +22,6 @@ from sume.core.names import DETAIL_TYPES, REGISTRATION_DETAIL_TYPE, REGISTRATION
 from tests.builders import LambdaContext, job_body
 from tests.integration.test_announcement_schemas import CASES
 from tests.integration.test_endings import give_up, world  # noqa: F401 - a fixture
-from tests.integration.test_poller import sume  # noqa: F401 - a fixture
 from tests.integration.test_registration_events import bus  # noqa: F401 - a fixture
 from tests.integration.test_worker import deliver, run
 from tests.schema_tools import SCHEMA_CHECK, code_block, installed
@@ -77,7 +76,7 @@ def accepted(tmp_path, wrong: list[list[Any]]) -> list[list[Any]]:
 
 def test_every_job_announcement_is_valid_and_one_made_wrong_is_not(
     aws,
-    sume,  # noqa: F811
+    sume,
     world,  # noqa: F811
     server,
     local_urls,

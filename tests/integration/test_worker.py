@@ -16,12 +16,11 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-import receiver
 import worker
 from devstack import moto_atomic
 from infra import spec
 from sume.core import runtime
-from sume.core.names import DETAIL_TYPES, DUE_SHARDS, EVENT_SOURCE, report_bucket
+from sume.core.names import DETAIL_TYPES, DUE_SHARDS, report_bucket
 from sume.net.errors import TransientFetchError
 from sume.polling.compose import build_poller
 from sume.polling.settings import PollerSettings
@@ -31,8 +30,9 @@ from sume.working.errors import JobBusy, OutOfTime
 from sume.working.results import Action
 from sume.working.settings import WorkerSettings
 from tests.awscalls import hooking_new_clients
-from tests.builders import LambdaContext, delivery_event, job_body, sqs_event
+from tests.builders import LambdaContext, job_body, sqs_event
 from tests.consumers import assert_consumers_agree
+from tests.integration.world import Subscriber, deliver
 
 MP4 = {"content-type": "video/mp4"}
 
@@ -47,34 +47,11 @@ class World:
         self.s3 = boto3.client("s3")
         self.sqs = boto3.client("sqs")
         self.table = JobsTable(boto3.client("dynamodb"), names.table, 16)
-        events = boto3.client("events")
-        self.capture_url = self.sqs.create_queue(QueueName="announcements")["QueueUrl"]
-        arn = self.sqs.get_queue_attributes(QueueUrl=self.capture_url, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
-        events.put_rule(
-            Name="all-jobs",
-            EventBusName=names.event_bus,
-            EventPattern=json.dumps({"source": [EVENT_SOURCE]}),
-        )
-        events.put_targets(
-            Rule="all-jobs", EventBusName=names.event_bus, Targets=[{"Id": "q", "Arn": arn}]
-        )
-        self.seen = []
+        self.subscriber = Subscriber(self.sqs, boto3.client("events"), names.event_bus)
 
     def announcements(self):
         """Every announcement so far (read from the subscriber's queue)."""
-        while True:
-            batch = self.sqs.receive_message(QueueUrl=self.capture_url, MaxNumberOfMessages=10).get(
-                "Messages", []
-            )
-            if not batch:
-                return self.seen
-            for message in batch:
-                self.seen.append(json.loads(message["Body"]))
-                self.sqs.delete_message(
-                    QueueUrl=self.capture_url, ReceiptHandle=message["ReceiptHandle"]
-                )
+        return self.subscriber.announcements()
 
     def item(self, job_id):
         return self.table.get(job_id)
@@ -94,12 +71,6 @@ def world(aws):
     world = World(aws)
     yield world
     assert_consumers_agree(world.announcements(), world.item)
-
-
-def deliver(body):
-    response = receiver.handler(delivery_event(body), LambdaContext())
-    assert response["statusCode"] == 200, response
-    return body["job_id"]
 
 
 def run(*job_ids, receives=1):

@@ -8,6 +8,7 @@ from sume.core.names import DUE_INDEX, REPORT_INDEX
 
 INDEXES = {i["IndexName"]: i for i in spec.table_definition("jobs")["GlobalSecondaryIndexes"]}
 DUE, REPORT = INDEXES[DUE_INDEX], INDEXES[REPORT_INDEX]
+DUE_ALL = spec.DUE_INDEX_BEFORE_DEFINITION
 
 
 def item(**attributes: str | int) -> dict[str, dict[str, str]]:
@@ -34,9 +35,13 @@ def test_a_keys_only_index_ignores_every_other_attribute():
     before = item(state="lost", report_bucket="2026-12-01#07", report_at=1)
     after = item(state="received", report_bucket="2026-12-01#07", report_at=1, deliveries=1)
     assert index_writes(before, after, REPORT) == (0, 0)
-    # The due-work index projects everything: the same change is one write there.
     owed = {**before, "due_shard": {"N": "3"}, "due_at": {"N": "10"}}
-    assert index_writes(owed, {**owed, "deliveries": {"N": "2"}}, DUE) == (1, 1)
+    # The due-work index holds what its readers read: a count it does not hold
+    # writes nothing, where the index as it was (ALL) took one write.
+    assert index_writes(owed, {**owed, "deliveries": {"N": "2"}}, DUE) == (0, 0)
+    assert index_writes(owed, {**owed, "deliveries": {"N": "2"}}, DUE_ALL) == (1, 1)
+    claimed = {**owed, "state": {"S": "processing"}, "lease_until": {"N": "900"}}
+    assert index_writes(owed, claimed, DUE) == (1, 1)
 
 
 def test_no_entry_before_or_after_costs_nothing():
@@ -47,4 +52,8 @@ def test_no_entry_before_or_after_costs_nothing():
 def test_a_large_entry_costs_a_unit_per_started_kb():
     # Just under 3 KB with its other attributes and the entry's 100 B.
     big = item(state="received", due_shard=3, due_at=10, body="x" * 2900)
-    assert index_writes(None, big, DUE) == (1, 3)
+    assert index_writes(None, big, DUE_ALL) == (1, 3)
+    # The body is not among what the due-work index holds.
+    assert index_writes(None, big, DUE) == (1, 1)
+    long_url = item(state="awaiting", due_shard=3, due_at=10, status_url="x" * 2000)
+    assert index_writes(None, long_url, DUE) == (1, 3)

@@ -5,7 +5,9 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from sume.store.jobs import Job, JobsTable, NotClaimable, State
+from sume.store.errors import NotClaimable
+from sume.store.job import Job, State
+from sume.store.jobs import JobsTable
 
 BUSY = {"job_id": {"S": "j"}, "state": {"S": "processing"}, "lease_until": {"N": "5"}}
 BUSY_JOB = Job(job_id="j", state=State.PROCESSING, lease_until=5)

@@ -10,7 +10,8 @@ from boto3.dynamodb.types import TypeSerializer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sume.store.jobs import Job, JobAttr, JobsTable, Source, State
+from sume.store.job import Job, JobAttr, Source, State
+from sume.store.jobs import JobsTable
 
 serializer = TypeSerializer()
 scalars = st.one_of(st.text(max_size=20), st.integers(-(10**15), 10**15), st.booleans(), st.none())

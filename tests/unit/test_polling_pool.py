@@ -8,7 +8,7 @@ from typing import Any
 from sume.polling.poller import Poller
 from sume.polling.settings import PollPolicy
 from sume.polling.status import StatusResult, Verdict
-from sume.store.jobs import Job, State
+from sume.store.job import Job, State
 
 NOW = 1_700_000_000
 

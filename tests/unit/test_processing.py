@@ -10,7 +10,7 @@ from sume.core.names import DETAIL_TYPES
 from sume.net.errors import TransientFetchError
 from sume.net.urls import redact_url
 from sume.polling.registering import MAX_METADATA_BYTES, InvalidRegistration, _checked_metadata
-from sume.store.jobs import Job
+from sume.store.job import Job
 from sume.store.sizing import MAX_ITEM_BYTES
 from sume.store.sizing import plain_item_size as item_size
 from sume.store.sizing import plain_size as attribute_size

@@ -1,6 +1,6 @@
 """The ops story of a job item as the worker now writes it down."""
 
-from sume.store.jobs import Job, State
+from sume.store.job import Job, State
 from sume_cli.story import as_json, render
 
 

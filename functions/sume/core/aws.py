@@ -70,6 +70,13 @@ def probe_client(service: str) -> Any:
         return _session().client(service, config=PROBE)
 
 
+@per_container
+def regional_client(service: str, region: str) -> Any:
+    """A client of another region (the receiver's copy of a large event, two regions)."""
+    with _lock:
+        return _session().client(service, region_name=region, config=FAST)
+
+
 class Clients(Protocol):
     """A boto3 client per service; ``patient`` ones wait and retry longer."""
 

@@ -16,6 +16,8 @@ WEBHOOK_PATH: Final = "/webhooks/sume"
 # Unauthenticated: answers whether this region's receiver can reach its table
 # (Route 53's health checks ask it; docs/operations.md, "Two regions").
 HEALTH_PATH: Final = "/health"
+# Its 200 names the region that answered: behind the failover domain, the one serving.
+HEALTH_REGION: Final = "region"
 
 # Jobs table: one item per job, partition key only.
 JOB_ID: Final = "job_id"
@@ -24,9 +26,39 @@ TTL_ATTRIBUTE: Final = "expires_at"
 # Sparse GSI of items that need attention at some time: awaiting jobs (next
 # status poll) and jobs whose follow-up work is owed (sweep deadline). Items
 # without these two attributes are not in the index at all.
-DUE_INDEX: Final = "due-work"
+# The index's name is part of its identity: DynamoDB cannot change what an index
+# projects, so a new projection comes under a new name (docs/operations.md,
+# "Changing an index's projection"). ``due-work`` projected ALL until then.
+DUE_INDEX: Final = "due-work-v2"
+DUE_INDEX_BEFORE: Final = "due-work"
 DUE_SHARD: Final = "due_shard"
 DUE_AT: Final = "due_at"
+# What the due-work index holds besides its keys and job_id: what its readers read
+# (the poller's polls and sweeps, the awaiting gauge, the CLI's list and report),
+# never the body, the metadata or the artifacts. An index entry is written only when
+# one of these, or a key, changes: a progress write or a duplicate delivery writes
+# none, a claim one (its state and lease; the due time stays). DynamoDB allows 20.
+DUE_PROJECTED: Final = (
+    "state",
+    "source",
+    "event",
+    "status",
+    "outcome",
+    "processing_error",
+    "first_seen",
+    "received_at",
+    "claimed_at",
+    "lease_until",
+    "parked_at",
+    "sweeps",
+    "replays",
+    "processed_at",
+    "status_url",
+    "registered_at",
+    "poll_attempts",
+    "lost_at",
+    "report_bucket",
+)
 DUE_SHARDS: Final = 16
 # A round runs at most one poller per shard, within one SQS event source's cap (1000).
 MAX_DUE_SHARDS: Final = 1000
@@ -61,6 +93,10 @@ REGISTRATION_REFUSED_DETAIL_TYPE: Final = "Sume Job Registration Refused"
 # (sume.polling.registration); its source is the application's own.
 REGISTRATION_DETAIL_TYPE: Final = "Sume Job Submitted"
 
+# The key of the expiry schedule's event to the poller (two regions: the MRSC
+# table has no TTL), ``{"expire_ended_jobs": true}``.
+EXPIRY_EVENT: Final = "expire_ended_jobs"
+
 METRICS_NAMESPACE: Final = "SumeWebhooks"
 SERVICE_NAME: Final = "sume-webhooks"
 
@@ -74,15 +110,25 @@ class Env:
     JOBS_QUEUE_URL: Final = "JOBS_QUEUE_URL"
     PAYLOADS_BUCKET_NAME: Final = "PAYLOADS_BUCKET_NAME"
     ARTIFACTS_BUCKET_NAME: Final = "ARTIFACTS_BUCKET_NAME"
+    # Two regions only: the other region, and its payloads bucket (large events
+    # are written to both).
+    PEER_REGION: Final = "PEER_REGION"
+    PEER_PAYLOADS_BUCKET_NAME: Final = "PEER_PAYLOADS_BUCKET_NAME"
     EVENT_BUS_NAME: Final = "EVENT_BUS_NAME"
     SIGNING_SECRET_ARN: Final = "SIGNING_SECRET_ARN"
     SUME_API_TOKEN_ARN: Final = "SUME_API_TOKEN_ARN"
     REGISTRATION_DLQ_URL: Final = "REGISTRATION_DLQ_URL"
     DUE_SHARDS: Final = "DUE_SHARDS"
     DUE_SHARDS_PREVIOUS: Final = "DUE_SHARDS_PREVIOUS"
+    DUE_INDEX_NAME: Final = "DUE_INDEX_NAME"
     POLL_SHARDS_QUEUE_URL: Final = "POLL_SHARDS_QUEUE_URL"
     SHARD_LEASES_TABLE_NAME: Final = "SHARD_LEASES_TABLE_NAME"
     POLL_SHARDS_PER_RUN: Final = "POLL_SHARDS_PER_RUN"
+    # Two regions only: the failover domain's health route, and Route 53's primary.
+    FAILOVER_HEALTH_URL: Final = "FAILOVER_HEALTH_URL"
+    FAILOVER_PRIMARY_REGION: Final = "FAILOVER_PRIMARY_REGION"
+    POLL_ROUND_SECONDS: Final = "POLL_ROUND_SECONDS"
+    EXPIRY_LOOKBACK_DAYS: Final = "EXPIRY_LOOKBACK_DAYS"
 
     # Secrets in plain text, for running without Secrets Manager.
     SUME_COM_WEBHOOK_SIGNING_SECRET: Final = "SUME_COM_WEBHOOK_SIGNING_SECRET"
@@ -141,6 +187,8 @@ class Metric:
     STORAGE_ERRORS: Final = "StorageErrors"
     CONFIGURATION_ERRORS: Final = "ConfigurationErrors"
     HEALTH_CHECK_FAILURES: Final = "HealthCheckFailures"
+    # receiver and poller, two regions: a large event the other region's bucket did not take.
+    PAYLOADS_IN_ONE_REGION: Final = "PayloadsInOneRegion"
     # worker
     JOBS_SKIPPED: Final = "JobsSkipped"
     LOST_JOBS_ANNOUNCED: Final = "LostJobsAnnounced"
@@ -167,6 +215,10 @@ class Metric:
     # Gauge: registered jobs still awaiting their terminal event (the silence alarm's).
     JOBS_AWAITING: Final = "JobsAwaiting"
     POLLER_RUNS_STARTED: Final = "PollerRunsStarted"
+    # Gauge, two regions only: 1 when the failover domain answers from this region.
+    SERVING: Final = "Serving"
+    # poller, two regions: ended jobs deleted past their retention (no TTL on MRSC).
+    JOBS_EXPIRED: Final = "JobsExpired"
     # poller, registrations by event
     JOBS_REGISTERED: Final = "JobsRegistered"
     REGISTRATIONS_OF_KNOWN_JOBS: Final = "RegistrationsOfKnownJobs"

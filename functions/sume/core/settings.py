@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from sume.core.errors import ConfigurationError
-from sume.core.names import DUE_SHARDS, MAX_DUE_SHARDS, Env
+from sume.core.names import DUE_INDEX, DUE_INDEX_BEFORE, DUE_SHARDS, MAX_DUE_SHARDS, Env
 
 # Defaults that more than one reader applies (two handlers, or a handler and
 # the ops CLI), so they cannot drift apart.
@@ -91,6 +91,7 @@ class TableSettings:
     jobs_table_name: str
     jobs_queue_url: str
     due_shards: int
+    due_index: str = DUE_INDEX
 
     @staticmethod
     def table_from(env: Mapping[str, str]) -> TableSettings:
@@ -98,12 +99,49 @@ class TableSettings:
             jobs_table_name=required(env, Env.JOBS_TABLE_NAME),
             jobs_queue_url=required(env, Env.JOBS_QUEUE_URL),
             due_shards=due_shards(env),
+            due_index=due_index(env),
         )
+
+
+@dataclass(frozen=True)
+class PeerPayloads:
+    """The other region's payloads bucket, where large events are written too (two regions)."""
+
+    region: str
+    bucket: str
+
+    @staticmethod
+    def from_env(env: Mapping[str, str]) -> PeerPayloads | None:
+        region = optional(env, Env.PEER_REGION)
+        bucket = optional(env, Env.PEER_PAYLOADS_BUCKET_NAME)
+        if (region is None) != (bucket is None):
+            raise ConfigurationError(
+                f"{Env.PEER_REGION} and {Env.PEER_PAYLOADS_BUCKET_NAME} are set together "
+                "or not at all"
+            )
+        return PeerPayloads(region, bucket) if region and bucket else None
 
 
 def due_shards(env: Mapping[str, str]) -> int:
     """Partitions of the due-work index: every reader of the table must agree on it."""
     return integer(env, Env.DUE_SHARDS, DUE_SHARDS, 1, MAX_DUE_SHARDS)
+
+
+def retention_days(env: Mapping[str, str]) -> int:
+    """How long an ended job is kept: the worker sets ``expires_at`` by it, and the
+    MRSC table's expiry (two regions, no TTL) looks back by it."""
+    return integer(env, Env.RETENTION_DAYS, 35, 1, 3650)
+
+
+def due_index(env: Mapping[str, str]) -> str:
+    """The due-work index its readers query: the one before, while a live table migrates
+    (docs/operations.md, "Changing an index's projection")."""
+    name = env.get(Env.DUE_INDEX_NAME) or DUE_INDEX
+    if name not in (DUE_INDEX, DUE_INDEX_BEFORE):
+        raise ConfigurationError(
+            f"{Env.DUE_INDEX_NAME} must be {DUE_INDEX} or {DUE_INDEX_BEFORE}, got {name!r}"
+        )
+    return name
 
 
 def secret_cache_seconds(env: Mapping[str, str]) -> int:

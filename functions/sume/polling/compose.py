@@ -10,12 +10,15 @@ from sume.core.runtime import Clock, per_container
 from sume.core.secrets import secret_fetcher
 from sume.net.fetch import SafeHttp
 from sume.polling.awaiting import AwaitingGauge
+from sume.polling.expiry import Expiry
 from sume.polling.fanout import FanOut, ShardLeases, ShardQueue, ShardRun
 from sume.polling.poller import Poller
 from sume.polling.registering import Registry
 from sume.polling.registration import Registrations
+from sume.polling.serving import ServingProbe, ServingSettings
 from sume.polling.settings import (
     AWAITING_COUNT_LIMIT,
+    ExpirySettings,
     FanOutSettings,
     PollerSettings,
     RegistrySettings,
@@ -23,6 +26,7 @@ from sume.polling.settings import (
 from sume.polling.status import StatusClient, TokenSource, status_getter, token_source
 from sume.store.bus import EventBus
 from sume.store.compose import build_intake, build_jobs
+from sume.store.expiry import JobExpiry
 from sume.store.queue import DeadLetterQueue, JobQueue
 
 
@@ -58,7 +62,9 @@ def build_fanout(
 ) -> FanOut:
     """The schedule's tick: the round's assignments onto the shards queue."""
     queue = ShardQueue(clients("sqs"), settings.shards_queue_url)
-    return FanOut(queue, settings.read_shards, settings.shards_per_run, clock)
+    return FanOut(
+        queue, settings.read_shards, settings.shards_per_run, clock, settings.round_seconds
+    )
 
 
 def build_shard_run(
@@ -70,6 +76,21 @@ def build_shard_run(
     """One assignment's run: its shards claimed in the leases table, then polled."""
     leases = ShardLeases(clients("dynamodb"), fanout.leases_table_name)
     return ShardRun(build_poller(poller, clients).run, leases, fanout.read_shards, clock)
+
+
+def build_expiry(
+    settings: ExpirySettings, clients: Clients = aws.client, clock: Clock = time.time
+) -> Expiry:
+    """The MRSC table's daily expiry of ended jobs (two regions)."""
+    table = settings.table
+    dynamodb = clients("dynamodb", patient=True)
+    return Expiry(
+        JobExpiry(build_jobs(table, dynamodb), dynamodb, table.jobs_table_name),
+        settings.retention_days,
+        settings.lookback_days,
+        table.due_shards,
+        clock,
+    )
 
 
 def build_registrations(
@@ -130,3 +151,14 @@ def awaiting_gauge() -> AwaitingGauge:
 @per_container
 def registrations_service() -> Registrations:
     return build_registrations(RegistrySettings.from_env())
+
+
+@per_container
+def serving_probe() -> ServingProbe | None:
+    """None in a single-region stage."""
+    settings = ServingSettings.from_env()
+    return None if settings is None else ServingProbe(settings)
+
+
+def expiry_service() -> Expiry:
+    return build_expiry(ExpirySettings.from_env())

@@ -1,6 +1,7 @@
 """A poller round fanned out over parallel runs (docs/poller.md, "One round").
 
-The schedule's tick (``FanOut.start``) names the round by its time and sends
+The schedule's tick (``FanOut.start``) names the round by its time (the start
+of its period, ``round_of``, when regions share the leases table) and sends
 one message per group of due-work shards to the shards queue, whose event
 source starts a run per message. A run (``ShardRun.work``) first claims each of
 its shards for the round in the leases table, one conditional write per shard,
@@ -49,7 +50,8 @@ class Assignment:
     """Shards of the due-work index to work in one round."""
 
     round: int
-    """The tick's Unix time: the round's name, and its runs' "now"."""
+    """The tick's Unix time, or its period's start (``round_of``): the round's name, and
+    its runs' "now"."""
     shards: tuple[int, ...]
 
     def body(self) -> str:
@@ -164,16 +166,34 @@ class FanOut:
     """The schedule's tick: one assignment per group of shards, all for one round."""
 
     def __init__(
-        self, queue: ShardQueue, read_shards: int, shards_per_run: int, clock: Clock
+        self,
+        queue: ShardQueue,
+        read_shards: int,
+        shards_per_run: int,
+        clock: Clock,
+        round_seconds: int = 1,
     ) -> None:
         self._queue = queue
         self._groups = groups(read_shards, shards_per_run)
         self._clock = clock
+        self._round_seconds = round_seconds
 
     def start(self) -> dict[str, int]:
-        round_ = int(self._clock())
+        round_ = round_of(self._clock(), self._round_seconds)
         self._queue.send([Assignment(round_, group) for group in self._groups])
         return {"round": round_, "runs": len(self._groups)}
+
+
+def round_of(tick: float, round_seconds: int) -> int:
+    """The round a tick at ``tick`` starts: the start of its period of ``round_seconds``.
+
+    Two regions' schedules tick once a period each, at unrelated seconds; named
+    by their period, both ticks name one round, and the leases table (one global
+    table for both) lets one run work each shard in it. The round is also the
+    runs' "now", so a period's start: never later than the tick.
+    """
+    whole = int(tick)
+    return whole - whole % round_seconds
 
 
 Run = Callable[[TimeLeft, int, Sequence[int]], RunSummary]

@@ -14,7 +14,8 @@ Two kinds of items are due (see docs/design.md):
   announcement) owed past its deadline (a crash between the write and the
   send, or a worker whose lease expired). The job id
   is sent to the queue again (the worker's claim makes a duplicate harmless)
-  and the sweep deadline is pushed back with backoff.
+  and the sweep deadline is pushed back with backoff; a job whose worker's
+  lease still runs is only made due at the lease's end.
 
 Every transition is conditional (see ``sume.store.jobs``), so a stale index entry or
 a concurrent webhook or worker can only make a step a no-op, never undo one.
@@ -38,7 +39,8 @@ from sume.net.policy import REFUSED_HOST
 from sume.polling.settings import POLL_FINISH_SECONDS, PollPolicy
 from sume.polling.status import NOT_TERMINAL, StatusResult, Verdict
 from sume.store.intake import JobIntake, Outcome
-from sume.store.jobs import Job, JobsTable, Source, State
+from sume.store.job import Job, Source, State
+from sume.store.jobs import JobsTable
 from sume.store.queue import JobQueue
 
 
@@ -55,6 +57,7 @@ class Tally(enum.StrEnum):
     OTHER_JOB = "other_job_answers"
     CONFIGURATION_ERRORS = "configuration_errors"
     SKIPPED_STATE = "skipped_state"
+    LEASED = "leased"
 
 
 @dataclass(frozen=True)
@@ -332,6 +335,11 @@ class Poller:
     def _sweep(self, job: Job, now: int) -> Iterable[Tally]:
         job_id = job.job_id
         assert job.due_at is not None  # read from the due-work index, keyed on it
+        if job.state in (State.PROCESSING, State.LOST) and (job.lease_until or 0) > now:
+            # A worker holds it (a claim leaves the due time as it was): it is
+            # due again when that lease ends, which is after this round.
+            self._jobs.await_lease(job_id, job.due_at, job.lease_until or 0)
+            return (Tally.LEASED,)
         # Send first: a crash before the deferral only means another send
         # next run, while the reverse order could hide the job for a while.
         self._queue.send(job_id)

@@ -18,7 +18,8 @@ from sume.core.errors import PermanentError
 from sume.core.ids import InvalidJobId, check_job_id
 from sume.net.errors import RefusedUrl
 from sume.net.policy import HTTPS_ONLY, REFUSED_HOST, UrlPolicy, check_url, url_host
-from sume.store.jobs import InvalidWrite, JobsTable
+from sume.store.errors import InvalidWrite
+from sume.store.jobs import JobsTable
 
 # DynamoDB caps an item at 400 KB and an inline event body may take 256 KiB.
 MAX_METADATA_BYTES = 64 * 1024

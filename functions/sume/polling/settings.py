@@ -6,11 +6,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sume.core.names import MAX_DUE_SHARDS, Env
+from sume.core.names import DUE_INDEX, MAX_DUE_SHARDS, Env
 from sume.core.settings import (
     DAY_SECONDS,
     DEFAULT_POLL_INITIAL_SECONDS,
     LAMBDA_MAX_SECONDS,
+    PeerPayloads,
     TableSettings,
     due_shards,
     integer,
@@ -18,6 +19,7 @@ from sume.core.settings import (
     optional,
     redeliver_grace_seconds,
     required,
+    retention_days,
     seconds,
     secret_cache_seconds,
     sweep_after_seconds,
@@ -83,6 +85,7 @@ class PollerSettings:
     payloads_bucket_name: str | None
     secret_cache_seconds: int
     redeliver_grace_seconds: int
+    peer_payloads: PeerPayloads | None = None
 
     @property
     def sweep_after_seconds(self) -> int:
@@ -104,6 +107,7 @@ class PollerSettings:
             payloads_bucket_name=optional(env, Env.PAYLOADS_BUCKET_NAME),
             secret_cache_seconds=secret_cache_seconds(env),
             redeliver_grace_seconds=redeliver_grace_seconds(env),
+            peer_payloads=PeerPayloads.from_env(env),
             policy=PollPolicy(
                 initial_seconds=poll_initial_seconds(env),
                 max_interval_seconds=integer(
@@ -145,6 +149,10 @@ class FanOutSettings:
     """Shards the poller reads: ``DUE_SHARDS``, or ``DUE_SHARDS_PREVIOUS`` while that
     is larger (a lowered count's old shards still hold items)."""
     shards_per_run: int
+    round_seconds: int = 1
+    """A round is named by the start of its period of this many seconds: with two
+    regions, the schedule's period, so both regions' ticks of one period name one
+    round and only one of them wins each shard (docs/regions.md)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> FanOutSettings:
@@ -153,6 +161,7 @@ class FanOutSettings:
             leases_table_name=required(env, Env.SHARD_LEASES_TABLE_NAME),
             read_shards=read_shards(env),
             shards_per_run=integer(env, Env.POLL_SHARDS_PER_RUN, 1, 1, MAX_DUE_SHARDS),
+            round_seconds=integer(env, Env.POLL_ROUND_SECONDS, 1, 1, DAY_SECONDS),
         )
 
     def is_shards_queue(self, queue_arn: str) -> bool:
@@ -184,6 +193,8 @@ class RegistrySettings:
     """The poller's status URL policy (``STATUS_ALLOWED_HOSTS``, ``ALLOW_HTTP_URLS``):
     a status_url it would refuse is refused at registration."""
     dead_letter_queue_url: str | None = None
+    due_index: str = DUE_INDEX
+    """Registering writes the table; it reads no index."""
     """The registrations DLQ, where the poller parks refused events at once."""
     event_bus_name: str | None = None
     """The stack's bus, where the poller announces refused events."""
@@ -212,3 +223,22 @@ class RegistrySettings:
         if self.event_bus_name is None:
             raise missing(Env.EVENT_BUS_NAME)
         return self.event_bus_name
+
+
+@dataclass(frozen=True)
+class ExpirySettings:
+    """The MRSC table's daily expiry (``sume.polling.expiry``)."""
+
+    table: TableSettings
+    retention_days: int
+    """The worker's ``RETENTION_DAYS``: a finish sets ``expires_at`` that far ahead."""
+    lookback_days: int
+    """Days of report partitions, before the cutoff, each run reads."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> ExpirySettings:
+        return cls(
+            table=TableSettings.table_from(env),
+            retention_days=retention_days(env),
+            lookback_days=integer(env, Env.EXPIRY_LOOKBACK_DAYS, 90, 1, 3650),
+        )

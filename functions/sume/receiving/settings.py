@@ -10,6 +10,7 @@ from sume.contract.signature import TOLERANCE_SECONDS
 from sume.core.errors import ConfigurationError
 from sume.core.names import Env
 from sume.core.settings import (
+    PeerPayloads,
     TableSettings,
     integer,
     optional,
@@ -33,6 +34,7 @@ class ReceiverSettings:
     max_body_bytes: int
     redeliver_grace_seconds: int
     sweep_after_seconds: int
+    peer_payloads: PeerPayloads | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> ReceiverSettings:
@@ -59,4 +61,5 @@ class ReceiverSettings:
             # most likely concurrent with a first enqueue still in flight.
             redeliver_grace_seconds=redeliver_grace_seconds(env),
             sweep_after_seconds=sweep_after_seconds(env),
+            peer_payloads=PeerPayloads.from_env(env),
         )

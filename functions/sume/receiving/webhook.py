@@ -17,7 +17,7 @@ from sume.core.names import WEBHOOK_PATH
 from sume.core.secrets import SigningSecrets
 from sume.receiving.http import HttpRequest
 from sume.store.intake import JobIntake
-from sume.store.jobs import Source
+from sume.store.job import Source
 
 
 class Rejected(PermanentError):

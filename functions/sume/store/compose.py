@@ -8,11 +8,11 @@ from typing import Any, Protocol
 
 from sume.core import aws
 from sume.core.aws import Clients
-from sume.core.names import DUE_SHARDS
-from sume.core.settings import TableSettings
+from sume.core.names import DUE_INDEX, DUE_SHARDS
+from sume.core.settings import PeerPayloads, TableSettings
 from sume.store.intake import JobIntake
 from sume.store.jobs import JobsTable
-from sume.store.payloads import PayloadStore
+from sume.store.payloads import PayloadStore, PeerBucket
 from sume.store.queue import JobQueue
 
 
@@ -27,6 +27,8 @@ class IntakeSettings(Protocol):
     def redeliver_grace_seconds(self) -> int: ...
     @property
     def sweep_after_seconds(self) -> int: ...
+    @property
+    def peer_payloads(self) -> PeerPayloads | None: ...
 
 
 class JobsTableSettings(Protocol):
@@ -36,6 +38,8 @@ class JobsTableSettings(Protocol):
     def jobs_table_name(self) -> str: ...
     @property
     def due_shards(self) -> int: ...
+    @property
+    def due_index(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -44,11 +48,12 @@ class TableRef:
 
     jobs_table_name: str
     due_shards: int = DUE_SHARDS
+    due_index: str = DUE_INDEX
 
 
 def build_jobs(table: JobsTableSettings, dynamodb: Any) -> JobsTable:
     """The jobs table, for every handler, the CLI and the local stack alike."""
-    return JobsTable(dynamodb, table.jobs_table_name, table.due_shards)
+    return JobsTable(dynamodb, table.jobs_table_name, table.due_shards, table.due_index)
 
 
 def build_intake(settings: IntakeSettings, clients: Clients = aws.client) -> JobIntake:
@@ -57,7 +62,16 @@ def build_intake(settings: IntakeSettings, clients: Clients = aws.client) -> Job
     return JobIntake(
         build_jobs(table, clients("dynamodb")),
         JobQueue(clients("sqs"), table.jobs_queue_url),
-        PayloadStore(functools.partial(clients, "s3"), bucket) if bucket else None,
+        PayloadStore(functools.partial(clients, "s3"), bucket, _peer(settings.peer_payloads))
+        if bucket
+        else None,
         settings.redeliver_grace_seconds,
         settings.sweep_after_seconds,
     )
+
+
+def _peer(peer: PeerPayloads | None) -> PeerBucket | None:
+    """The other region's payloads bucket, through a client of that region."""
+    if peer is None:
+        return None
+    return PeerBucket(functools.partial(aws.regional_client, "s3", peer.region), peer.bucket)

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from sume.contract.envelope import JobEvent
 from sume.core.errors import ConfigurationError
 from sume.core.names import Env
-from sume.store.jobs import JobsTable, Source, State
+from sume.store.job import Source, State
+from sume.store.jobs import JobsTable
 from sume.store.payloads import PayloadStore, needs_offload
 from sume.store.queue import JobQueue
 

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from sume.core.bounded import announced_error, bounded_text
 from sume.core.names import DETAIL_TYPES
 from sume.store.bus import MAX_ENTRY_BYTES, AnnounceFailed, EventBus, iso_time, to_json
-from sume.store.jobs import Job
+from sume.store.job import Job
 
 __all__ = [
     "MAX_ENTRY_BYTES",

@@ -7,7 +7,7 @@ from typing import Any
 
 from sume.contract.envelope import TERMINAL_EVENTS, JobEvent
 from sume.core.bounded import stored_error
-from sume.store.jobs import Job, JobAttr
+from sume.store.job import Job, JobAttr
 from sume.working.progress import Progress
 
 

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from sume.core.bounded import bounded_text
 from sume.net.errors import FetchError
 from sume.net.urls import redact_url, scrub_urls
-from sume.store.jobs import InvalidWrite, Job
+from sume.store.errors import InvalidWrite
+from sume.store.job import Job
 
 # A processing error or a retry's last error: {code, message, url?}, each field bounded.
 MAX_CODE_BYTES = 64

@@ -45,7 +45,9 @@ from sume.core.errors import AWS_FAILURES
 from sume.core.ids import check_job_id
 from sume.core.runtime import TimeLeft
 from sume.net.errors import PermanentFetchError
-from sume.store.jobs import InvalidWrite, Job, JobsTable, NotClaimable, State
+from sume.store.errors import InvalidWrite, NotClaimable
+from sume.store.job import Job, State
+from sume.store.jobs import JobsTable
 from sume.store.payloads import PayloadStore
 from sume.working.announce import Announcement, Announcer, LostAnnouncement
 from sume.working.artifacts import (
@@ -212,8 +214,8 @@ class JobProcessor:
             return JobResult(job_id, Action.SKIPPED, "finished", outcome=stored.outcome)
         if stored.state in (State.PROCESSING, State.RECEIVED):
             if last:
-                # The lease's end is the job's due time: whatever its holder
-                # does, the job is finished, retried or swept.
+                # The job stays due: a sweep waits out its holder's lease, so
+                # whatever the holder does, the job is finished, retried or swept.
                 return JobResult(job_id, Action.LEFT_TO_SWEEPER, JobBusy.__name__)
             raise JobBusy(f"job {job_id} is leased until {stored.lease_until}")
         return JobResult(job_id, Action.SKIPPED, "not_received")
@@ -253,7 +255,7 @@ class JobProcessor:
 
             try:
                 give_back(release, failure_details(exc))
-            except Exception as release_error:  # the lease's end stays the due time
+            except Exception as release_error:  # a sweep waits out the lease, then queues it
                 exc.add_note(f"releasing the claim failed too: {release_error!r}")
             if last:
                 code = failure_details(exc)["code"]
@@ -389,8 +391,7 @@ class JobProcessor:
             progress.artifacts.append({**stored.as_record(), "stored_at": self._now()})
             progress.copied += 1
             progress.bytes += stored.size
-            # So a retry skips what is stored; the last record rides on the settle that follows.
-            last = position == len(urls) - 1
+            last = position == len(urls) - 1  # its record rides on the settle that follows
             if not last and not self._jobs.save_progress(job_id, claim_id, progress.on_item()):
                 raise ClaimLost
 
@@ -418,8 +419,7 @@ class JobProcessor:
         try:
             settled = self._jobs.settle(job_id, claim_id, announced.as_item(), progress.on_item())
         except InvalidWrite as exc:
-            if problem is None and progress.copied:
-                # This claim's last records ride on the settle: refused, as in _attempt.
+            if problem is None and progress.copied:  # its last records rode on it (_attempt)
                 announced = announced.failed(Progress.refused(exc))
             settled = self._jobs.settle(job_id, claim_id, announced.as_item(), None)
         if not settled:

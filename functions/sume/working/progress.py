@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from sume.store.jobs import Job, JobAttr
+from sume.store.job import Job, JobAttr
 from sume.store.sizing import MAX_ITEM_BYTES, plain_item_size, plain_size
 from sume.working.failures import noted
 

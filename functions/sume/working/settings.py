@@ -14,6 +14,7 @@ from sume.core.settings import (
     optional,
     required,
     required_integer,
+    retention_days,
     seconds,
 )
 from sume.net.policy import UrlPolicy
@@ -66,7 +67,7 @@ class WorkerSettings:
             max_artifact_bytes=integer(
                 env, Env.MAX_ARTIFACT_BYTES, 5 * 1024**3, 1, MAX_OBJECT_BYTES
             ),
-            retention_days=integer(env, Env.RETENTION_DAYS, 35, 1, 3650),
+            retention_days=retention_days(env),
             lease_seconds=integer(env, Env.LEASE_SECONDS, 900, 1, MAX_VISIBILITY_SECONDS),
             connect_timeout_seconds=seconds(
                 env, Env.HTTP_CONNECT_TIMEOUT_SECONDS, 5, LAMBDA_MAX_SECONDS

@@ -20,7 +20,7 @@ from devstack.simulator import Delivery, Sume, SumeJob
 
 if TYPE_CHECKING:
     from devstack.stack import DevStack
-    from sume.store.jobs import Job
+    from sume.store.job import Job
 
 Expect = Callable[[str, str], None]
 

@@ -1,0 +1,250 @@
+"""Replay a window by filter: find the ended jobs that match, then replay each once, paced.
+
+The jobs come from the report index (``sume_cli.report.ended``: the window's
+``<day>#<shard>`` partitions, keys only) and their items from BatchGetItem, so
+the cost follows the window's ended jobs, never the table's size: no Scan. A
+job is in the window when it entered it (``Job.window_at``: its registration,
+else the first record of its terminal event), as in ``report``.
+
+A run is named by its reason (``run_id``): each replay is the single replay's
+conditional write (``JobsTable.request_replay``) with the run's id added to the
+item's ``replay_runs`` in the same write, which is refused when the id is
+already there. So a run replays a job at most once however often it is
+started, and a run stopped halfway continues where it stopped when started
+again: what it already replayed is skipped, by the database, not by a list
+kept here. A job the run replayed that failed again needs a new reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from infra.capacity import (
+    DEFAULT_PEAK_JOBS_PER_SECOND,
+    LAMBDA_MIN_UNRESERVED,
+    WORKER_PLANNED_SECONDS_PER_JOB,
+)
+from sume.core.settings import DEFAULT_SWEEP_AFTER_SECONDS
+from sume.store.job import Job, JobAttr, State
+from sume.store.jobs import JobsTable
+from sume.store.queue import JobQueue
+from sume_cli.report import Window, ended
+
+# Replays a second by default: the peak of live jobs the worker's default cap is
+# sized for, so a replay asks no more of the worker than a busy hour does. At
+# most the rate that, at the seconds a job is planned at, takes the concurrency
+# AWS leaves unreserved in every account (100 instances: 20 a second). The
+# worker's event source cap bounds its instances whatever the rate; the rate
+# bounds how fast replays join the queue ahead of live jobs.
+DEFAULT_RATE = float(DEFAULT_PEAK_JOBS_PER_SECOND)
+MAX_RATE = LAMBDA_MIN_UNRESERVED / WORKER_PLANNED_SECONDS_PER_JOB
+# Only a finished job's work can be made owed again (``request_replay``).
+REPLAYABLE = (State.PROCESSED, State.PROCESSING_ERROR)
+# What the filters read of each job: never the stored body.
+READ = (
+    JobAttr.JOB_ID,
+    JobAttr.STATE,
+    JobAttr.EVENT,
+    JobAttr.OUTCOME,
+    JobAttr.PROCESSING_ERROR,
+    JobAttr.LAST_ERROR,
+    JobAttr.REGISTERED_AT,
+    JobAttr.FIRST_SEEN,
+    JobAttr.REPLAY_RUNS,
+)
+
+
+def run_id(reason: str) -> str:
+    """The run's name on the items it replays: the same reason is the same run."""
+    return "run-" + hashlib.sha256(reason.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Filters:
+    """Which ended jobs to replay: every filter given must match (any of its values)."""
+
+    states: tuple[str, ...] = ()
+    outcomes: tuple[str, ...] = ()
+    error_codes: tuple[str, ...] = ()
+    events: tuple[str, ...] = ()
+
+    def why(self, job: Job) -> list[str] | None:
+        """Why ``job`` matches, one ``name=value`` per filter; None when it does not."""
+        if job.state not in REPLAYABLE or (self.states and job.state not in self.states):
+            return None
+        reasons = [f"state={job.state}"]
+        if self.outcomes:
+            if job.outcome not in self.outcomes:
+                return None
+            reasons.append(f"outcome={job.outcome}")
+        if self.error_codes:
+            found = [
+                f"error_code={code} ({where})"
+                for where, code in error_codes(job)
+                if code in self.error_codes
+            ]
+            if not found:
+                return None
+            reasons.append(found[0])
+        if self.events:
+            if job.event not in self.events:
+                return None
+            reasons.append(f"event={job.event}")
+        return reasons
+
+    def as_dict(self) -> dict[str, list[str]]:
+        return {
+            "state": list(self.states or REPLAYABLE),
+            "outcome": list(self.outcomes),
+            "error_code": list(self.error_codes),
+            "event": list(self.events),
+        }
+
+
+def error_codes(job: Job) -> list[tuple[str, str]]:
+    """The codes a job that ended in error carries: why it ended, and its last retried error.
+
+    A job that gave up (``too_many_attempts``) says what kept failing only in
+    ``last_error``; a processed job's ``last_error`` is a failure a retry fixed,
+    so it is not one of them.
+    """
+    if job.state != State.PROCESSING_ERROR:
+        return []
+    found = []
+    for where, problem in (
+        (JobAttr.PROCESSING_ERROR.value, job.processing_error),
+        (JobAttr.LAST_ERROR.value, job.last_error),
+    ):
+        code = problem.get("code") if isinstance(problem, dict) else None
+        if isinstance(code, str):
+            found.append((where, code))
+    return found
+
+
+@dataclass(frozen=True)
+class Match:
+    job_id: str
+    state: str
+    why: list[str]
+    window_at: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The jobs a run would replay, and what it found besides, as read."""
+
+    run: str
+    window: Window
+    filters: Filters
+    matched: list[Match]
+    """Still to replay, oldest in the window first."""
+    done: list[Match]
+    """Matching jobs this run already replayed: skipped."""
+    in_window: int
+    """Ended jobs in the window, matching or not."""
+    entries_read: int
+    items_read: int
+
+
+def plan(jobs: JobsTable, window: Window, filters: Filters, run: str, shards: int) -> Plan:
+    """Every ended job of ``window`` that ``filters`` match, read once; nothing is written.
+
+    ``shards``: of the due-work index, as the poller reads them (``report.ended``).
+    """
+    ids, entries = ended(jobs, window, shards)
+    found = jobs.get_many(sorted(set(ids)), READ)
+    matched: list[Match] = []
+    done: list[Match] = []
+    in_window = 0
+    for job in found:
+        at = job.window_at()
+        if at is None or not window.since <= at <= window.until:
+            continue
+        in_window += 1
+        why = filters.why(job)
+        if why is None:
+            continue
+        match = Match(job.job_id, str(job.state), why, at)
+        (done if run in (job.replay_runs or ()) else matched).append(match)
+    return Plan(
+        run, window, filters, _ordered(matched), _ordered(done), in_window, entries, len(found)
+    )
+
+
+def _ordered(matches: list[Match]) -> list[Match]:
+    return sorted(matches, key=lambda match: (match.window_at, match.job_id))
+
+
+class Pace:
+    """A token bucket of one: at most ``rate`` calls of ``wait`` return a second."""
+
+    def __init__(
+        self,
+        rate: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._interval = 1 / rate
+        self._clock = clock
+        self._sleep = sleep
+        self._next: float | None = None
+
+    def wait(self) -> None:
+        now = self._clock()
+        if self._next is not None and now < self._next:
+            self._sleep(self._next - now)
+            now = self._next
+        self._next = now + self._interval
+
+
+@dataclass
+class Progress:
+    """What a run did so far; ``refused`` maps a job to the state its refused write found."""
+
+    total: int
+    replayed: list[str] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def handled(self) -> int:
+        return len(self.replayed) + len(self.already) + len(self.refused)
+
+
+def replay_all(
+    jobs: JobsTable,
+    queue: JobQueue,
+    found: Plan,
+    reason: str,
+    pace: Pace,
+    progress: Progress,
+    on_each: Callable[[Progress], None] = lambda _: None,
+    clock: Callable[[], float] = time.time,
+) -> Progress:
+    """Replay each job of ``found`` once, at ``pace``, counting each into ``progress``.
+
+    As the single replay: the conditional write first, then the queue; should
+    the send fail, the job is owed and the sweeper queues it. A write refused
+    is read back (strongly consistent) only to say why: this run replayed the
+    job already (another copy of the run got there first), or it is no longer
+    finished (replayed by someone else, or gone).
+    """
+    for match in found.matched:
+        pace.wait()
+        now = int(clock())
+        if jobs.request_replay(
+            match.job_id, now, now + DEFAULT_SWEEP_AFTER_SECONDS, reason, found.run
+        ):
+            queue.send(match.job_id)
+            progress.replayed.append(match.job_id)
+        else:
+            stored = jobs.get(match.job_id)
+            if stored is not None and found.run in (stored.replay_runs or ()):
+                progress.already.append(match.job_id)
+            else:
+                progress.refused[match.job_id] = str(stored.state) if stored else "absent"
+        on_each(progress)
+    return progress

@@ -1,0 +1,99 @@
+"""The incident playbook's pause on the local stack, over HTTP: a burst of Sume's
+deliveries while the worker is paused is all answered and stored, nothing is worked
+until ``resume``, then each job is worked once."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from devstack.stack import DevStack
+from sume.store.job import State
+from sume_cli.main import main
+from tests.builders import job_body, raw_of, signed_headers
+from tests.httpserver import LoopbackServer
+
+BURST = 24
+# Seconds the paused stack is watched for work it must not do: several of the
+# worker's one-second long polls, and of the poller's 0.3 s ticks.
+WATCH_SECONDS = 3
+
+
+def ops(stack: DevStack, *argv: str) -> int:
+    return main(["--endpoint-url", stack.endpoint_url, "--prefix", stack.prefix, *argv])
+
+
+def deliver(stack: DevStack, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    raw = raw_of(body)
+    request = urllib.request.Request(
+        stack.url, data=raw, headers=signed_headers(raw, [stack.signing_secret]), method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return answer.status, json.loads(answer.read())
+
+
+@pytest.fixture
+def paused_worker(stack: DevStack) -> Iterator[None]:
+    assert ops(stack, "pause", "worker", "--reason", "artifact origin down") == 0
+    try:
+        yield
+    finally:
+        # Whatever the test did, the package's other tests need their worker.
+        assert ops(stack, "resume", "worker") == 0
+
+
+def states(stack: DevStack, job_ids: list[str]) -> dict[str, str | None]:
+    jobs = stack.jobs()
+    return {job_id: getattr(jobs.get(job_id), "state", None) for job_id in job_ids}
+
+
+def test_a_burst_while_the_worker_is_paused_is_stored_and_worked_once_after_resume(
+    stack: DevStack, paused_worker: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job_ids = [f"job_pause_{uuid.uuid4().hex[:8]}_{n:02d}" for n in range(BURST)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda job_id: deliver(stack, job_body(job_id)), job_ids))
+    # Nothing Sume sends is refused or lost while paused.
+    assert answers == [(200, {"result": "new", "job_id": job_id}) for job_id in job_ids]
+    assert set(states(stack, job_ids).values()) == {State.RECEIVED}
+
+    time.sleep(WATCH_SECONDS)
+    assert set(states(stack, job_ids).values()) == {State.RECEIVED}
+    assert not any(stack.announced()[job_id] for job_id in job_ids)
+    capsys.readouterr()
+    assert ops(stack, "report") == 0
+    assert "paused: worker paused since " in capsys.readouterr().err
+
+    capsys.readouterr()
+    assert ops(stack, "resume", "worker") == 0
+    assert f"; {BURST} message(s) waiting in {stack.prefix}-jobs" in capsys.readouterr().out
+    while set(states(stack, job_ids).values()) != {State.PROCESSED}:
+        time.sleep(0.2)  # pytest's timeout bounds a hang
+    while sum(stack.announced()[job_id] for job_id in job_ids) < BURST:
+        time.sleep(0.2)
+    jobs = stack.jobs()
+    assert all(getattr(jobs.get(job_id), "attempts", None) == 1 for job_id in job_ids)
+    assert {stack.announced()[job_id] for job_id in job_ids} == {1}
+    assert ops(stack, "report", "--check") == 0
+
+
+def test_a_paused_poller_polls_no_status_url_until_resumed(stack: DevStack) -> None:
+    with LoopbackServer() as sume_api:
+        sume_api.route("/status", status=503)  # any answer: only the asking counts
+        assert ops(stack, "pause", "poller", "--reason", "Sume API down") == 0
+        try:
+            stack.expect(f"job_held_{uuid.uuid4().hex[:8]}", sume_api.url("/status"))
+            # Due after a second (E2E_TIMINGS), watched for three.
+            time.sleep(WATCH_SECONDS)
+            assert sume_api.hits["/status"] == 0, stack.journal.entries()[-5:]
+        finally:
+            assert ops(stack, "resume", "poller") == 0
+        while sume_api.hits["/status"] == 0:
+            time.sleep(0.1)

@@ -1,0 +1,223 @@
+"""``pause`` and ``resume`` against the local stack: the switches in moto, the record, and
+what ``status`` and ``report`` say while the work is paused."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from devstack import switches
+from devstack.resources import create_resources
+from devstack.stack import DevStack, DevStackSettings
+from devstack.switches import create_switches
+from sume_cli.context import new_session
+from sume_cli.main import main
+from tests.integration.test_cli import deploy_outputs, reset
+
+SECRET = "whsec_cli_pause"
+
+
+@pytest.fixture
+def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[DevStack]:
+    monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
+    settings = DevStackSettings(port=0, moto_port=0, signing_secret=SECRET, poller=False)
+    with DevStack(settings) as running:
+        yield running
+
+
+def cli(stack: DevStack, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(["--endpoint-url", stack.endpoint_url, "--prefix", stack.prefix, *argv])
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    return code, captured.out, captured.err
+
+
+def mapping_states(stack: DevStack) -> dict[str, str]:
+    """Each queue's mapping state, by the queue's name, as moto keeps it."""
+    states = {}
+    for mapping in stack.client("lambda").list_event_source_mappings()["EventSourceMappings"]:
+        queue = mapping["EventSourceArn"].rsplit(":", 1)[-1]
+        if queue.startswith(stack.prefix):
+            states[queue.removeprefix(stack.prefix + "-")] = mapping["State"]
+    return states
+
+
+def rule_state(stack: DevStack) -> str:
+    rule = stack.client("events").describe_rule(Name=f"{stack.prefix}-poller-schedule")
+    return str(rule["State"])
+
+
+def test_pause_the_worker_twice_then_resume_twice(stack, capsys):
+    code, out, _ = cli(stack, capsys, "pause", "worker", "--reason", "origin down, INC-7")
+    assert code == 0
+    assert "worker paused since " in out and ": origin down, INC-7; resume: " in out
+    assert "resume worker" in out
+    assert mapping_states(stack)["jobs"] == "Disabled"
+    # Intake goes on; the rest of the poller is untouched.
+    assert mapping_states(stack)["registrations"] == "Enabled"
+    assert rule_state(stack) == "ENABLED"
+    code, first, _ = cli(stack, capsys, "pause", "worker", "--reason", "x", "--json")
+    assert code == 0
+    told = json.loads(first)
+    assert (told["paused"], told["changed"], told["reason"]) == (True, [], "origin down, INC-7")
+
+    code, out, _ = cli(stack, capsys, "resume", "worker")
+    assert code == 0
+    assert out.startswith("worker resumed after 0m (origin down, INC-7); 0 message(s) waiting")
+    assert mapping_states(stack)["jobs"] == "Enabled"
+    code, out, _ = cli(stack, capsys, "resume", "worker")
+    assert (code, out) == (0, "worker is not paused: nothing to resume\n")
+
+
+def test_pausing_the_poller_stops_its_schedule_and_its_round_not_its_intake(stack, capsys):
+    code, out, _ = cli(stack, capsys, "pause", "poller", "--reason", "Sume API down")
+    assert code == 0, out
+    assert (rule_state(stack), mapping_states(stack)["poll-shards"]) == ("DISABLED", "Disabled")
+    assert mapping_states(stack)["registrations"] == "Enabled"
+    assert mapping_states(stack)["jobs"] == "Enabled"
+    code, out, _ = cli(stack, capsys, "resume", "poller", "--json")
+    assert code == 0
+    told = json.loads(out)
+    assert told["paused"] is False
+    assert [s["state"] for s in told["switches"]] == ["ENABLED", "Enabled"]
+    assert (rule_state(stack), mapping_states(stack)["poll-shards"]) == ("ENABLED", "Enabled")
+
+
+def test_status_and_report_say_what_is_paused_since_when_and_why(stack, capsys):
+    code, out, _ = cli(stack, capsys, "send-test", stack.url, "--job", "job_seen_held")
+    assert code == 0, out
+    code, out, err = cli(stack, capsys, "report", "--check")
+    assert (code, err.count("paused")) == (0, 0)
+
+    cli(stack, capsys, "pause", "worker", "--reason", "consumer broken")
+    code, out, err = cli(stack, capsys, "status", "job_seen_held")
+    assert code == 0
+    assert "job_seen_held" in out and "paused" not in out
+    assert "paused: worker paused since " in err and ": consumer broken; resume: " in err
+
+    code, out, err = cli(stack, capsys, "report", "--check")
+    assert code == 3
+    assert "paused: worker paused since " in err
+    assert "check failed: worker paused (next: sume-webhooks --endpoint-url" in err
+    code, out, _ = cli(stack, capsys, "report", "--output", "json")
+    body = json.loads(out)
+    assert body["problems"] == ["paused worker"]
+    (paused,) = body["paused"]
+    assert (paused["work"], paused["reason"]) == ("worker", "consumer broken")
+    assert paused["since"].endswith("Z") and paused["by"]
+
+    cli(stack, capsys, "resume", "worker")
+    code, out, err = cli(stack, capsys, "report", "--check")
+    assert (code, err.count("paused")) == (0, 0)
+
+
+def test_a_switch_turned_by_hand_is_seen_and_resumed(stack, capsys):
+    lambda_ = stack.client("lambda")
+    (mapping,) = [
+        m
+        for m in lambda_.list_event_source_mappings()["EventSourceMappings"]
+        if m["EventSourceArn"].endswith(f":{stack.prefix}-jobs")
+    ]
+    lambda_.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
+    code, _, err = cli(stack, capsys, "report")
+    assert code == 0
+    assert "worker paused by hand (no record of when or why)" in err
+    code, out, _ = cli(stack, capsys, "resume", "worker")
+    assert code == 0
+    assert out.startswith("worker resumed (it was paused by hand, no record of when or why)")
+
+    # Resumed by hand, with the record still there: resume says so and removes it.
+    cli(stack, capsys, "pause", "worker", "--reason", "planned")
+    lambda_.update_event_source_mapping(UUID=mapping["UUID"], Enabled=True)
+    code, _, err = cli(stack, capsys, "report")
+    assert "paused" not in err
+    code, out, _ = cli(stack, capsys, "resume", "worker")
+    assert out.startswith("worker was running already (resumed by hand): removed its pause record")
+    code, out, _ = cli(stack, capsys, "pause", "worker", "--reason", "again", "--json")
+    assert json.loads(out)["reason"] == "again"
+    cli(stack, capsys, "resume", "worker")
+
+    # A record not as the CLI writes it is named, not guessed from.
+    name = f"/{stack.prefix}/paused/worker"
+    stack.client("ssm").put_parameter(Name=name, Value="{not json", Type="String")
+    lambda_.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
+    code, _, err = cli(stack, capsys, "report")
+    assert f"worker paused since ? by unknown: unreadable record {name}; resume: " in err
+    assert cli(stack, capsys, "resume", "worker")[0] == 0
+    assert stack.client("ssm").get_parameters(Names=[name])["Parameters"] == []
+
+
+USAGE_ERRORS = [
+    (["pause", "worker"], "the following arguments are required: --reason"),
+    (["pause", "receiver", "--reason", "x"], "invalid choice: 'receiver'"),
+    (["pause", "worker", "--reason", "   "], "--reason: say why"),
+    (["pause", "worker", "--reason", "x" * 2000], "--reason: at most"),
+    (["resume"], "the following arguments are required: WORK"),
+]
+
+
+def test_usage_errors_exit_2_and_turn_nothing(stack, capsys):
+    for argv, says in USAGE_ERRORS:
+        code, _, err = cli(stack, capsys, *argv)
+        assert (code, says in err) == (2, True), (argv, err)
+    assert set(mapping_states(stack).values()) == {"Enabled"}
+    assert rule_state(stack) == "ENABLED"
+
+
+def test_a_stack_without_the_switches_is_a_one_line_error(stack, capsys):
+    lambda_: Any = stack.client("lambda")
+    for mapping in lambda_.list_event_source_mappings()["EventSourceMappings"]:
+        if mapping["EventSourceArn"].endswith(f":{stack.prefix}-jobs"):
+            lambda_.delete_event_source_mapping(UUID=mapping["UUID"])
+    code, _, err = cli(stack, capsys, "pause", "worker", "--reason", "x")
+    assert code == 1
+    assert err.startswith("sume-webhooks: no event source mapping reads ")
+    assert err.count("\n") == 1
+    code, _, err = cli(stack, capsys, "report")
+    assert code == 0
+    assert "could not tell whether the work is paused: no event source mapping" in err
+
+
+def test_a_deployed_stage_is_paused_through_its_stack_outputs(
+    moto_server: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    # The stage's stack as CloudFormation describes it; the switches found from its
+    # queues, the record named after the stack.
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
+    monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
+    reset(moto_server)  # the session's server: other tests' resources, and ours after
+    request.addfinalizer(lambda: reset(moto_server))
+    switches.install()
+    session = new_session()
+    names = create_resources(session, prefix="stage-qa", endpoint_url=moto_server)
+    create_switches(
+        lambda service: session.client(service, endpoint_url=moto_server), names, "stage-qa"
+    )
+    deploy_outputs(moto_server, "qa", names, "https://hooks.example/webhooks/sume")
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main(["--stage", "qa", *argv])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    code, out, _ = run("pause", "poller", "--reason", "Sume API down")
+    assert code == 0, out
+    assert out.endswith("; resume: sume-webhooks --stage qa resume poller\n")
+    ssm = session.client("ssm", endpoint_url=moto_server)
+    record = json.loads(
+        ssm.get_parameter(Name="/SumeWebhooks-qa/paused/poller")["Parameter"]["Value"]
+    )
+    assert record["reason"] == "Sume API down"
+    code, _, err = run("report", "--check")
+    assert code == 3
+    assert "poller paused (next: sume-webhooks --stage qa resume poller)" in err
+    assert run("resume", "poller")[0] == 0
+    assert ssm.get_parameters(Names=["/SumeWebhooks-qa/paused/poller"])["Parameters"] == []
