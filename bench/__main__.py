@@ -24,6 +24,8 @@ from bench import (  # noqa: E402
     cost_section,
     cpu,
     indexes,
+    jobcost,
+    jobpaths,
     throughput,
 )
 from bench.report import Targets, machine, table, verdict  # noqa: E402
@@ -59,7 +61,7 @@ QUICK = Size(
     capacity.QUICK_ITEMS,
     capacity.QUICK_WINDOW_SECONDS,
 )
-SECTIONS = ("calls", "cpu", "cold", "throughput", "artifacts", "poller", "indexes")
+SECTIONS = ("calls", "cpu", "cold", "throughput", "artifacts", "poller", "indexes", "jobs")
 
 
 def progress(started: float, what: str) -> None:
@@ -146,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     if "indexes" in chosen:
         progress(started, "8. index writes per job (moto in-process)")
         indexes.render(indexes.measure(), targets)
+    if "jobs" in chosen:
+        progress(started, "9. cost per million jobs, per path (moto in-process)")
+        runs, empty_round = jobpaths.measure()
+        jobcost.render_section(runs, empty_round, targets)
     if args.profile:
         print("## cProfile: ours, new deliveries (own time)\n\n```")
         print(cpu.profile("ours", "new", size.cpu_batch))

@@ -17,39 +17,64 @@ receiver alike.
 
 from __future__ import annotations
 
+import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from bench import cost
 from bench.calls import handler_modules, lambda_runtime_env
 from bench.env import STUB_NAMES
 from bench.report import Targets, paired_difference, table
 from bench.runtime import python
+from infra.spec import RECEIVER_MEMORY_MB
 
+# What a variant runs before the clock starts (``setup``, then this line, then
+# what is timed): a snapshot's part of the work.
+CLOCK = "\n# clock\n"
 # The guard is set before the clock starts: a probe never leaves loopback.
-PROBE = """
+PROBE = f"""
 import sys, time
+CLOCK = {CLOCK!r}
 from bench.env import forbid_network
 forbid_network()
+setup, _, code = sys.argv[1].rpartition(CLOCK)
+exec(setup)
 wall, cpu = time.perf_counter(), time.process_time()
-exec(sys.argv[1])
+exec(code)
 print((time.process_time() - cpu) * 1000, (time.perf_counter() - wall) * 1000)
 """
 
 FLOOR = "floor: boto3, 3 clients, 1 secret read"
 RECEIVER_FIRST_USE = "receiver + what its first delivery builds and reads"
 
+FLOOR_IMPORTS = "import boto3\nfrom bench.secretstub import answer_secrets\n"
+FLOOR_BUILDS = (
+    "s = boto3.session.Session()\n"
+    "s.client('dynamodb'); s.client('sqs'); sm = s.client('secretsmanager')\n"
+    "answer_secrets(sm)\n"
+    "secret = sm.get_secret_value(SecretId='sume-bench')['SecretString']\n"
+    "assert secret == 'whsec_bench_cold_start'"
+)
+RECEIVER_IMPORTS = (
+    "import receiver\n"
+    "from sume.core import aws\n"
+    "from sume.receiving.settings import ReceiverSettings\n"
+    "from sume.receiving.compose import build_signing_secrets\n"
+    "from sume.store.compose import build_intake\n"
+    "from bench.secretstub import answer_secrets\n"
+)
+RECEIVER_BUILDS = (
+    "settings = ReceiverSettings.from_env()\n"
+    "build_intake(settings)\n"
+    "secrets = build_signing_secrets(settings)\n"
+    "answer_secrets(aws.client('secretsmanager'))\n"
+    "assert secrets.current() == (b'whsec_bench_cold_start',)"
+)
 # What each measured variant runs in the fresh process.
 VARIANTS: dict[str, str] = {
     "import boto3": "import boto3",
-    FLOOR: (
-        "import boto3\n"
-        "from bench.secretstub import answer_secrets\n"
-        "s = boto3.session.Session()\n"
-        "s.client('dynamodb'); s.client('sqs'); sm = s.client('secretsmanager')\n"
-        "answer_secrets(sm)\n"
-        "secret = sm.get_secret_value(SecretId='sume-bench')['SecretString']\n"
-        "assert secret == 'whsec_bench_cold_start'"
-    ),
+    FLOOR: FLOOR_IMPORTS + FLOOR_BUILDS,
     "Powertools Logger, Metrics, Tracer": (
         "from aws_lambda_powertools import Logger, Metrics, Tracer\n"
         "Logger(service='b'); Metrics(namespace='b', service='b'); Tracer(service='b')"
@@ -62,25 +87,72 @@ VARIANTS: dict[str, str] = {
     "import receiver": "import receiver",
     # The receiver builds its settings, clients and secret provider on the
     # first delivery, and reads the secret: a cold start pays all of it.
-    RECEIVER_FIRST_USE: (
-        "import receiver\n"
-        "from sume.core import aws\n"
-        "from sume.receiving.settings import ReceiverSettings\n"
-        "from sume.receiving.compose import build_signing_secrets\n"
-        "from sume.store.compose import build_intake\n"
-        "from bench.secretstub import answer_secrets\n"
-        "settings = ReceiverSettings.from_env()\n"
-        "build_intake(settings)\n"
-        "secrets = build_signing_secrets(settings)\n"
-        "answer_secrets(aws.client('secretsmanager'))\n"
-        "assert secrets.current() == (b'whsec_bench_cold_start',)"
-    ),
+    RECEIVER_FIRST_USE: RECEIVER_IMPORTS + RECEIVER_BUILDS,
 }
+# Under SnapStart the imports are in the snapshot and the first delivery after a
+# restore builds the rest (the receiver builds nothing at import): the same
+# pair, with the imports before the clock.
+RESTORED_FLOOR = FLOOR_IMPORTS + CLOCK + FLOOR_BUILDS
+RESTORED_RECEIVER = RECEIVER_IMPORTS + CLOCK + RECEIVER_BUILDS
+
+
+# The target's pair (floor, receiver's first use) runs until the median of
+# their paired differences is known to within +/- HALF_WIDTH_MS (a 95 %
+# distribution-free interval), so that two runs of the bench agree within
+# 2 x HALF_WIDTH_MS; at least MIN_PAIRS, at most MAX_PAIRS.
+MIN_PAIRS = 30
+MAX_PAIRS = 150
+HALF_WIDTH_MS = 4.0
+Z_95 = 1.96
+
+
+def median_interval(values: Sequence[float]) -> tuple[float, float]:
+    """A 95 % confidence interval of the median, from order statistics (no distribution assumed)."""
+    ordered = sorted(values)
+    n = len(ordered)
+    spread = Z_95 * math.sqrt(n) / 2
+    low = max(0, math.floor(n / 2 - spread) - 1)
+    high = min(n - 1, math.ceil(n / 2 + spread))
+    return ordered[low], ordered[high]
+
+
+def quartiles(values: Sequence[float]) -> tuple[float, float]:
+    q = statistics.quantiles(values, n=4)
+    return q[0], q[2]
+
+
+@dataclass
+class Gap:
+    """The target's figure: receiver's first use less the floor, paired run by run."""
+
+    floor_ms: list[float] = field(default_factory=list)
+    receiver_ms: list[float] = field(default_factory=list)
+
+    @property
+    def differences(self) -> list[float]:
+        return [r - f for r, f in zip(self.receiver_ms, self.floor_ms, strict=True)]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.differences)
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return median_interval(self.differences)
+
+    def settled(self) -> bool:
+        if len(self.floor_ms) < MIN_PAIRS:
+            return False
+        low, high = self.interval
+        return (high - low) / 2 <= HALF_WIDTH_MS
 
 
 @dataclass
 class ColdReport:
     runs: int
+    gap: Gap = field(default_factory=Gap)
+    restored: Gap = field(default_factory=Gap)
+    """The same pair with the imports in a snapshot (SnapStart): what a restore leaves."""
     ms: dict[str, list[float]] = field(default_factory=dict)
     """CPU ms per run."""
     wall_ms: dict[str, list[float]] = field(default_factory=dict)
@@ -154,13 +226,39 @@ def measure(runs: int) -> ColdReport:
             report.wall_ms.setdefault(name, []).append(wall)
         for name in ("import receiver", RECEIVER_FIRST_USE):
             report.tracer_off_ms.setdefault(name, []).append(_once(chosen[name], off)[0])
+    measure_gap(report.gap, chosen[FLOOR], chosen[RECEIVER_FIRST_USE], on)
+    for code in (RESTORED_FLOOR, RESTORED_RECEIVER):
+        _once(code, on)
+    measure_gap(report.restored, RESTORED_FLOOR, RESTORED_RECEIVER, on)
     packages, modules = importtime("import receiver", on)
     report.heaviest = packages[:10]
     report.heaviest_modules = modules[:12]
     return report
 
 
-IMPORT_MARGIN_MS = 60.0
+def measure_gap(gap: Gap, floor: str, ours: str, env: dict[str, str]) -> None:
+    """A pair, interleaved, until its median is known (``Gap.settled``)."""
+    while not gap.settled() and len(gap.floor_ms) < MAX_PAIRS:
+        gap.floor_ms.append(_once(floor, env)[0])
+        gap.receiver_ms.append(_once(ours, env)[0])
+
+
+IMPORT_MARGIN_MS = 30.0
+
+
+def render_gap(gap: Gap, what: str = "Receiver's first use less the floor") -> str:
+    diffs = gap.differences
+    low, high = gap.interval
+    q1, q3 = quartiles(diffs)
+    return (
+        f"{what}, {len(diffs)} fresh-process pairs (interleaved; "
+        f"more are run until the median's 95 % interval is within +/- {HALF_WIDTH_MS:.0f} ms, "
+        f"{MIN_PAIRS} to {MAX_PAIRS}): median **{gap.median:+.0f} ms CPU**, 95 % interval "
+        f"{low:+.0f} to {high:+.0f}, quartiles {q1:+.0f} / {q3:+.0f}, range "
+        f"{min(diffs):+.0f} to {max(diffs):+.0f}; floor median "
+        f"{statistics.median(gap.floor_ms):.0f} ms, receiver median "
+        f"{statistics.median(gap.receiver_ms):.0f} ms."
+    )
 
 
 def render(report: ColdReport, targets: Targets) -> None:
@@ -206,11 +304,23 @@ def render(report: ColdReport, targets: Targets) -> None:
             [(m, f"{a:.0f}", f"{b:.0f}") for m, a, b in report.heaviest_modules],
         )
     )
-    gap = paired_difference(report.ms[RECEIVER_FIRST_USE], floor)
+    print(f"\n{render_gap(report.gap)}\n")
+    restored = "As restored by SnapStart (imports in the snapshot, both timed from the first use)"
+    print(f"{render_gap(report.restored, restored)}\n")
+    month, per_million = cost.snapstart(RECEIVER_MEMORY_MB)
+    print(
+        f"SnapStart at the receiver's {RECEIVER_MEMORY_MB} MB (not enabled): {month:.2f} USD a "
+        f"month per published version cached, {per_million:.2f} USD per million restores "
+        "(one per new container), plus the billed restore duration (the runtime's load and "
+        "any after-restore hook) and the init at publish.\n"
+    )
+    gap = report.gap.median
     off = paired_difference(report.tracer_off_ms[RECEIVER_FIRST_USE], floor)
+    low, high = report.gap.interval
     targets.add(
         f"receiver cold start within {IMPORT_MARGIN_MS:.0f} ms of floor (import + first use)",
-        f"{gap:+.0f} ms CPU with the Tracer ({off:+.0f} ms without)",
+        f"{gap:+.0f} ms CPU ({low:+.0f} to {high:+.0f}, {len(report.gap.floor_ms)} pairs) "
+        f"with the Tracer ({off:+.0f} ms without, {report.runs} runs)",
         gap <= IMPORT_MARGIN_MS,
     )
     print()

@@ -9,7 +9,13 @@ on-demand $0.625 per million write request units (after the November 2024
 halving; one WRU per started KB of the larger of the item before and after
 the write, and a failed conditional write still consumes WRUs for the size of
 the existing item, at least one); SQS standard $0.40 per million requests
-(one per started 64 KB); S3 PUT $0.005 per thousand.
+(one per started 64 KB); S3 PUT $0.005 per thousand, GET $0.0004 per thousand;
+EventBridge custom events $1.00 per million (one per started 64 KB);
+Secrets Manager $0.05 per 10,000 API calls; DynamoDB on-demand $0.125 per
+million read request units (one per started 4 KB strongly consistent, half
+eventually consistent). Lambda SnapStart (Python 3.12+), as the Lambda pricing
+page lists it for us-east-1: $0.0000015046 per GB-second a published version's
+snapshot is cached (at least 3 hours), $0.0001397998 per GB restored.
 
 Lambda duration is modelled, not measured in AWS: the CPU time measured here
 scaled by the CPU share Lambda grants at the configured memory (a full vCPU
@@ -31,10 +37,17 @@ LAMBDA_GB_SECOND = 0.0000133334
 DDB_WRU_PER_M = 0.625
 SQS_REQUEST_PER_M = 0.40
 S3_PUT_PER_M = 5.00
+S3_GET_PER_M = 0.40
+EVENTS_PER_M = 1.00
+SECRETS_CALL_PER_M = 5.00
+SNAPSTART_CACHE_GB_SECOND = 0.0000015046
+SNAPSTART_RESTORE_GB = 0.0001397998
 
 FULL_VCPU_MB = 1769
-LATENCY_MS = {"dynamodb": 5.0, "sqs": 8.0, "s3": 25.0, "secretsmanager": 15.0}
+LATENCY_MS = {"dynamodb": 5.0, "sqs": 8.0, "s3": 25.0, "secretsmanager": 15.0, "events": 10.0}
 """Typical in-region round trip per call, an assumption of the model."""
+HTTP_LATENCY_MS = 100.0
+"""One request to Sume (a status poll, a small artifact's download): an assumption."""
 
 
 def wru(size_bytes: int) -> int:
@@ -165,3 +178,9 @@ def failover_fixed_month(memory_mb: int, probe_cpu_us: float = 1000.0) -> FixedM
         health_probes=probes / 1e6 * probe_per_m,
         second_region=REGION_ALARMS * ALARM_MONTH + DASHBOARD_MONTH + REGION_SECRETS * SECRET_MONTH,
     )
+
+
+def snapstart(memory_mb: int) -> tuple[float, float]:
+    """(USD a month one published version's snapshot is cached, USD per million restores)."""
+    gb = memory_mb / 1024
+    return gb * MONTH_S * SNAPSTART_CACHE_GB_SECOND, gb * SNAPSTART_RESTORE_GB * 1e6

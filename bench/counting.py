@@ -42,12 +42,19 @@ class CallCounter:
             ("before-call.*.*", self.on_call),
             ("creating-client-class", self.on_client),
         ]
-        handlers.BUILTIN_HANDLERS.extend(specs)
-        try:
+        with builtin_handlers(specs):
             yield self
-        finally:
-            for spec in specs:
-                handlers.BUILTIN_HANDLERS.remove(spec)
+
+
+@contextmanager
+def builtin_handlers(specs: list[tuple[str, Callable[..., None]]]) -> Iterator[None]:
+    """``specs`` registered on every botocore session made inside the block."""
+    handlers.BUILTIN_HANDLERS.extend(specs)
+    try:
+        yield
+    finally:
+        for spec in specs:
+            handlers.BUILTIN_HANDLERS.remove(spec)
 
 
 def short(calls: list[str]) -> str:

@@ -146,6 +146,15 @@ def test_cold_start_floor_and_receiver_each_read_the_secret():
         assert cpu_ms > 0 and wall_ms > 0
 
 
+def test_a_restored_variant_runs_its_imports_before_the_clock_and_its_first_use_after():
+    env = coldstart._env()
+    # What is timed finds the imports done (a snapshot's part), and reads the secret.
+    done = coldstart.RECEIVER_IMPORTS + coldstart.CLOCK + "assert 'receiver' in sys.modules"
+    assert coldstart._once(done, env)[0] >= 0
+    for code in (coldstart.RESTORED_FLOOR, coldstart.RESTORED_RECEIVER):
+        assert coldstart._once(code, env)[0] > 0
+
+
 def bench(*args):
     return subprocess.run(
         [sys.executable, "-m", "bench", *args],

@@ -383,6 +383,30 @@ def test_a_retry_after_a_crash_does_not_download_stored_artifacts_again(world, s
     assert len(world.announcements()) == 1
 
 
+def test_the_last_artifact_s_record_rides_on_the_settle(world, server, local_urls):
+    urls = [server.route(f"/w/{i}.bin", body=bytes([i]) * 100) for i in range(3)]
+    job_id = deliver(job_body(artifacts=urls))
+    updates = []
+
+    def clients(service, patient=False):
+        client = boto3.client(service)
+        if service == "dynamodb":
+            client.meta.events.register(
+                "before-parameter-build.dynamodb.UpdateItem",
+                lambda params, **_: updates.append(params["UpdateExpression"]),
+            )
+        return client
+
+    result = build_worker(WorkerSettings.from_env(), clients).process(job_id)
+
+    assert result.action is Action.PROCESSED
+    # Claim, a progress write between copies (not after the last), settle, finish.
+    assert len(updates) == 5
+    assert updates.count("SET artifacts = :artifacts") == 2
+    assert [a["source_url"] for a in world.item(job_id).artifacts] == urls
+    assert len(world.announcements()) == 1
+
+
 def test_gives_up_after_max_attempts_with_an_announced_processing_error(
     world, server, local_urls, monkeypatch
 ):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sume.contract.envelope import TERMINAL_EVENTS, JobEvent
@@ -44,6 +44,10 @@ class Announced:
             artifact_count=int(stored.get("artifact_count", 0)),
             gave_up=stored.get("gave_up") is True,
         )
+
+    def failed(self, problem: dict[str, str]) -> Announced:
+        """This ending, turned into the processing error ``problem``."""
+        return replace(self, result="processing_error", processing_error=problem)
 
     def as_item(self) -> dict[str, Any]:
         return {

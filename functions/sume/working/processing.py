@@ -313,7 +313,7 @@ class JobProcessor:
         except Problem as exc:
             problem = exc.details
         except InvalidWrite as exc:
-            problem = noted("write_refused", f"DynamoDB refused the job's progress: {exc}")
+            problem = Progress.refused(exc)
         return self._close(job, claim_id, Ending.of(event, job), progress, problem)
 
     def _give_up(self, job: Job, claim_id: str, progress: Progress, last_error: str) -> JobResult:
@@ -391,8 +391,8 @@ class JobProcessor:
             progress.artifacts.append({**stored.as_record(), "stored_at": self._now()})
             progress.copied += 1
             progress.bytes += stored.size
-            # After each artifact, so a retry after a crash skips what is stored.
-            if not self._jobs.save_progress(job_id, claim_id, progress.on_item()):
+            last = position == len(urls) - 1  # its record rides on the settle that follows
+            if not last and not self._jobs.save_progress(job_id, claim_id, progress.on_item()):
                 raise ClaimLost
 
     def _close(
@@ -418,7 +418,9 @@ class JobProcessor:
         )
         try:
             settled = self._jobs.settle(job_id, claim_id, announced.as_item(), progress.on_item())
-        except InvalidWrite:
+        except InvalidWrite as exc:
+            if problem is None and progress.copied:  # its last records rode on it (_attempt)
+                announced = announced.failed(Progress.refused(exc))
             settled = self._jobs.settle(job_id, claim_id, announced.as_item(), None)
         if not settled:
             raise ClaimLost

@@ -7,6 +7,7 @@ from typing import Any
 
 from sume.store.job import Job, JobAttr
 from sume.store.sizing import MAX_ITEM_BYTES, plain_item_size, plain_size
+from sume.working.failures import noted
 
 # Kept free on the item for what the finish and a release add besides artifact
 # records: Sume's error text (16 KiB), a processing error and a last error.
@@ -29,6 +30,11 @@ class Progress:
     def of(cls, job: Job) -> Progress:
         records = [r for r in job.artifacts or [] if isinstance(r, dict)]
         return cls(room_for_records(job), earlier=records)
+
+    @staticmethod
+    def refused(exc: BaseException) -> dict[str, str]:
+        """The processing error of records DynamoDB refused (the item would grow too large)."""
+        return noted("write_refused", f"DynamoDB refused the job's progress: {exc}")
 
     def records(self) -> list[dict[str, Any]]:
         """Every artifact stored: this attempt's, then those of earlier ones not replaced."""

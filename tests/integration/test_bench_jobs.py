@@ -1,0 +1,74 @@
+"""The per-job cost's paths on moto: each runs to its ending, and what is priced was counted.
+
+No price or timing is asserted here; those live in ``make bench``.
+"""
+
+from collections import Counter
+
+import pytest
+
+from bench import jobcost, jobpaths
+from bench.report import Targets
+
+ENDINGS = {
+    "registered, never found: lost": "lost",
+}
+
+
+@pytest.fixture(scope="module")
+def measured():
+    return jobpaths.measure()
+
+
+def test_every_path_runs_to_its_ending(measured):
+    runs, _ = measured
+    assert [r.label for r in runs] == list(jobpaths.PATHS)
+    for run in runs:
+        assert run.ending == ENDINGS.get(run.label, "processed"), run.label
+
+
+def test_every_job_with_work_reaches_the_worker_through_its_event_source(measured):
+    runs, _ = measured
+    for run in runs:
+        functions = run.requests()
+        if run.label.startswith("a duplicate"):
+            assert functions == Counter({"receiver": 1})
+            continue
+        # The lost job's announcement goes through the worker too.
+        assert functions["worker"] == 1, run.label
+        assert run.esm_requests.count("sqs.ReceiveMessage") >= 1
+
+
+def test_a_round_the_job_is_due_in_costs_it_only_its_poll(measured):
+    runs, empty = measured
+    assert empty.requests()["poller"] >= 2  # the tick and its runs
+    found = jobcost.price(
+        runs[jobpaths.PATHS.index("registered, found by a status poll (2 artifacts)")]
+    )
+    assert found.ours.requests == Counter({"worker": 1}), found.ours.requests
+    assert found.ours.calls["dynamodb.Query"] == 0, found.ours.calls
+    assert found.ours.calls["sqs.SendMessage"] == 1, found.ours.calls
+
+
+def test_a_webhook_with_artifacts_makes_no_call_beyond_the_floor_s(measured):
+    runs, _ = measured
+    for label in ("webhook, 0 artifacts", "webhook, 2 artifacts"):
+        priced = jobcost.price(runs[jobpaths.PATHS.index(label)])
+        assert jobcost.beyond(priced) == Counter(), label
+
+
+def test_the_large_event_is_kept_in_s3_and_read_from_there(measured):
+    runs, _ = measured
+    large = runs[jobpaths.PATHS.index("large event, 300 KiB (body in S3, 2 artifacts)")]
+    calls = large.calls()
+    assert calls["s3.PutObject"] == 3 and calls["s3.GetObject"] == 1
+
+
+def test_the_section_renders_every_path_and_its_target(measured, capsys):
+    runs, empty = measured
+    targets = Targets([])
+    jobcost.render_section(runs, empty, targets)
+    out = capsys.readouterr().out
+    for label in jobpaths.PATHS:
+        assert label in out
+    assert [t for t, _, _ in targets.rows] == ["every job path within 1.15x of its floor"]

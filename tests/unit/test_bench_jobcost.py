@@ -1,0 +1,109 @@
+"""The per-job cost's pieces: pricing, the floor's steps, the cold start's interval, by hand."""
+
+from collections import Counter
+
+import pytest
+
+from bench import coldstart, cost, jobcost, jobfloor, jobpaths
+from bench.jobmeter import Units, read_units
+from bench.jobpaths import Invocation, PathRun
+
+
+def test_each_line_of_a_bill_is_its_count_times_its_price():
+    bill = jobcost.Bill(
+        api=1,
+        requests=Counter({"receiver": 1, "worker": 1}),
+        billed_ms={"worker": 1000.0},
+        wru=3,
+        index_wru=2,
+        rru=4,
+        calls=Counter(
+            {
+                "sqs.SendMessage": 1,
+                "sqs.ReceiveMessage": 1,
+                "events.PutEvents": 1,
+                "s3.PutObject": 2,
+                "s3.GetObject": 1,
+                "secretsmanager.GetSecretValue": 1,
+                "dynamodb.UpdateItem": 3,
+            }
+        ),
+    )
+    lines = bill.lines()
+    assert lines["API"] == 1.00
+    assert lines["Lambda requests"] == pytest.approx(0.40)
+    # One second at the worker's 1024 MB: one GB-second a job.
+    assert lines["Lambda duration"] == pytest.approx(cost.LAMBDA_GB_SECOND * 1e6)
+    assert lines["DynamoDB writes"] == pytest.approx(3 * 0.625)
+    assert lines["index writes"] == pytest.approx(2 * 0.625)
+    assert lines["DynamoDB reads"] == pytest.approx(4 * 0.125)
+    assert lines["SQS"] == pytest.approx(2 * 0.40)
+    assert lines["EventBridge"] == 1.00
+    assert lines["S3"] == pytest.approx(2 * 5.00 + 0.40)
+    assert lines["Secrets Manager"] == pytest.approx(5.00)
+    assert bill.total() == pytest.approx(sum(lines.values()))
+
+
+def test_billed_ms_scales_cpu_to_the_memory_s_share_and_adds_each_wait():
+    # 10 ms CPU at 512 MB is 10 x 1769 / 512 = 34.6 ms, plus DynamoDB 5, SQS 8, one Sume request.
+    assert jobcost.billed_ms("receiver", 10.0, ["dynamodb.UpdateItem", "sqs.SendMessage"], 1) == 148
+
+
+def test_the_floor_of_a_worker_run_writes_a_progress_between_copies_only():
+    assert jobfloor.table_writes(jobfloor.work(0)) == 3
+    assert jobfloor.table_writes(jobfloor.work(2)) == 4
+    assert jobfloor.table_writes(jobfloor.work(3)) == 5
+    calls = Counter(s.call for s in jobfloor.work(2, large=True))
+    assert calls["s3.PutObject"] == 2 and calls["s3.GetObject"] == 1
+    assert set(jobfloor.FLOORS) == set(jobpaths.PATHS)
+    assert jobfloor.hand_offs(jobfloor.FLOORS["registered, never found: lost"]) == 0
+
+
+def test_a_write_is_a_write_whatever_its_verb_when_ours_is_set_beside_the_floor():
+    calls = Counter({"dynamodb.PutItem": 1, "dynamodb.UpdateItem": 2, "sqs.SendMessage": 1})
+    assert jobcost.as_writes(calls) == Counter({"dynamodb.write": 3, "sqs.SendMessage": 1})
+
+
+def _invocation(function, cpu, calls):
+    return Invocation(function, cpu, calls, 0)
+
+
+def test_a_job_found_by_a_poll_pays_its_round_less_an_empty_round():
+    empty = PathRun("empty")
+    empty.invocations = [_invocation("poller", 20.0, ["dynamodb.Query"] * 16)]
+    empty.units = Units(wru=32, rru=16.0, writes=32)
+    run = PathRun(jobpaths.PATHS[3], round=empty)
+    run.invocations = [
+        _invocation("poller", 25.0, ["dynamodb.Query"] * 16 + ["dynamodb.UpdateItem"]),
+        _invocation("worker", 50.0, ["dynamodb.UpdateItem"]),
+    ]
+    run.units = Units(wru=35, rru=16.0, writes=34)
+    bill, cpu, writes = jobcost.ours(run)
+    assert bill.requests == Counter({"worker": 1})
+    assert bill.calls == Counter({"dynamodb.UpdateItem": 2})
+    assert (bill.wru, bill.rru, writes) == (3, 0.0, 2)
+    assert cpu == {"poller": 5.0, "worker": 50.0}
+
+
+def test_read_units_per_started_4_kb_and_half_when_eventually_consistent():
+    item = {"job_id": {"S": "j"}, "body": {"S": "x" * 5000}}
+    assert read_units([item], consistent=True) == 2
+    assert read_units([item], consistent=False) == 1.0
+    assert read_units([], consistent=False) == 0.5
+
+
+def test_the_median_s_interval_narrows_as_pairs_come_in():
+    low, high = coldstart.median_interval(list(range(100)))
+    assert low < 50 < high
+    assert (high - low) < 25
+    assert coldstart.median_interval([5.0] * 30) == (5.0, 5.0)
+
+
+def test_the_gap_is_settled_only_with_enough_pairs_and_a_narrow_interval():
+    gap = coldstart.Gap([100.0] * 10, [130.0] * 10)
+    assert not gap.settled()
+    gap = coldstart.Gap([100.0] * coldstart.MIN_PAIRS, [130.0] * coldstart.MIN_PAIRS)
+    assert gap.settled() and gap.median == 30.0
+    spread = [float(i % 40) for i in range(coldstart.MIN_PAIRS)]
+    gap = coldstart.Gap([0.0] * coldstart.MIN_PAIRS, spread)
+    assert not gap.settled()
