@@ -35,7 +35,7 @@ class _Api(BaseHTTPRequestHandler):
 def api(state: dict[str, int], port: int = 0) -> LoopbackHTTPServer:
     server = LoopbackHTTPServer(_Api, state, port=port)
     server.allow_reuse_address = True
-    return server.start()
+    return server
 
 
 def wait_for(failover: Failover, url: str, bound: float = 30.0) -> bool:
@@ -47,7 +47,7 @@ def wait_for(failover: Failover, url: str, bound: float = 30.0) -> bool:
 
 def test_fails_over_when_the_primary_stops_answering_and_back_when_it_returns() -> None:
     state = {"health": 200}
-    server = api(state)
+    server = api(state).start()
     port = server.port
     primary = server.url(WEBHOOK_PATH)
     with Failover(primary, SECONDARY, interval_seconds=0.02, threshold=3) as dns:
@@ -59,7 +59,7 @@ def test_fails_over_when_the_primary_stops_answering_and_back_when_it_returns() 
         assert wait_for(dns, SECONDARY)
         assert dns.failed_over_at is not None
 
-        server = api(state, port)
+        server = api(state, port).start()
         try:
             assert wait_for(dns, primary)
         finally:
