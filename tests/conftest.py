@@ -43,12 +43,12 @@ botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)
 
 import pytest  # noqa: E402
 
-# `make test` runs the suite on two workers with `--dist loadgroup`. A tier
-# whose fixtures cost seconds and are shared by the whole tier (infra's one
-# synth, e2e's one local stack) is one group, so it is built once, on one
-# worker; every other test file is a group of its own, as `--dist loadfile`
-# would make it, so module fixtures are built once too.
-_ONE_GROUP_TIERS = ("infra", "e2e")
+# `make test` runs the suite on two workers with `--dist loadgroup`. The infra tier
+# shares one synth (seconds of CPU) and is one group, so it is built once, on one
+# worker; every other test file is a group of its own, as `--dist loadfile` would make
+# it, so module fixtures are built once too. e2e's local stack is a package fixture:
+# one per worker that runs e2e files, which costs less than one worker running them all.
+_ONE_GROUP_TIERS = ("infra",)
 
 
 @pytest.hookimpl(tryfirst=True)
