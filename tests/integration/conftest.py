@@ -26,6 +26,8 @@ from moto import mock_aws
 
 from devstack import moto_atomic, moto_limits
 from devstack.resources import create_resources, environment
+from devstack.settings import DevStackSettings
+from devstack.stack import DevStack
 from infra.spec import ResourceNames
 from sume.core import runtime
 from tests.builders import SECRET
@@ -102,6 +104,9 @@ def lambda_environment(monkeypatch: pytest.MonkeyPatch, names: ResourceNames) ->
     runtime.reset()
 
 
+# The local stack's signing secret in the CLI's tests.
+LOCAL_SECRET = "whsec_cli_local"
+
 # Fewer shards than the default 16 keep each poller run's queries cheap on moto;
 # every component reads the same setting, as in a deployment.
 SHARDS = 4
@@ -156,3 +161,13 @@ def logs() -> Iterator[Logs]:
     previous = handler.setStream(stream)
     yield Logs(stream)
     handler.setStream(previous)
+
+
+@pytest.fixture
+def local_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[DevStack]:
+    """The local stack on ephemeral ports, its poller left to the test: what the CLI's
+    commands are run against with ``--endpoint-url``."""
+    monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
+    settings = DevStackSettings(port=0, moto_port=0, signing_secret=LOCAL_SECRET, poller=False)
+    with DevStack(settings) as running:
+        yield running

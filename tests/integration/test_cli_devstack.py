@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,16 +18,14 @@ from sume.core.names import Env, due_shard
 from sume_cli.main import main
 from sume_cli.times import iso
 from tests.builders import registration_entry
+from tests.integration.conftest import LOCAL_SECRET
 
-SECRET = "whsec_cli_local"
+SECRET = LOCAL_SECRET
 
 
 @pytest.fixture
-def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[DevStack]:
-    monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
-    settings = DevStackSettings(port=0, moto_port=0, signing_secret=SECRET, poller=False)
-    with DevStack(settings) as running:
-        yield running
+def stack(local_stack: DevStack) -> DevStack:
+    return local_stack
 
 
 def cli(stack: DevStack, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:

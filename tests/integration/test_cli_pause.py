@@ -4,28 +4,22 @@ what ``status`` and ``report`` say while the work is paused."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from devstack import switches
 from devstack.resources import create_resources
-from devstack.stack import DevStack, DevStackSettings
+from devstack.stack import DevStack
 from devstack.switches import create_switches
 from sume_cli.context import new_session
 from sume_cli.main import main
 from tests.integration.test_cli import deploy_outputs, reset
 
-SECRET = "whsec_cli_pause"
-
 
 @pytest.fixture
-def stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[DevStack]:
-    monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
-    settings = DevStackSettings(port=0, moto_port=0, signing_secret=SECRET, poller=False)
-    with DevStack(settings) as running:
-        yield running
+def stack(local_stack: DevStack) -> DevStack:
+    return local_stack
 
 
 def cli(stack: DevStack, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
