@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import Annotations, RemovalPolicy
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -50,6 +50,10 @@ class ReceiverFunction(StackFunction):
         # function: its FunctionName metrics add up every version and alias.
         version = self.function.current_version
         version.apply_removal_policy(RemovalPolicy.DESTROY)
+        Annotations.of(self.function).acknowledge_warning(
+            "@aws-cdk/aws-lambda:snapStartRequirePublish",
+            "Published: current_version, invoked through the alias below.",
+        )
         self.live: lambda_.IFunction = lambda_.Alias(
             self, "Live", alias_name=spec.RECEIVER_ALIAS, version=version
         )
