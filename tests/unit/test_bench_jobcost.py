@@ -7,6 +7,7 @@ import pytest
 from bench import coldstart, cost, jobcost, jobfloor, jobpaths
 from bench.jobmeter import Units, read_units
 from bench.jobpaths import Invocation, PathRun
+from infra import spec
 
 
 def test_each_line_of_a_bill_is_its_count_times_its_price():
@@ -107,3 +108,12 @@ def test_the_gap_is_settled_only_with_enough_pairs_and_a_narrow_interval():
     spread = [float(i % 40) for i in range(coldstart.MIN_PAIRS)]
     gap = coldstart.Gap([0.0] * coldstart.MIN_PAIRS, spread)
     assert not gap.settled()
+
+
+def test_the_fixed_costs_list_the_receiver_s_cached_snapshot_at_its_memory():
+    fixed = jobcost.fixed_month(PathRun("empty"), None)
+    # 512 MB cached all month at the cache's GB-second price: about 1.95 USD.
+    month = spec.RECEIVER_MEMORY_MB / 1024 * cost.MONTH_S * cost.SNAPSTART_CACHE_GB_SECOND
+    assert spec.RECEIVER_SNAPSTART
+    assert fixed["receiver's SnapStart snapshot, 1 version cached"] == pytest.approx(month)
+    assert round(month, 2) == 1.95
