@@ -99,12 +99,12 @@ def test_the_run_that_gives_a_job_up_announces_it_with_the_floor_s_calls(aws, su
         runtime.reset()
         summary = make_poller(clock).run(lambda: FOREVER)
     runtime.reset()
-    assert (summary.lost, summary.lost_announced) == (1, 1)
     # Reading the due-work index aside: given up (lost, its announcement's claim
     # taken), announced, out of the index (bench/jobfloor.py's steps). Nothing queued.
     calls = [c for c in counter.calls if c != "dynamodb.Query"]
     assert calls == ["dynamodb.UpdateItem", "events.PutEvents", "dynamodb.UpdateItem"]
     assert drain_queue(aws) == []
+    assert (summary.lost, summary.lost_announced) == (1, 1)
 
     (event,) = world.announcements()
     validator(event["detail-type"]).validate(event)
@@ -296,21 +296,32 @@ def test_a_webhook_while_the_lost_announcement_is_sent_leaves_both_numbered_in_o
     swept_to_the_worker(aws, sume, "job_racing")
     webhooks: list[str] = []
 
-    def register(client):
-        def webhook_meanwhile(params, **_):
-            # The lost announcement is claimed and on its way when Sume's webhook lands.
-            if not webhooks and params["Entries"][0]["DetailType"] == DETAIL_TYPES["lost"]:
-                webhooks.append(deliver(job_body("job_racing", artifacts=[])))
-
-        client.meta.events.register("before-parameter-build.events.PutEvents", webhook_meanwhile)
-
-    with hooking_new_clients(register):
+    # The lost announcement is claimed and on its way when Sume's webhook lands.
+    with hooking_new_clients(webhook_before_the_lost_put("job_racing", webhooks)):
         runtime.reset()
         assert run("job_racing")[1] == []
     runtime.reset()
     assert webhooks == ["job_racing"]
     assert run("job_racing")[1] == []
 
+    assert_lost_then_completed(world)
+
+
+def webhook_before_the_lost_put(job_id: str, webhooks: list[str]):
+    """Sume's webhook for ``job_id`` lands just before the first *Lost* put (in ``webhooks``)."""
+
+    def register(client):
+        def webhook_meanwhile(params, **_):
+            if not webhooks and params["Entries"][0]["DetailType"] == DETAIL_TYPES["lost"]:
+                webhooks.append(deliver(job_body(job_id, artifacts=[])))
+
+        client.meta.events.register("before-parameter-build.events.PutEvents", webhook_meanwhile)
+
+    return register
+
+
+def assert_lost_then_completed(world: World) -> None:
+    """*Lost* (1) and the completion (2) announced, once each, both with ``lost_at``."""
     lost, completed = world.announcements()
     assert (lost["detail-type"], lost["detail"]["sequence"]) == (DETAIL_TYPES["lost"], 1)
     assert (completed["detail-type"], completed["detail"]["sequence"]) == (
@@ -330,15 +341,8 @@ def test_a_webhook_between_the_poller_s_give_up_and_its_announcement_completes_t
     clock = registered(aws, sume, "job_between", now)
     webhooks: list[str] = []
 
-    def register(client):
-        def webhook_meanwhile(params, **_):
-            # The poller's write gave the job up; Sume's webhook lands before its put.
-            if not webhooks and params["Entries"][0]["DetailType"] == DETAIL_TYPES["lost"]:
-                webhooks.append(deliver(job_body("job_between", artifacts=[])))
-
-        client.meta.events.register("before-parameter-build.events.PutEvents", webhook_meanwhile)
-
-    with hooking_new_clients(register):
+    # The poller's write gave the job up; Sume's webhook lands before its put.
+    with hooking_new_clients(webhook_before_the_lost_put("job_between", webhooks)):
         runtime.reset()
         summary = make_poller(clock).run(lambda: FOREVER)
     runtime.reset()
@@ -348,15 +352,9 @@ def test_a_webhook_between_the_poller_s_give_up_and_its_announcement_completes_t
     assert drain_queue(aws) == ["job_between"]
     assert run("job_between")[1] == []
 
-    lost, completed = world.announcements()
-    assert (lost["detail-type"], lost["detail"]["sequence"]) == (DETAIL_TYPES["lost"], 1)
-    assert (completed["detail-type"], completed["detail"]["sequence"]) == (
-        DETAIL_TYPES["completed"],
-        2,
-    )
-    assert completed["detail"]["lost_at"] == lost["detail"]["lost_at"] == iso_time(int(now))
+    assert_lost_then_completed(world)
+    assert world.announcements()[0]["detail"]["lost_at"] == iso_time(int(now))
     item = world.item("job_between")
     assert item is not None
     assert (item.state, item.due_at) == (State.PROCESSED, None)
     assert "job_between" not in indexed_job_ids(aws)
-    assert assert_consumers_agree(world.announcements(), world.item) == 1
