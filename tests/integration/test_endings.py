@@ -358,3 +358,61 @@ def test_a_webhook_between_the_poller_s_give_up_and_its_announcement_completes_t
     assert item is not None
     assert (item.state, item.due_at) == (State.PROCESSED, None)
     assert "job_between" not in indexed_job_ids(aws)
+
+
+def test_a_lost_announcement_whose_finish_failed_in_the_poller_is_sent_again_numbered_alike(
+    aws,
+    sume,
+    world,
+):
+    sweep_after = PollerSettings.from_env().sweep_after_seconds
+    now = time.time() - sweep_after - 5  # the lease has ended by the worker's clock
+    clock = registered(aws, sume, "job_twice", now)
+    with hooking_new_clients(throttling("#state = :lost AND claim_id = :claim", "REMOVE ")):
+        runtime.reset()
+        summary = make_poller(clock).run(lambda: FOREVER)
+    runtime.reset()
+    assert (summary.lost, summary.lost_announced, summary.errors) == (1, 0, 1)
+    assert "job_twice" in indexed_job_ids(aws)
+
+    clock.now = now + sweep_after
+    assert make_poller(clock).run(lambda: FOREVER).swept == 1
+    assert run("job_twice")[1] == []
+
+    # At least once: the same announcement twice, which subscribers dedupe.
+    first, again = world.announcements()
+    assert first["detail"] == again["detail"]
+    assert (first["detail-type"], first["detail"]["sequence"]) == (DETAIL_TYPES["lost"], 1)
+    assert "job_twice" not in indexed_job_ids(aws)
+    assert assert_consumers_agree(world.announcements(), world.item) == 1
+
+
+def test_a_run_out_of_time_after_giving_a_job_up_leaves_its_announcement_to_the_sweeper(
+    aws,
+    sume,
+    world,
+):
+    now = time.time()
+    clock = registered(aws, sume, "job_late_run", now)
+    given_up: list[str] = []
+
+    def register(client):
+        def note_give_up(params, **_):
+            if "lost_at" in params.get("UpdateExpression", ""):
+                given_up.append(params["Key"]["job_id"]["S"])
+
+        client.meta.events.register("before-parameter-build.dynamodb.UpdateItem", note_give_up)
+
+    with hooking_new_clients(register):
+        runtime.reset()
+        # The run's time is up from the moment its write gave the job up.
+        summary = make_poller(clock).run(lambda: 0.0 if given_up else FOREVER)
+    runtime.reset()
+    assert given_up == ["job_late_run"]
+    assert (summary.lost, summary.lost_announced, summary.errors) == (1, 0, 0)
+    assert world.announcements() == [] and drain_queue(aws) == []
+    held = world.item("job_late_run")
+    assert held is not None and held.claim_id is not None
+    assert (
+        held.lease_until == held.due_at == int(now) + PollerSettings.from_env().sweep_after_seconds
+    )
