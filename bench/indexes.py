@@ -371,12 +371,11 @@ def _lives(watcher: Watcher, env: dict[str, str]) -> list[Life]:
         never = sume.new_job()
         run.life("registered, never found: lost, announced")
         # The status URL of a job Sume does not know: the poll fails and,
-        # past the cut-off, the poller gives the job up and queues its
-        # announcement, which the worker sends.
+        # past the cut-off, the poller's run gives the job up and announces
+        # it itself: no message, no worker.
         unknown = never.status_url.replace(never.job_id, "job_unknown")
         run.expect(never.job_id, unknown, due_now=True, registered_ago=10**7)
         run.poll()
-        run.work(never.job_id)
         run.end(never.job_id)
     watcher.life = None
     return run.lives

@@ -158,6 +158,7 @@ def observe(summary: RunSummary) -> dict[str, Any]:
     count(Metric.JOBS_POLLED, summary.polled)
     count(Metric.JOBS_RECOVERED_BY_POLL, summary.recovered)
     count(Metric.JOBS_LOST, summary.lost)
+    count(Metric.LOST_JOBS_ANNOUNCED, summary.lost_announced)
     count(Metric.SWEPT_JOBS, summary.swept)
     count(Metric.POLLER_STEP_ERRORS, summary.errors)
     count(Metric.STATUS_URL_REFUSED, summary.refused)

@@ -133,6 +133,7 @@ class SumeWebhooksStack(Stack):
             factory,
             "Poller",
             payloads=buckets.payloads,
+            bus=bus,
             api_token=secrets.api_token,
             status_allowed_hosts=config.status_allowed_hosts,
             due_index_migration=config.due_index_migration,
@@ -223,7 +224,7 @@ class SumeWebhooksStack(Stack):
             is_dev=config.is_dev,
         )
         poller.take_registrations(
-            registrations.queue, registrations.dlq, bus, config.registrations_max_concurrency
+            registrations.queue, registrations.dlq, config.registrations_max_concurrency
         )
         registrations.watch(monitoring)
         schemas = EventSchemas(self, "Schemas", registry_name=f"{name}-events")

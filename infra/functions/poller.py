@@ -24,6 +24,7 @@ class PollerFunction(StackFunction):
         construct_id: str,
         *,
         payloads: s3.Bucket,
+        bus: events.IEventBus,
         api_token: secretsmanager.ISecret,
         status_allowed_hosts: str,
         due_index_migration: str | None = None,
@@ -40,6 +41,7 @@ class PollerFunction(StackFunction):
                     Env.PAYLOADS_BUCKET_NAME: payloads.bucket_name,
                     Env.SUME_API_TOKEN_ARN: api_token.secret_arn,
                     Env.STATUS_ALLOWED_HOSTS: status_allowed_hosts,
+                    Env.EVENT_BUS_NAME: bus.event_bus_name,
                 },
             ),
         )
@@ -74,6 +76,9 @@ class PollerFunction(StackFunction):
         self.queue.grant_send_messages(self.function)
         self.grant_payloads(payloads, "s3:PutObject")
         api_token.grant_read(self.function)
+        # A run announces the jobs it gives up (lost), and refused registrations
+        # are announced on the bus they came from.
+        bus.grant_put_events_to(self.function)
 
     def take_rounds(
         self,
@@ -110,9 +115,7 @@ class PollerFunction(StackFunction):
         for key, value in environment.items():
             self.function.add_environment(key, value)
 
-    def take_registrations(
-        self, queue: sqs.IQueue, dlq: sqs.IQueue, bus: events.IEventBus, max_concurrency: int
-    ) -> None:
+    def take_registrations(self, queue: sqs.IQueue, dlq: sqs.IQueue, max_concurrency: int) -> None:
         """Registration events (``infra/registration.py``) from their queue.
 
         The poller parks a refused event in the DLQ itself, at once, with its reason.
@@ -130,9 +133,6 @@ class PollerFunction(StackFunction):
         )
         dlq.grant_send_messages(self.function)
         self.function.add_environment(Env.REGISTRATION_DLQ_URL, dlq.queue_url)
-        # A refused registration is announced on the bus it came from.
-        bus.grant_put_events_to(self.function)
-        self.function.add_environment(Env.EVENT_BUS_NAME, bus.event_bus_name)
         acknowledge(
             self.function,
             "Serverless-LambdaEventSourceMappingDestination",

@@ -276,7 +276,7 @@ def test_a_status_url_answering_about_another_job_never_finishes_this_one(
     summary = poller_round(60)
 
     assert (summary["polled"], summary["recovered"], summary["lost"]) == (2, 0, 1)
-    assert summary["other_job_answers"] == 2
+    assert (summary["other_job_answers"], summary["lost_announced"]) == (2, 1)
     item = table(aws).get("job_A")
     assert item is not None
     assert (item.state, item.event, item.body) == (State.AWAITING, None, None)
@@ -284,8 +284,8 @@ def test_a_status_url_answering_about_another_job_never_finishes_this_one(
     lost = table(aws).get("job_A_old")
     assert lost is not None
     assert (lost.state, lost.event, lost.last_poll_error) == (State.LOST, None, "job_id_mismatch")
-    # Queued only so the worker announces it lost.
-    assert drain_queue(aws) == ["job_A_old"]
+    # Announced lost by the run that gave it up: nothing queued.
+    assert drain_queue(aws) == []
     # StatusAnswersForOtherJobs is the metric the stack alarms on.
     assert round_metrics(capsys)["StatusAnswersForOtherJobs"] == 2
     errors = [e for e in logs.lines("ERROR") if "about another job" in e["message"]]
@@ -385,19 +385,19 @@ def test_backoff_doubles_up_to_its_cap_and_the_job_is_lost_at_the_cut_off(aws, s
     gaps = [b - a for a, b in zip([0, *polled_at], polled_at, strict=False)]
     assert gaps == [900, 1800, 3600, 5000, 5000, 3700]
     assert polled_at[-1] == 20000
-    assert summary.lost == 1
+    assert (summary.lost, summary.lost_announced) == (1, 1)
     item = table(aws).get("job_slow")
     assert item is not None
     assert item.state == State.LOST
     assert item.lost_at == T0 + 20000
     assert item.poll_attempts == 6
-    # Its announcement is owed: queued now, swept later should that message fail.
-    assert item.due_at == T0 + 20000 + PollerSettings.from_env().sweep_after_seconds
-    assert "job_slow" in indexed_job_ids(aws)
+    # Announced by the run that gave it up, and out of the due-work index.
+    assert (item.due_at, item.lease_until, item.claim_id) == (None, None, None)
+    assert "job_slow" not in indexed_job_ids(aws)
     # Into the report's index in the same write.
     assert (item.report_bucket, item.report_at) == (report_bucket(T0, "job_slow"), T0)
     assert sume.polls_of("job_slow") == 6
-    assert drain_queue(aws) == ["job_slow"]
+    assert drain_queue(aws) == []
 
 
 def test_a_late_webhook_completes_a_lost_job(aws, sume, monkeypatch):
@@ -414,8 +414,8 @@ def test_a_late_webhook_completes_a_lost_job(aws, sume, monkeypatch):
     assert (item.state, item.metadata, item.sequence) == (State.RECEIVED, {"k": "v"}, 2)
     # Still in the report index from its loss.
     assert item.report_at == item.registered_at
-    # Once queued as lost, once as received: the worker announces what the item says.
-    assert drain_queue(aws) == ["job_late", "job_late"]
+    # Announced lost by the poller's run, then queued as received for the worker.
+    assert drain_queue(aws) == ["job_late"]
 
 
 def test_crash_left_in_received_is_re_enqueued_after_its_deadline(aws, sume):
@@ -550,6 +550,7 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
         "recovered",
         "rescheduled",
         "lost",
+        "lost_announced",
         "swept",
         "remaining",
         "errors",
@@ -576,8 +577,9 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
     assert imds is not None
     assert (imds.state, imds.poll_attempts) == (State.AWAITING, 1)
     emitted = round_metrics(capsys)
-    # JobsLost is the metric the stack alarms on.
+    # JobsLost is the metric the stack alarms on; the run that gave it up announced it.
     assert (emitted["JobsRecoveredByPoll"], emitted["JobsLost"], emitted["JobsPolled"]) == (1, 1, 4)
+    assert emitted["LostJobsAnnounced"] == 1
 
 
 def emitted_metrics(capsys) -> list[dict[str, Any]]:

@@ -70,6 +70,7 @@ def test_polls_of_the_next_page_start_while_the_last_page_ends():
         jobs,  # type: ignore[arg-type]
         intake=None,  # type: ignore[arg-type]
         queue=None,  # type: ignore[arg-type]
+        announcer=None,  # type: ignore[arg-type]
         check_status=status,
         policy=policy,
         max_parallel_polls=4,

@@ -63,7 +63,7 @@ def test_the_worker_waits_longer_on_aws_than_the_receiver_and_the_poller():
     build_poller(PollerSettings.from_env(ENV), poller)
     build_intake(ReceiverSettings.from_env(ENV), intake)
     assert set(worker.made) == {("s3", True), ("dynamodb", True), ("events", True)}
-    assert set(poller.made) == {("dynamodb", False), ("sqs", False)}
+    assert set(poller.made) == {("dynamodb", False), ("sqs", False), ("events", False)}
     assert set(intake.made) == {("dynamodb", False), ("sqs", False)}
 
 

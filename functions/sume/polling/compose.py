@@ -24,6 +24,7 @@ from sume.polling.settings import (
     RegistrySettings,
 )
 from sume.polling.status import StatusClient, TokenSource, status_getter, token_source
+from sume.store.announcing import Announcer
 from sume.store.bus import EventBus
 from sume.store.compose import build_intake, build_jobs
 from sume.store.expiry import JobExpiry
@@ -41,6 +42,8 @@ def build_poller(settings: PollerSettings, clients: Clients = aws.client) -> Pol
         build_jobs(table, clients("dynamodb")),
         build_intake(settings, clients),
         JobQueue(clients("sqs"), table.jobs_queue_url),
+        # Fast, as the run's other calls: a put that fails is swept later.
+        Announcer(clients("events"), settings.event_bus()),
         status.check,
         settings.policy,
         max_parallel_polls=settings.max_parallel_polls,

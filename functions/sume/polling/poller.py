@@ -9,7 +9,7 @@ Two kinds of items are due (see docs/design.md):
   late webhook and a poll racing for the job are decided by DynamoDB. Otherwise
   (an answer about another job included: never recorded, noted and counted)
   the next poll is scheduled with backoff; past the maximum age the job is
-  marked ``lost`` and queued, so the worker announces it (``Sume Job Lost``).
+  marked ``lost`` and this run announces it (``Sume Job Lost``), see ``_give_up``.
 - ``received`` / ``processing`` / ``lost``: follow-up work (or a lost job's
   announcement) owed past its deadline (a crash between the write and the
   send, or a worker whose lease expired). The job id
@@ -38,6 +38,7 @@ from sume.core.runtime import TimeLeft
 from sume.net.policy import REFUSED_HOST
 from sume.polling.settings import POLL_FINISH_SECONDS, PollPolicy
 from sume.polling.status import NOT_TERMINAL, StatusResult, Verdict
+from sume.store.announcing import Announcer, LostAnnouncement
 from sume.store.intake import JobIntake, Outcome
 from sume.store.job import Job, Source, State
 from sume.store.jobs import JobsTable
@@ -50,6 +51,7 @@ class Tally(enum.StrEnum):
     ALREADY_RECORDED = "already_recorded"
     RESCHEDULED = "rescheduled"
     LOST = "lost"
+    LOST_ANNOUNCED = "lost_announced"
     SWEPT = "swept"
     REMAINING = "remaining"
     ERRORS = "errors"
@@ -66,6 +68,8 @@ class RunSummary:
     recovered: int
     rescheduled: int
     lost: int
+    lost_announced: int
+    """Jobs given up in this run and announced by it (the rest the sweeper queues)."""
     swept: int
     remaining: int
     """Due items read but left for the next run because time ran out."""
@@ -99,6 +103,7 @@ class Poller:
         jobs: JobsTable,
         intake: JobIntake,
         queue: JobQueue,
+        announcer: Announcer,
         check_status: StatusCheck,
         policy: PollPolicy,
         max_parallel_polls: int,
@@ -106,6 +111,7 @@ class Poller:
         self._jobs = jobs
         self._intake = intake
         self._queue = queue
+        self._announcer = announcer
         self._check = check_status
         self._policy = policy
         self._parallel = max_parallel_polls
@@ -143,6 +149,7 @@ class Poller:
             recovered=tally[Tally.RECOVERED],
             rescheduled=tally[Tally.RESCHEDULED],
             lost=tally[Tally.LOST],
+            lost_announced=tally[Tally.LOST_ANNOUNCED],
             swept=tally[Tally.SWEPT],
             remaining=tally[Tally.REMAINING],
             errors=tally[Tally.ERRORS],
@@ -310,20 +317,7 @@ class Poller:
             if error == REFUSED_HOST:
                 tallies = (Tally.POLLED, Tally.REFUSED)
         if now >= cut_off:
-            sweep_at = now + policy.sweep_after_seconds
-            if self._jobs.mark_lost(job_id, now, sweep_at, error, window_at=job.unreported_at()):
-                # The write made the announcement owed; should this send
-                # fail, the sweeper sends it at sweep_at.
-                self._queue.send(job_id)
-                logger.error(
-                    "job lost: no terminal event before the cut-off",
-                    job_id=job_id,
-                    registered_at=registered_at,
-                    polls=(job.poll_attempts or 0) + 1,
-                    last_poll_error=error,
-                )
-                return (*tallies, Tally.LOST)
-            return tallies
+            return (*tallies, *self._give_up(job, now, error, time_left))
         # The last poll lands on the cut-off itself, so "lost" is only ever
         # declared right after Sume was asked one final time.
         attempt = (job.poll_attempts or 0) + 1
@@ -331,6 +325,48 @@ class Poller:
         if self._jobs.reschedule_poll(job_id, now, next_poll, error):
             return (*tallies, Tally.RESCHEDULED)
         return tallies
+
+    def _give_up(
+        self, job: Job, now: int, error: str | None, time_left: TimeLeft
+    ) -> tuple[Tally, ...]:
+        """Mark the job lost and announce it, as the worker would a queued one.
+
+        The write that gives it up makes the announcement owed and takes its
+        claim, under a lease until the first sweep (``mark_lost``): should the
+        put or the finish fail, or the run's time be up, nothing is lost, the
+        sweeper queues the job at the lease's end and the worker announces it
+        (``claim_lost``), with the same sequence. What follows the fetch,
+        these three calls included, fits in ``POLL_FINISH_SECONDS``.
+        """
+        job_id = job.job_id
+        sweep_at = now + self._policy.sweep_after_seconds
+        lost = self._jobs.mark_lost(
+            job_id, now, sweep_at, error, window_at=job.unreported_at(), claim=True
+        )
+        if lost is None:
+            return ()
+        logger.error(
+            "job lost: no terminal event before the cut-off",
+            job_id=job_id,
+            registered_at=lost.registered_at,
+            polls=lost.poll_attempts,
+            last_poll_error=error,
+        )
+        claim_id = lost.claim_id
+        assert claim_id is not None  # the write has just taken it
+        if time_left() <= 0:
+            logger.warning("no time left to announce the lost job: swept later", job_id=job_id)
+            return (Tally.LOST,)
+        try:
+            self._announcer.announce(LostAnnouncement.of(lost))
+            finished = self._jobs.finish_lost(job_id, claim_id)
+        except Exception:
+            logger.exception("announcing the lost job failed: swept later", job_id=job_id)
+            return (Tally.LOST, Tally.ERRORS)
+        if not finished:
+            # A late event made it received meanwhile: its own announcement follows.
+            logger.info("lost job announced, then its event came", job_id=job_id)
+        return (Tally.LOST, Tally.LOST_ANNOUNCED)
 
     def _sweep(self, job: Job, now: int) -> Iterable[Tally]:
         job_id = job.job_id

@@ -40,6 +40,12 @@ POLL_FINISH_SECONDS = 5.0
 AWAITING_COUNT_LIMIT = 1000
 
 
+def _event_bus(name: str | None) -> str:
+    if name is None:
+        raise missing(Env.EVENT_BUS_NAME)
+    return name
+
+
 @dataclass(frozen=True)
 class PollPolicy:
     """When to poll a job, when to give it up, when to sweep owed work, and a run's margins."""
@@ -86,6 +92,8 @@ class PollerSettings:
     secret_cache_seconds: int
     redeliver_grace_seconds: int
     peer_payloads: PeerPayloads | None = None
+    event_bus_name: str | None = None
+    """The stack's bus, where a run announces the jobs it gives up."""
 
     @property
     def sweep_after_seconds(self) -> int:
@@ -95,6 +103,10 @@ class PollerSettings:
     def total_timeout_seconds(self) -> float:
         """One status poll's fetch, redirects included."""
         return self.policy.poll_timeout_seconds
+
+    def event_bus(self) -> str:
+        """The bus lost jobs are announced on; a poller run cannot run without it."""
+        return _event_bus(self.event_bus_name)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> PollerSettings:
@@ -108,6 +120,7 @@ class PollerSettings:
             secret_cache_seconds=secret_cache_seconds(env),
             redeliver_grace_seconds=redeliver_grace_seconds(env),
             peer_payloads=PeerPayloads.from_env(env),
+            event_bus_name=optional(env, Env.EVENT_BUS_NAME),
             policy=PollPolicy(
                 initial_seconds=poll_initial_seconds(env),
                 max_interval_seconds=integer(
@@ -220,9 +233,7 @@ class RegistrySettings:
 
     def event_bus(self) -> str:
         """The bus refusals are announced on; registering by event cannot run without it."""
-        if self.event_bus_name is None:
-            raise missing(Env.EVENT_BUS_NAME)
-        return self.event_bus_name
+        return _event_bus(self.event_bus_name)
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from sume.core.names import due_shard
 from sume.store.conditions import IS_DUE_AWAITING
-from sume.store.job import JobAttr, State
+from sume.store.job import Job, JobAttr, State
 from sume.store.table import TableBase
 
 
@@ -59,13 +60,19 @@ class DueWrites(TableBase):
         error: str | None = None,
         *,
         window_at: int | None,
-    ) -> bool:
+        claim: bool = False,
+    ) -> Job | None:
         """Give up polling a job whose event never came; its announcement becomes owed.
 
         The item stays visible as lost and stays in the due-work index, due at
-        ``sweep_at``, like a recorded job: the caller queues it for the worker,
-        which announces it, and should that send never happen the sweeper does.
-        ``window_at`` as for ``finish``: the polled job's ``unreported_at()``.
+        ``sweep_at``, like a recorded job, so the announcement is made even if
+        the caller never makes it: the sweeper queues it then for the worker.
+        ``claim``: the same write takes the announcement's claim, as
+        ``claim_lost`` does, under a lease until ``sweep_at``, for the caller
+        to announce and ``finish_lost``; no worker claims it, and the sweeper
+        waits, while the lease runs. ``window_at`` as for ``finish``: the
+        polled job's ``unreported_at()``. Returns the item as written; None
+        when the job was no longer due for this poll.
         """
         values: dict[str, Any] = {
             "awaiting": State.AWAITING.value,
@@ -76,15 +83,24 @@ class DueWrites(TableBase):
         }
         set_error, remove = _poll_error(values, error)
         reported = "".join(f", {part}" for part in self._reported(job_id, window_at, values))
+        claimed = ""
+        if claim:
+            values["claim"] = uuid.uuid4().hex
+            claimed = (
+                f", {JobAttr.CLAIM_ID} = :claim, {JobAttr.LEASE_UNTIL} = :due, "
+                f"{JobAttr.CLAIMED_AT} = :now"
+            )
         # The poll that found it still unfinished is counted like any other.
         update = (
             f"SET #state = :lost, {JobAttr.LOST_AT} = :now, {JobAttr.DUE_AT} = :due, "
-            f"{JobAttr.LAST_POLLED_AT} = :now{set_error}{reported} "
+            f"{JobAttr.LAST_POLLED_AT} = :now{set_error}{reported}{claimed} "
             f"ADD #sequence :one, {JobAttr.POLL_ATTEMPTS} :one"
         )
         update += f" REMOVE {', '.join(remove)}" if remove else ""
-        done, _ = self._conditional(job_id, update, IS_DUE_AWAITING, values)
-        return done
+        done, job = self._conditional(
+            job_id, update, IS_DUE_AWAITING, values, ReturnValues="ALL_NEW"
+        )
+        return job if done else None
 
     def defer_sweep(self, job_id: str, seen_due_at: int, next_due_at: int) -> bool:
         """Push an owed job's sweep deadline after re-enqueueing it.

@@ -7,8 +7,8 @@ named parts so each one reads as the rule it enforces.
 
 States (see docs/design.md)::
 
-    (absent) --register--> awaiting --past max age--> lost (announcement owed)
-    lost (announcement owed) --claim_lost, announce, finish_lost--> lost
+    (absent) --register--> awaiting --past max age--> lost (announcement owed, claimed)
+    lost (announcement owed) --(claim_lost,) announce, finish_lost--> lost
     (absent | awaiting | lost) --record--> received --claim--> processing
     processing --lease expired--> (claimable again)
     processing --finish--> processed | processing_error
@@ -18,10 +18,11 @@ States (see docs/design.md)::
 ``received`` and ``processing`` items carry the due-work keys (``due_shard``,
 ``due_at``) so the sweeper finds owed work a crash left behind; ``awaiting``
 items carry them for their next status poll, and a ``lost`` item until its
-announcement is out. Finishing removes them. The writes that end a job (finish,
-mark_lost) add the report index's keys (``report_bucket``, ``report_at``) in the
-same write, so every job is in one of the two indexes, or in both (ended, then
-owed again).
+announcement is out (the poller's run that gave it up makes it, under the claim
+``mark_lost`` took; should it not, the sweeper queues it for the worker).
+Finishing removes them. The writes that end a job (finish, mark_lost) add the
+report index's keys (``report_bucket``, ``report_at``) in the same write, so
+every job is in one of the two indexes, or in both (ended, then owed again).
 
 ``sequence`` numbers the job's announcements: every transition that owes one
 (record, mark_lost, replay) adds 1 in its own write, and every copy of that

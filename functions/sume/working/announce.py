@@ -9,7 +9,8 @@ Every announcement of a job carries its ``sequence`` (``Job.sequence``: the same
 for every copy of one announcement, higher for each later one, so consumers
 dedupe on ``(job_id, sequence)``), the registration's ``metadata`` and
 ``lost_at``. ``Announcement`` is a processed job's (completed, failed,
-canceled, processing error); ``LostAnnouncement`` a job the poller gave up.
+canceled, processing error); ``LostAnnouncement`` a job the poller gave up
+(``sume.store.announcing``: the poller puts it too).
 
 The entry's ``resources`` are the S3 object ARNs of the artifacts the detail
 lists, in the same order, as AWS services name what an event is about.
@@ -27,12 +28,12 @@ many there were, ``artifacts_truncated`` whether some were left out of both.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from sume.core.bounded import announced_error, bounded_text
+from sume.core.bounded import announced_error
 from sume.core.names import DETAIL_TYPES
-from sume.store.bus import MAX_ENTRY_BYTES, AnnounceFailed, EventBus, iso_time, to_json
-from sume.store.job import Job
+from sume.store.announcing import DETAIL_VERSION, Announcer, LostAnnouncement, name, when
+from sume.store.bus import MAX_ENTRY_BYTES, AnnounceFailed, iso_time, to_json
 
 __all__ = [
     "MAX_ENTRY_BYTES",
@@ -44,13 +45,7 @@ __all__ = [
     "to_json",
 ]
 
-DETAIL_VERSION = 1
 ARTIFACT_FIELDS = ("bucket", "key", "uri", "size", "sha256", "content_type", "source_url")
-MAX_NAME_BYTES = 256
-
-
-def _when(epoch: int | None) -> str | None:
-    return None if epoch is None else iso_time(epoch)
 
 
 @dataclass(frozen=True)
@@ -88,8 +83,8 @@ class Announcement:
             "version": DETAIL_VERSION,
             "job_id": self.job_id,
             "outcome": self.outcome,
-            "event": _name(self.event),
-            "status": _name(self.status),
+            "event": name(self.event),
+            "status": name(self.status),
             "error": error,
             "error_truncated": error_truncated,
             "processing_error": self.processing_error,
@@ -100,7 +95,7 @@ class Announcement:
             "replay": self.replay,
             "sequence": self.sequence,
             "metadata": self.metadata,
-            "lost_at": _when(self.lost_at),
+            "lost_at": when(self.lost_at),
         }
         room = MAX_ENTRY_BYTES - len(to_json(detail))
         kept = detail["artifacts"]
@@ -117,80 +112,6 @@ class Announcement:
         return detail, resources
 
 
-@dataclass(frozen=True)
-class LostAnnouncement:
-    """The poller gave the job up: no terminal answer before its cut-off."""
-
-    job_id: str
-    lost_at: int
-    registered_at: int | None
-    polls: int
-    last_poll_error: str | None
-    sequence: int = 1
-    metadata: dict[str, Any] | None = None
-    replay: bool = False
-
-    @classmethod
-    def of(cls, job: Job) -> LostAnnouncement:
-        """The announcement of a lost job, from its item as ``claim_lost`` left it."""
-        assert job.lost_at is not None  # claim_lost takes only lost jobs
-        return cls(
-            job_id=job.job_id,
-            lost_at=job.lost_at,
-            registered_at=job.registered_at,
-            polls=job.poll_attempts or 0,
-            last_poll_error=job.last_poll_error,
-            sequence=job.sequence or 1,
-            metadata=job.metadata,
-        )
-
-    @property
-    def detail_type(self) -> str:
-        return DETAIL_TYPES["lost"]
-
-    @property
-    def at(self) -> int:
-        return self.lost_at
-
-    def contents(self, partition: str = "aws") -> tuple[dict[str, Any], list[str]]:
-        detail = {
-            "version": DETAIL_VERSION,
-            "job_id": self.job_id,
-            "sequence": self.sequence,
-            "metadata": self.metadata,
-            "registered_at": _when(self.registered_at),
-            "lost_at": iso_time(self.lost_at),
-            "polls": self.polls,
-            "last_poll_error": _name(self.last_poll_error),
-            "replay": self.replay,
-        }
-        return detail, []
-
-
-class Announceable(Protocol):
-    @property
-    def detail_type(self) -> str: ...
-    @property
-    def at(self) -> int: ...
-    def contents(self, partition: str = "aws") -> tuple[dict[str, Any], list[str]]: ...
-
-
 def object_arn(partition: str, bucket: str, key: str) -> str:
     """The ARN of an S3 object: no region or account, the key as it is."""
     return f"arn:{partition}:s3:::{bucket}/{key}"
-
-
-def _name(value: str | None) -> str | None:
-    return None if value is None else bounded_text(value, MAX_NAME_BYTES)
-
-
-class Announcer:
-    def __init__(self, events: Any, bus_name: str, partition: str | None = None) -> None:
-        self._bus = EventBus(events, bus_name)
-        self._partition = partition
-
-    def announce(self, announcement: Announceable) -> None:
-        """Put one event; raise ``AnnounceFailed`` if EventBridge rejected it."""
-        # The artifacts' ARNs name the bucket's partition, which is the bus's.
-        detail, resources = announcement.contents(self._partition or self._bus.partition)
-        self._bus.put(announcement.detail_type, detail, announcement.at, resources)

@@ -12,12 +12,12 @@ ending per ``sequence`` (subscribers dedupe on ``(job_id, sequence)``: every
 copy carries the item's ``sequence``). Finishing first and announcing second
 would instead lose the announcement on such a crash.
 
-A lost job's announcement is owed the same way: the poller's ``mark_lost``
-leaves it due and queues it, and the worker claims it (``claim_lost``, the
+A lost job's announcement is owed the same way: ``mark_lost`` leaves it due,
+and the poller's run announces it under the claim that write took; one the
+sweeper (or ``announce-owed``) queues, the worker claims (``claim_lost``; the
 state stays ``lost`` so a late webhook still completes the job), announces
-``Sume Job Lost`` and takes it out of the due-work index (``finish_lost``).
-It has no work that can fail for good, so it has no attempt budget: a failed
-announcement is retried by SQS, then by the sweeper.
+(``Sume Job Lost``) and takes out of the due-work index (``finish_lost``). No
+attempt budget: a failed announcement is retried by SQS, then by the sweeper.
 
 So the finish must never fail once the announcement is out: everything it
 writes is bounded (``sume.core.bounded``, the item's room for artifact records),
