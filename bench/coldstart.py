@@ -27,7 +27,7 @@ from bench.calls import handler_modules, lambda_runtime_env
 from bench.env import STUB_NAMES
 from bench.report import Targets, paired_difference, table
 from bench.runtime import python
-from infra.spec import RECEIVER_MEMORY_MB
+from infra.spec import RECEIVER_MEMORY_MB, RECEIVER_SNAPSTART
 
 # What a variant runs before the clock starts (``setup``, then this line, then
 # what is timed): a snapshot's part of the work.
@@ -91,9 +91,18 @@ VARIANTS: dict[str, str] = {
 }
 # Under SnapStart the imports are in the snapshot and the first delivery after a
 # restore builds the rest (the receiver builds nothing at import): the same
-# pair, with the imports before the clock.
+# pair, with the imports before the clock. The receiver's after-restore hooks,
+# registered at import with a stand-in for the runtime's ``snapshot_restore_py``,
+# run first on the clock, as a restore runs them before the first invocation.
+RESTORE_HOOKS = (
+    "import types\n"
+    "hooks = []\n"
+    "sys.modules['snapshot_restore_py'] = types.SimpleNamespace(\n"
+    "    register_after_restore=lambda f, *a, **k: hooks.append((f, a, k)))\n"
+)
+RUN_RESTORE_HOOKS = "assert hooks\nfor f, a, k in hooks: f(*a, **k)\n"
 RESTORED_FLOOR = FLOOR_IMPORTS + CLOCK + FLOOR_BUILDS
-RESTORED_RECEIVER = RECEIVER_IMPORTS + CLOCK + RECEIVER_BUILDS
+RESTORED_RECEIVER = RESTORE_HOOKS + RECEIVER_IMPORTS + CLOCK + RUN_RESTORE_HOOKS + RECEIVER_BUILDS
 
 
 # The target's pair (floor, receiver's first use) runs until the median of
@@ -304,23 +313,42 @@ def render(report: ColdReport, targets: Targets) -> None:
             [(m, f"{a:.0f}", f"{b:.0f}") for m, a, b in report.heaviest_modules],
         )
     )
-    print(f"\n{render_gap(report.gap)}\n")
+    full = "Full init: receiver's import + first use less the floor's"
+    print(f"\n{render_gap(report.gap, full)}\n")
     restored = "As restored by SnapStart (imports in the snapshot, both timed from the first use)"
     print(f"{render_gap(report.restored, restored)}\n")
     month, per_million = cost.snapstart(RECEIVER_MEMORY_MB)
     print(
-        f"SnapStart at the receiver's {RECEIVER_MEMORY_MB} MB (not enabled): {month:.2f} USD a "
-        f"month per published version cached, {per_million:.2f} USD per million restores "
-        "(one per new container), plus the billed restore duration (the runtime's load and "
-        "any after-restore hook) and the init at publish.\n"
+        f"SnapStart on the receiver ({'enabled' if RECEIVER_SNAPSTART else 'not enabled'}, "
+        f"`infra.spec.RECEIVER_SNAPSTART`) at {RECEIVER_MEMORY_MB} MB: {month:.2f} USD a month "
+        f"for its published version's cached snapshot, {per_million:.2f} USD per million "
+        "restores (one per new container), plus the billed restore duration (the runtime's "
+        "load and the after-restore hook) and the init once per deploy, at publish. The "
+        "restore itself (the snapshot copied back) is not measured here: AWS reports it per "
+        "new container as `Restore Duration` in the REPORT line.\n"
     )
-    gap = report.gap.median
     off = paired_difference(report.tracer_off_ms[RECEIVER_FIRST_USE], floor)
     low, high = report.gap.interval
+    full_init = (
+        f"{report.gap.median:+.0f} ms CPU ({low:+.0f} to {high:+.0f}, "
+        f"{len(report.gap.floor_ms)} pairs) with the Tracer ({off:+.0f} ms without, "
+        f"{report.runs} runs)"
+    )
+    if RECEIVER_SNAPSTART:
+        # As deployed a new container is restored, not initialised: the full
+        # init runs once per deploy, when the version is published.
+        judged = report.restored
+        rlow, rhigh = judged.interval
+        what = "as deployed: restored by SnapStart"
+        value = (
+            f"{judged.median:+.0f} ms CPU restored ({rlow:+.0f} to {rhigh:+.0f}, "
+            f"{len(judged.floor_ms)} pairs); full init {full_init}, run once per deploy"
+        )
+    else:
+        judged, what, value = report.gap, "import + first use", full_init
     targets.add(
-        f"receiver cold start within {IMPORT_MARGIN_MS:.0f} ms of floor (import + first use)",
-        f"{gap:+.0f} ms CPU ({low:+.0f} to {high:+.0f}, {len(report.gap.floor_ms)} pairs) "
-        f"with the Tracer ({off:+.0f} ms without, {report.runs} runs)",
-        gap <= IMPORT_MARGIN_MS,
+        f"receiver cold start within {IMPORT_MARGIN_MS:.0f} ms of floor ({what})",
+        value,
+        judged.median <= IMPORT_MARGIN_MS,
     )
     print()

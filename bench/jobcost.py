@@ -217,6 +217,11 @@ def fixed_month(empty_round: PathRun, counts: dict[str, int] | None) -> dict[str
         )
     # A warm receiver reads its secret once per 5 minutes (the cache's age).
     fixed["secret reads, per warm receiver"] = ROUNDS_A_MONTH * cost.SECRETS_CALL_PER_M / 1e6
+    if spec.RECEIVER_SNAPSTART:
+        # One published version at a time (a deploy deletes the one it replaces);
+        # each restore is priced per new container in section 3, not here.
+        cached, _ = cost.snapstart(spec.RECEIVER_MEMORY_MB)
+        fixed["receiver's SnapStart snapshot, 1 version cached"] = cached
     return fixed
 
 

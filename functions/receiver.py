@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from sume.core import runtime
 from sume.core.errors import RETRYABLE, ConfigurationError
 from sume.core.names import HEALTH_PATH, HEALTH_REGION, Metric
 from sume.core.observability import count, logger, metrics, tracer
@@ -17,6 +18,11 @@ from sume.receiving.http import (
     to_event_response,
 )
 from sume.receiving.webhook import Receipt, Rejected
+
+# Deployed with SnapStart (infra/functions/receiver.py): what this import left
+# is shared by every container restored from the snapshot. It builds no client
+# and reads no secret or clock (all on first use); only ``random`` needs redrawing.
+runtime.after_restore(runtime.reseed)
 
 
 def accepted(receipt: Receipt) -> HttpResponse:

@@ -188,7 +188,7 @@ class SumeWebhooksStack(Stack):
         api = WebhookApi(
             self,
             "WebhookApi",
-            receiver=receiver.function,
+            receiver=receiver.live,
             throttle_rate=config.throttle_rate,
             throttle_burst=config.throttle_burst,
             log_retention=logs.RetentionDays[config.log_retention],

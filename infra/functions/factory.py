@@ -56,6 +56,8 @@ class FunctionSpec:
     environment: Mapping[str, str]
     reserved_concurrency: int | None = None
     """Concurrency kept for this function alone, and its cap; None: the account's shared pool."""
+    snap_start: bool = False
+    """Published versions start from a snapshot of their init (Lambda SnapStart)."""
 
 
 class FunctionFactory(Construct):
@@ -127,6 +129,7 @@ class FunctionFactory(Construct):
             system_log_level_v2=lambda_.SystemLogLevel.WARN,
             environment={**self._shared_environment(), **_without_empty(spec.environment)},
             reserved_concurrent_executions=spec.reserved_concurrency,
+            snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if spec.snap_start else None,
         )
         for rule in ("AwsSolutions-L1", "Serverless-LambdaLatestVersion"):
             acknowledge(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from aws_cdk import Annotations, RemovalPolicy
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 
@@ -37,7 +39,23 @@ class ReceiverFunction(StackFunction):
                 # worker's or the poller's bursts, anything else in the
                 # account) can take the capacity Sume's deliveries need.
                 reserved_concurrency=reserved_concurrency,
+                snap_start=spec.RECEIVER_SNAPSTART,
             ),
+        )
+        # What API Gateway invokes: SnapStart runs from published versions only,
+        # never $LATEST. A deploy that changes the function publishes a new
+        # version (its init runs then, and its snapshot is taken) and moves the
+        # alias to it; the version it replaces is deleted, so one snapshot is
+        # cached (and billed) at a time. Alarms and the dashboard stay on the
+        # function: its FunctionName metrics add up every version and alias.
+        version = self.function.current_version
+        version.apply_removal_policy(RemovalPolicy.DESTROY)
+        Annotations.of(self.function).acknowledge_warning(
+            "@aws-cdk/aws-lambda:snapStartRequirePublish",
+            "Published: current_version, invoked through the alias below.",
+        )
+        self.live: lambda_.IFunction = lambda_.Alias(
+            self, "Live", alias_name=spec.RECEIVER_ALIAS, version=version
         )
         # One conditional UpdateItem per delivery (GetItem when a store
         # refuses it without handing back the stored item, see

@@ -25,7 +25,8 @@ def test_the_webhook_and_health_routes_go_to_the_receiver_with_payload_2(dev: St
         props = integration["Properties"]
         assert props["IntegrationType"] == "AWS_PROXY"
         assert props["PayloadFormatVersion"] == "2.0"
-        assert ref_name(props["IntegrationUri"]) == "FunctionsReceiverFunction"
+        # The alias of the published version, which SnapStart restores; never $LATEST.
+        assert ref_name(props["IntegrationUri"]) == "FunctionsReceiverLive"
         # API Gateway waits just past the receiver's own timeout, inside Sume's 10 s.
         assert spec.RECEIVER_TIMEOUT * 1000 < props["TimeoutInMillis"] < 10_000
     # Only these routes may invoke the receiver.
@@ -38,6 +39,9 @@ def test_the_webhook_and_health_routes_go_to_the_receiver_with_payload_2(dev: St
         f"/*/*{HEALTH_PATH}",
         f"/*/*{WEBHOOK_PATH}",
     ]
+    assert {ref_name(p["Properties"]["FunctionName"]) for p in permissions} == {
+        "FunctionsReceiverLive"
+    }
 
 
 def test_stage_throttling_comes_from_context(dev: Stage, prod: Stage) -> None:

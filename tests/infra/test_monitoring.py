@@ -35,7 +35,10 @@ def test_alarms_cover_every_failure_and_notify_the_topic(dev: Stage, prod: Stage
     for fn in ("Receiver", "Worker", "Poller"):
         props = alarms[f"{fn}Errors"]
         assert (props["Namespace"], props["MetricName"]) == ("AWS/Lambda", "Errors")
+        # FunctionName alone adds up every version and alias: the receiver's
+        # alarm counts what its SnapStart alias runs.
         (dimension,) = props["Dimensions"]
+        assert dimension["Name"] == "FunctionName"
         assert ref_name(dimension["Value"]) == f"Functions{fn}Function"
     dlq = alarms["DlqNotEmpty"]
     assert (dlq["Namespace"], dlq["MetricName"]) == (

@@ -121,8 +121,9 @@ def test_route53_fails_over_on_the_health_of_each_regions_receiver(
     assert set(routes) == {"POST /webhooks/sume", "GET /health"}
     integrations = stage.of_type("AWS::ApiGatewayV2::Integration")
     health_target = routes["GET /health"]["Properties"]["Target"]["Fn::Join"][1][1]["Ref"]
+    # The receiver's alias (its SnapStart version), as the webhook route's.
     assert ref_name(integrations[health_target]["Properties"]["IntegrationUri"]) == (
-        "FunctionsReceiverFunction"
+        "FunctionsReceiverLive"
     )
 
     check_id, check = stage.one("FailoverHealthCheck", "AWS::Route53::HealthCheck")

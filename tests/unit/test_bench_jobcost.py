@@ -7,6 +7,8 @@ import pytest
 from bench import coldstart, cost, jobcost, jobfloor, jobpaths
 from bench.jobmeter import Units, read_units
 from bench.jobpaths import Invocation, PathRun
+from bench.report import Targets
+from infra import spec
 
 
 def test_each_line_of_a_bill_is_its_count_times_its_price():
@@ -107,3 +109,46 @@ def test_the_gap_is_settled_only_with_enough_pairs_and_a_narrow_interval():
     spread = [float(i % 40) for i in range(coldstart.MIN_PAIRS)]
     gap = coldstart.Gap([0.0] * coldstart.MIN_PAIRS, spread)
     assert not gap.settled()
+
+
+def test_the_fixed_costs_list_the_receiver_s_cached_snapshot_at_its_memory():
+    fixed = jobcost.fixed_month(PathRun("empty"), None)
+    # 512 MB cached all month at the cache's GB-second price: about 1.95 USD.
+    month = spec.RECEIVER_MEMORY_MB / 1024 * cost.MONTH_S * cost.SNAPSTART_CACHE_GB_SECOND
+    assert spec.RECEIVER_SNAPSTART
+    assert fixed["receiver's SnapStart snapshot, 1 version cached"] == pytest.approx(month)
+    assert round(month, 2) == 1.95
+
+
+def _cold_report() -> coldstart.ColdReport:
+    pairs = coldstart.MIN_PAIRS
+    report = coldstart.ColdReport(
+        runs=1,
+        gap=coldstart.Gap([300.0] * pairs, [360.0] * pairs),
+        restored=coldstart.Gap([140.0] * pairs, [141.0] * pairs),
+    )
+    report.ms = {coldstart.FLOOR: [300.0], coldstart.RECEIVER_FIRST_USE: [360.0]}
+    report.wall_ms = {name: list(v) for name, v in report.ms.items()}
+    report.tracer_off_ms = {coldstart.RECEIVER_FIRST_USE: [335.0]}
+    return report
+
+
+@pytest.mark.parametrize("snapstart", [True, False])
+def test_the_cold_start_target_judges_what_is_deployed_and_prints_the_full_init(
+    monkeypatch, capsys, snapstart
+):
+    monkeypatch.setattr(coldstart, "RECEIVER_SNAPSTART", snapstart)
+    targets = Targets([])
+    coldstart.render(_cold_report(), targets)
+    printed = capsys.readouterr().out
+    ((target, measured, met),) = targets.rows
+    # Both pairs are printed whichever is judged.
+    assert "Full init" in printed and "As restored by SnapStart" in printed
+    if snapstart:
+        assert "as deployed: restored by SnapStart" in target
+        assert measured.startswith("+1 ms CPU restored") and "full init +60 ms CPU" in measured
+        assert met is True
+    else:
+        assert "(import + first use)" in target
+        assert measured.startswith("+60 ms CPU")
+        assert met is False

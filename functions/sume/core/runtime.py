@@ -1,5 +1,6 @@
 """The Lambda runtime as the domain sees it: what a container builds once (and forgets all
-together), the wall clock, and what is left of an invocation.
+together), what a container restored from a snapshot must draw afresh, the wall clock, and
+what is left of an invocation.
 
 Each handler's service and every boto3 client is built on first use and kept
 for the container's life. ``reset()`` forgets all of them, as a fresh
@@ -10,6 +11,7 @@ environment or start moto.
 from __future__ import annotations
 
 import functools
+import random
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -29,6 +31,32 @@ def reset() -> None:
     """Forget every service and client built so far."""
     for cached in _cached:
         cached.cache_clear()
+
+
+def after_restore(hook: Callable[[], object]) -> bool:
+    """Run ``hook`` in each container Lambda SnapStart restores; False where none ever is.
+
+    ``snapshot_restore_py`` is part of Lambda's Python runtimes (3.12+), not
+    a dependency: tests, the local stack and the bench run without it.
+    """
+    try:
+        from snapshot_restore_py import (  # type: ignore[import-not-found,unused-ignore]
+            register_after_restore,
+        )
+    except ImportError:
+        return False
+    register_after_restore(hook)
+    return True
+
+
+def reseed() -> None:
+    """Draw ``random``'s state afresh from the OS.
+
+    Containers restored from one snapshot would otherwise share it: botocore's
+    retry jitter draws from it, so their retries would back off in step. Ids
+    need nothing (``uuid.uuid4`` reads ``os.urandom`` on each call).
+    """
+    random.seed()
 
 
 Clock = Callable[[], float]
