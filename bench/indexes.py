@@ -241,7 +241,7 @@ class _Lives:
     registrations, the ops CLI's replay) are watched as the handlers' are.
     """
 
-    def __init__(self, watcher: Watcher, env: dict[str, str]) -> None:
+    def __init__(self, watcher: Watcher, env: dict[str, str], shards: int) -> None:
         import boto3
 
         from sume.store.jobs import JobsTable
@@ -251,7 +251,7 @@ class _Lives:
         self.table = env[Env.JOBS_TABLE_NAME]
         session = boto3.session.Session()
         self.ddb = session.client("dynamodb")
-        self.jobs = JobsTable(self.ddb, self.table, DUE_SHARDS)
+        self.jobs = JobsTable(self.ddb, self.table, shards)
         self.sqs = session.client("sqs")
         self.queue = JobQueue(self.sqs, env[Env.JOBS_QUEUE_URL])
         self.shards_url = env[Env.POLL_SHARDS_QUEUE_URL]
@@ -330,10 +330,10 @@ class _Lives:
             replay(self.jobs, self.queue, job_id, int(time.time()))
 
 
-def _lives(watcher: Watcher, env: dict[str, str]) -> list[Life]:
+def _lives(watcher: Watcher, env: dict[str, str], shards: int) -> list[Life]:
     from devstack.simulator import Sume
 
-    run = _Lives(watcher, env)
+    run = _Lives(watcher, env, shards)
     with Sume("http://127.0.0.1:9/unused", [d.SECRET], attempts=1) as sume:
         job = sume.new_job(artifacts=2)
         run.life(COMPLETED)
@@ -381,7 +381,8 @@ def _lives(watcher: Watcher, env: dict[str, str]) -> list[Life]:
     return run.lives
 
 
-def measure() -> IndexReport:
+def measure(shards: int = DUE_SHARDS) -> IndexReport:
+    """Each life on a fresh moto account; ``shards`` as ``jobpaths.measure``'s."""
     import boto3
     from moto import mock_aws
 
@@ -393,10 +394,14 @@ def measure() -> IndexReport:
         names = create_resources(session, prefix="sume-bench", signing_secret=d.SECRET)
         env = lambda_env(names)
         watcher = Watcher(session.client("dynamodb"), names.table)
-        local = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
+        local = {
+            Env.ALLOW_HTTP_URLS: "true",
+            Env.ALLOW_PRIVATE_HOSTS: "true",
+            Env.DUE_SHARDS: str(shards),
+        }
         runtime.reset()
         with environment({**env, **local}), watcher.installed():
-            lives = _lives(watcher, env)
+            lives = _lives(watcher, env, shards)
         runtime.reset()
     keys = {"report_bucket": {"S": "2026-12-01#07"}, "report_at": {"N": "1764590000"}}
     return IndexReport(watcher.index_names, lives, DUE_INDEX_BEFORE, item_size(keys))

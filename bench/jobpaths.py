@@ -90,7 +90,13 @@ class Driver:
     """Runs paths on one moto account; made while the counter and the meter are installed."""
 
     def __init__(
-        self, session: Any, env: dict[str, str], names: Any, counter: CallCounter, meter: Meter
+        self,
+        session: Any,
+        env: dict[str, str],
+        names: Any,
+        counter: CallCounter,
+        meter: Meter,
+        shards: int = DUE_SHARDS,
     ) -> None:
         import boto3
 
@@ -107,7 +113,7 @@ class Driver:
         self._reader = session.client("dynamodb")
         watched = boto3.session.Session()
         self.ddb = watched.client("dynamodb")
-        self.jobs = JobsTable(self.ddb, self.table, DUE_SHARDS)
+        self.jobs = JobsTable(self.ddb, self.table, shards)
         self.queue = JobQueue(watched.client("sqs"), names.queue_url)
         self.receiver = receiver.handler
         self.poller = poller.handler
@@ -293,8 +299,11 @@ def _paths(driver: Driver) -> tuple[list[PathRun], PathRun]:
     return runs, empty
 
 
-def measure() -> tuple[list[PathRun], PathRun]:
-    """Every path on a fresh moto account, and the empty round it subtracted."""
+def measure(shards: int = DUE_SHARDS) -> tuple[list[PathRun], PathRun]:
+    """Every path on a fresh moto account, and the empty round it subtracted.
+
+    ``shards``: the due index's shard count (``DUE_SHARDS``), each claimed and
+    released by every round; the bench prices the deployed one."""
     import boto3
     from moto import mock_aws
 
@@ -306,11 +315,15 @@ def measure() -> tuple[list[PathRun], PathRun]:
         session = boto3.session.Session()
         names = create_resources(session, prefix="sume-bench", signing_secret=d.SECRET)
         env = lambda_env(names)
-        local = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
+        local = {
+            Env.ALLOW_HTTP_URLS: "true",
+            Env.ALLOW_PRIVATE_HOSTS: "true",
+            Env.DUE_SHARDS: str(shards),
+        }
         meter = Meter(session.client("dynamodb"))
         runtime.reset()
         with meter.installed(), counter.installed(), environment({**env, **local}):
-            driver = Driver(session, env, names, counter, meter)
+            driver = Driver(session, env, names, counter, meter, shards)
             found = _paths(driver)
         runtime.reset()
     return found

@@ -2,9 +2,12 @@
 
 The cloud assembly is synthesized by a subprocess whose environment carries
 no AWS credentials, profile or config, which is itself the proof that synth
-works offline and account-free. cfn-lint loads beside it and lints the
-templates in the background while the template assertions run; the tests
-that need its findings (``cfn_lint_findings``) are run last of the session.
+works offline and account-free. It starts with the first infra test, and the
+infra tests that read no template (the CDK CLI's, the Makefile's, quicktype's,
+each waiting on a process of its own) run first, while it synthesizes.
+cfn-lint loads beside it and lints the templates in the background while the
+template assertions run; the tests that need its findings (``cfn_lint_findings``)
+are run last.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,21 +196,75 @@ def _python(module: str, *args: str, env: dict[str, str]) -> subprocess.Popen[st
     )
 
 
+def _artifacts() -> tuple[str, ...]:
+    """The assembly's templates by artifact: each stage's, then the global stage's by region."""
+    name = spec.stack_name(GLOBAL_STAGE)
+    return (*(spec.stack_name(s) for s in STAGES), *(f"{name}-{r}" for r in GLOBAL_REGIONS))
+
+
+class _Started:
+    """The synth, and cfn-lint, which a thread hands the templates once they are written."""
+
+    def __init__(self, outdir: Path, env: dict[str, str]) -> None:
+        self.outdir = outdir
+        self.env = env
+        self.synth = _python("tests.infra.synth_stages", str(outdir), env=env)
+        # cfn-lint loads for seconds; on two cores it overlaps with the synth.
+        self.lint = _python("tests.infra.lint_templates", env=env)
+        self.synth_output = ("", "")
+        self._waiting = threading.Thread(target=self._lint_when_synthesized, daemon=True)
+        self._waiting.start()
+
+    def _lint_when_synthesized(self) -> None:
+        self.synth_output = self.synth.communicate(timeout=600)
+        assert self.lint.stdin is not None
+        if self.synth.returncode == 0:
+            names = [str(self.outdir / f"{a}.template.json") for a in _artifacts()]
+            self.lint.stdin.write(" ".join(names) + "\n")
+            self.lint.stdin.flush()
+
+    def synthesized(self) -> tuple[str, str]:
+        """Waits for the synth; its stdout and stderr."""
+        self._waiting.join(timeout=600)
+        return self.synth_output
+
+    def stop(self) -> None:
+        for process in (self.synth, self.lint):
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+
+
 @pytest.fixture(scope="session")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    outdir = tmp_path_factory.mktemp("cdk.out")
-    env = credential_free_env(tmp_path_factory.mktemp("home"))
-    synth = _python("tests.infra.synth_stages", str(outdir), env=env)
-    # Both load for seconds; on two cores they overlap with the synth.
-    lint = _python("tests.infra.lint_templates", env=env)
+def _started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Started]:
+    started = _Started(
+        tmp_path_factory.mktemp("cdk.out"), credential_free_env(tmp_path_factory.mktemp("home"))
+    )
+    yield started
+    started.stop()
+
+
+@pytest.fixture(scope="session")
+def _synth_needed(request: pytest.FixtureRequest) -> bool:
+    return any("cloud" in getattr(item, "fixturenames", ()) for item in request.session.items)
+
+
+@pytest.fixture(autouse=True)
+def _synth_early(request: pytest.FixtureRequest, _synth_needed: bool) -> None:
+    """Starts the synth at the first infra test of a session that reads templates."""
+    if _synth_needed:
+        request.getfixturevalue("_started")
+
+
+@pytest.fixture(scope="session")
+def cloud(_started: _Started) -> Cloud:
     from aws_cdk import App
 
     App()  # starts this process's jsii runtime, which Template needs
-    out, err = synth.communicate(timeout=600)
-    if synth.returncode != 0:
-        lint.kill()
-        lint.communicate()
+    out, err = _started.synthesized()
+    if _started.synth.returncode != 0:
         pytest.fail(f"synth failed:\n{out[-4000:]}\n{err[-8000:]}")
+    outdir = _started.outdir
 
     def read(name: str, artifact: str) -> Stage:
         return Stage(
@@ -219,18 +277,16 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
     stages = {stage: read(spec.stack_name(stage), spec.stack_name(stage)) for stage in STAGES}
     name = spec.stack_name(GLOBAL_STAGE)
     regional = {region: read(name, f"{name}-{region}") for region in GLOBAL_REGIONS}
-    assert lint.stdin is not None
-    templates = {str(outdir / f"{s.name}.template.json"): s for s in stages.values()}
-    templates |= {str(outdir / f"{name}-{r}.template.json"): s for r, s in regional.items()}
-    lint.stdin.write(" ".join(templates) + "\n")
-    lint.stdin.flush()
-    cloud = Cloud(
-        outdir=outdir, env=env, stages=stages, regional=regional, cfn_lint=lint, templates=templates
+    files = [str(outdir / f"{artifact}.template.json") for artifact in _artifacts()]
+    templates = dict(zip(files, [*stages.values(), *regional.values()], strict=True))
+    return Cloud(
+        outdir=outdir,
+        env=_started.env,
+        stages=stages,
+        regional=regional,
+        cfn_lint=_started.lint,
+        templates=templates,
     )
-    yield cloud
-    if lint.poll() is None:
-        lint.kill()
-        lint.communicate()
 
 
 @pytest.fixture(scope="session")
@@ -240,10 +296,20 @@ def cfn_lint_findings(cloud: Cloud) -> list[dict[str, Any]]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # cfn-lint starts on the templates once the synth is done and takes
-    # seconds: the tests that wait for it run last, the others meanwhile.
-    waiting = [i for i in items if "cfn_lint_findings" in getattr(i, "fixturenames", ())]
-    items[:] = [i for i in items if i not in waiting] + waiting
+    # The synth takes seconds: the infra tests that read no template run first,
+    # meanwhile. cfn-lint starts on the templates once the synth is done and
+    # takes seconds too: the tests that wait for it run last, the others meanwhile.
+    # Stable, so each module's tests stay together (their module fixtures are built once).
+    here = Path(__file__).parent
+    slots = [n for n, item in enumerate(items) if item.path.is_relative_to(here)]
+
+    def rank(item: pytest.Item) -> int:
+        names = getattr(item, "fixturenames", ())
+        return 2 if "cfn_lint_findings" in names else 1 if "cloud" in names else 0
+
+    ordered = sorted((items[n] for n in slots), key=rank)
+    for n, item in zip(slots, ordered, strict=True):
+        items[n] = item
 
 
 @pytest.fixture(scope="session")

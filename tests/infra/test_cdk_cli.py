@@ -4,8 +4,11 @@ the pinned CDK CLI where npx finds it, and cdk.json runs the app the synth tests
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from tests.infra.conftest import credential_free_env
 
@@ -25,31 +28,16 @@ def test_make_install_installs_the_pinned_cdk_cli() -> None:
     assert "npm ci" in plan.stdout
 
 
-def test_npx_cdk_is_the_pinned_cli_and_runs_the_projects_app() -> None:
-    pinned = json.loads((ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
+@pytest.fixture(scope="module")
+def typo_synth(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+    """One `npx cdk synth` with a misspelt context key, verbose: the CLI logs its version,
+    then runs the app, which refuses the key. Each CLI start costs seconds of node."""
     assert (ROOT / "node_modules" / ".bin" / "cdk").exists(), "run make install"
-    version = subprocess.run(
-        ["npx", "--no-install", "cdk", "--version"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    assert version.stdout.split()[0] == pinned
-    app = json.loads((ROOT / "cdk.json").read_text())["app"].split()
-    # The interpreter make install creates, on the app the synth tests synthesize.
-    assert app == [".venv/bin/python", "app.py"]
-    assert (ROOT / app[0]).exists()
-
-
-def test_the_cdk_cli_s_context_is_checked_too(tmp_path: Path) -> None:
-    # The CLI hands the app its context in CDK_CONTEXT_JSON, its own keys among
-    # them (aws:cdk:..., cdk.json's feature flags): only a key of neither kind stops it.
-    env = {**credential_free_env(tmp_path), "CDK_DISABLE_CLI_TELEMETRY": "1"}
-    typo = ["-c", "stage=dev", "-c", "alarm_emial=ops@example.com", "-o", str(tmp_path / "out")]
-    result = subprocess.run(
-        ["npx", "--no-install", "cdk", "synth", "--no-notices", *typo],
+    home = tmp_path_factory.mktemp("cdk-home")
+    env = {**credential_free_env(home), "CDK_DISABLE_CLI_TELEMETRY": "1"}
+    typo = ["-c", "stage=dev", "-c", "alarm_emial=ops@example.com", "-o", str(home / "out")]
+    return subprocess.run(
+        ["npx", "--no-install", "cdk", "synth", "--no-notices", "--verbose", *typo],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -57,6 +45,25 @@ def test_the_cdk_cli_s_context_is_checked_too(tmp_path: Path) -> None:
         timeout=120,
         check=False,
     )
-    assert result.returncode != 0
-    assert "error: unknown context key alarm_emial (did you mean alarm_email?)" in result.stderr
-    assert "Traceback" not in result.stderr
+
+
+def test_npx_cdk_is_the_pinned_cli_and_runs_the_projects_app(
+    typo_synth: subprocess.CompletedProcess[str],
+) -> None:
+    pinned = json.loads((ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
+    (version,) = re.findall(r"CDK Toolkit CLI version: (\S+)", typo_synth.stderr)
+    assert version == pinned
+    app = json.loads((ROOT / "cdk.json").read_text())["app"].split()
+    # The interpreter make install creates, on the app the synth tests synthesize.
+    assert app == [".venv/bin/python", "app.py"]
+    assert (ROOT / app[0]).exists()
+
+
+def test_the_cdk_cli_s_context_is_checked_too(
+    typo_synth: subprocess.CompletedProcess[str],
+) -> None:
+    # The CLI hands the app its context in CDK_CONTEXT_JSON, its own keys among
+    # them (aws:cdk:..., cdk.json's feature flags): only a key of neither kind stops it.
+    assert typo_synth.returncode != 0
+    assert "error: unknown context key alarm_emial (did you mean alarm_email?)" in typo_synth.stderr
+    assert "Traceback" not in typo_synth.stderr

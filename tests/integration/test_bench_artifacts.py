@@ -146,7 +146,7 @@ def job(name, origin, moto_server, key, traced=False):
 
 
 @pytest.mark.parametrize("name", sorted(copier.COPIERS))
-def test_each_copier_moves_exactly_the_origins_bytes(copier_env, moto_server, name):
+def test_each_copier_moves_exactly_the_origins_bytes(copier_env, moto_server, name, frozen_heap):
     _, s3 = copier_env
     with Origin(SIZE * 2) as origin:
         result = copier.measure(job(name, origin, moto_server, f"test/{name}", traced=True))
