@@ -168,6 +168,10 @@ def local_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[DevStack]:
     """The local stack on ephemeral ports, its poller left to the test: what the CLI's
     commands are run against with ``--endpoint-url``."""
     monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
-    settings = DevStackSettings(port=0, moto_port=0, signing_secret=LOCAL_SECRET, poller=False)
-    with DevStack(settings) as running:
+    with DevStack(local_stack_settings()) as running:
         yield running
+
+
+def local_stack_settings() -> DevStackSettings:
+    """The CLI tests' local stack: ephemeral ports, the poller's schedule left to the test."""
+    return DevStackSettings(port=0, moto_port=0, signing_secret=LOCAL_SECRET, poller=False)
