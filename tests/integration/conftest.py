@@ -53,13 +53,20 @@ class _SetupSession:
         self._session = boto3.session.Session()
         self._clients: dict[str, Any] = {}
 
-    def client(self, service: str) -> Any:
-        if service not in self._clients:
-            self._clients[service] = self._session.client(service)
-        return self._clients[service]
+    def client(self, service: str, endpoint_url: str | None = None) -> Any:
+        key = f"{service} {endpoint_url}"
+        if key not in self._clients:
+            self._clients[key] = self._session.client(service, endpoint_url=endpoint_url)
+        return self._clients[key]
 
 
 _SETUP = _SetupSession()
+
+
+def served_resources(endpoint: str, **kw: Any) -> ResourceNames:
+    """The stack's resources on the moto server at ``endpoint``, made by the setup clients
+    (a client costs more to build than the few calls each test's setup makes with it)."""
+    return create_resources(_SETUP, endpoint_url=endpoint, **kw)
 
 
 @pytest.fixture(scope="session")

@@ -13,12 +13,11 @@ from collections.abc import Iterator
 import boto3
 import pytest
 
-from devstack.resources import create_resources
 from infra.spec import ResourceNames
 from sume.store.jobs import JobsTable
-from sume_cli.context import new_session
 from tests.builders import SECRET
 from tests.integration import test_report as reported
+from tests.integration.conftest import served_resources
 from tests.integration.test_replay_window import OUTAGE, REASON, an_outage
 from tests.integration.test_report import reset
 
@@ -36,7 +35,7 @@ def endpoint(moto_server: str) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def names(endpoint: str) -> ResourceNames:
-    return create_resources(new_session(), endpoint_url=endpoint, signing_secret=SECRET)
+    return served_resources(endpoint, signing_secret=SECRET)
 
 
 @pytest.fixture(scope="module")

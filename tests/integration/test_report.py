@@ -19,15 +19,14 @@ import boto3
 import pytest
 
 from bench.counting import CallCounter
-from devstack.resources import create_resources
 from infra.spec import ResourceNames
 from sume.contract.envelope import JobEvent, parse
 from sume.core.names import due_shard
 from sume.store.job import Source, State
 from sume.store.jobs import JobsTable
-from sume_cli.context import new_session
 from sume_cli.main import main
 from tests.builders import SECRET, job_body, raw_of
+from tests.integration.conftest import served_resources
 
 NOW = int(time.time())
 RECENT = NOW - 600
@@ -51,7 +50,7 @@ def endpoint(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]
 
 @pytest.fixture
 def names(endpoint: str) -> ResourceNames:
-    return create_resources(new_session(), endpoint_url=endpoint, signing_secret=SECRET)
+    return served_resources(endpoint, signing_secret=SECRET)
 
 
 @pytest.fixture
