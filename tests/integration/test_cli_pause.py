@@ -15,56 +15,19 @@ from devstack.stack import DevStack
 from devstack.switches import create_switches
 from sume_cli.context import new_session
 from sume_cli.main import main
-from tests.integration.conftest import local_stack_settings
+from tests.integration.conftest import SharedStack
 from tests.integration.test_cli import deploy_outputs, reset
 
 
-class _Shared:
-    """One local stack for the tests that leave its switches as they found them: a
-    stack costs a second to start and one to stop (its loops' long polls)."""
-
-    def __init__(self) -> None:
-        self._stack: DevStack | None = None
-
-    def get(self) -> DevStack:
-        if self._stack is None:
-            self._stack = DevStack(local_stack_settings()).start()
-        return self._stack
-
-    def close(self) -> None:
-        if self._stack is not None:
-            self._stack.stop()
-            self._stack = None
-
-
-@pytest.fixture(scope="module")
-def shared() -> Iterator[_Shared]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
-        holder = _Shared()
-        try:
-            yield holder
-        finally:
-            holder.close()
-
-
 @pytest.fixture
-def stack(shared: _Shared) -> Iterator[DevStack]:
+def stack(shared_stack: SharedStack) -> Iterator[DevStack]:
     """The module's stack; each test must hand it back running, with no pause record."""
-    running = shared.get()
+    running = shared_stack.get()
     yield running
     assert set(mapping_states(running).values()) == {"Enabled"}
     assert rule_state(running) == "ENABLED"
     records = running.client("ssm").get_parameters_by_path(Path=f"/{running.prefix}/paused")
     assert records["Parameters"] == []
-
-
-@pytest.fixture
-def own_stack(shared: _Shared, request: pytest.FixtureRequest) -> DevStack:
-    """A stack of the test's own, for a test that breaks it: one stack runs per process,
-    so the module's stops first (the next test to ask for it starts it again)."""
-    shared.close()
-    return request.getfixturevalue("local_stack")
 
 
 def cli(stack: DevStack, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -212,8 +175,8 @@ def test_usage_errors_exit_2_and_turn_nothing(stack, capsys):
     assert rule_state(stack) == "ENABLED"
 
 
-def test_a_stack_without_the_switches_is_a_one_line_error(own_stack, capsys):
-    stack = own_stack
+def test_a_stack_without_the_switches_is_a_one_line_error(local_stack, capsys):
+    stack = local_stack  # of its own: it deletes a switch
     lambda_: Any = stack.client("lambda")
     for mapping in lambda_.list_event_source_mappings()["EventSourceMappings"]:
         if mapping["EventSourceArn"].endswith(f":{stack.prefix}-jobs"):
