@@ -15,7 +15,7 @@ from devstack.stack import DevStack
 from devstack.switches import create_switches
 from sume_cli.context import new_session
 from sume_cli.main import main
-from tests.integration.conftest import SharedStack
+from tests.integration.conftest import SharedStack, stop_shared_stacks
 from tests.integration.test_cli import deploy_outputs, reset
 
 
@@ -200,6 +200,8 @@ def test_a_deployed_stage_is_paused_through_its_stack_outputs(
     # queues, the record named after the stack.
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
     monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
+    # moto's state is the process's: the reset would wipe a running local stack too.
+    stop_shared_stacks()
     reset(moto_server)  # the session's server: other tests' resources, and ours after
     request.addfinalizer(lambda: reset(moto_server))
     switches.install()
