@@ -53,13 +53,19 @@ def cli(stack: DevStack, capsys: pytest.CaptureFixture[str], *argv: str) -> tupl
 
 
 def wait_for_state(stack: DevStack, capsys, job_id: str, states: set[str]) -> dict:
-    """Until the worker has moved the job on; pytest's timeout bounds a hang."""
-    while True:
-        code, out = cli(stack, capsys, "status", job_id, "--json")
-        story = json.loads(out) if code == 0 else {}
-        if story.get("state") in states and "replay" not in story:
-            return story
-        time.sleep(0.1)
+    """Until the worker has moved the job on, then what ``status --json`` says of it.
+
+    Polled in the table: a CLI run finds the stack's resources first, a dozen calls a
+    poll. pytest's timeout bounds a hang.
+    """
+    jobs = stack.jobs()
+    while (job := jobs.get(job_id)) is None or job.state not in states or job.replay:
+        time.sleep(0.05)
+    code, out = cli(stack, capsys, "status", job_id, "--json")
+    assert code == 0
+    story = json.loads(out)
+    assert story["state"] in states and "replay" not in story
+    return story
 
 
 def test_send_test_then_status_then_replay_on_the_local_stack(stack, capsys):

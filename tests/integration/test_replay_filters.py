@@ -1,8 +1,9 @@
 """``replay --since``'s filters, each a dry run over one outage's window (the jobs of
 tests/integration/test_replay_window.py, which shows that a dry run writes nothing).
 
-A dry run reads and writes nothing, so the window is built once for the module on a
-moto of its own; the runs that write are in test_replay_window.py, each on a fresh one.
+A dry run writes nothing, so the window is built once for the module, on moto's server
+reset before and after it; the runs that write are in test_replay_window.py, each on a
+fresh moto.
 """
 
 from __future__ import annotations
