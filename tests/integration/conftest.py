@@ -54,13 +54,20 @@ class _SetupSession:
         self._session = boto3.session.Session()
         self._clients: dict[str, Any] = {}
 
-    def client(self, service: str) -> Any:
-        if service not in self._clients:
-            self._clients[service] = self._session.client(service)
-        return self._clients[service]
+    def client(self, service: str, endpoint_url: str | None = None) -> Any:
+        key = f"{service} {endpoint_url}"
+        if key not in self._clients:
+            self._clients[key] = self._session.client(service, endpoint_url=endpoint_url)
+        return self._clients[key]
 
 
 _SETUP = _SetupSession()
+
+
+def served_resources(endpoint: str, **kw: Any) -> ResourceNames:
+    """The stack's resources on the moto server at ``endpoint``, made by the setup clients
+    (a client costs more to build than the few calls each test's setup makes with it)."""
+    return create_resources(_SETUP, endpoint_url=endpoint, **kw)
 
 
 @pytest.fixture(scope="session")
@@ -178,8 +185,54 @@ def logs() -> Iterator[Logs]:
 @pytest.fixture
 def local_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[DevStack]:
     """The local stack on ephemeral ports, its poller left to the test: what the CLI's
-    commands are run against with ``--endpoint-url``."""
+    commands are run against with ``--endpoint-url``. The test's own: a module's
+    shared one stops first (one local stack runs per process)."""
+    stop_shared_stacks()
     monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
-    settings = DevStackSettings(port=0, moto_port=0, signing_secret=LOCAL_SECRET, poller=False)
-    with DevStack(settings) as running:
+    with DevStack(local_stack_settings()) as running:
         yield running
+
+
+class SharedStack:
+    """A module's local stack, started when a test first asks for it: a stack costs a
+    second to start and one to stop (its loops' long polls). For tests that hand it
+    back as they found it; one that needs a stack of its own stops it."""
+
+    def __init__(self) -> None:
+        self._stack: DevStack | None = None
+
+    def get(self) -> DevStack:
+        if self._stack is None:
+            self._stack = DevStack(local_stack_settings()).start()
+        return self._stack
+
+    def close(self) -> None:
+        if self._stack is not None:
+            self._stack.stop()
+            self._stack = None
+
+
+_SHARED_STACKS: list[SharedStack] = []
+
+
+def stop_shared_stacks() -> None:
+    for shared in _SHARED_STACKS:
+        shared.close()
+
+
+@pytest.fixture(scope="module")
+def shared_stack() -> Iterator[SharedStack]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
+        shared = SharedStack()
+        _SHARED_STACKS.append(shared)
+        try:
+            yield shared
+        finally:
+            _SHARED_STACKS.remove(shared)
+            shared.close()
+
+
+def local_stack_settings() -> DevStackSettings:
+    """The CLI tests' local stack: ephemeral ports, the poller's schedule left to the test."""
+    return DevStackSettings(port=0, moto_port=0, signing_secret=LOCAL_SECRET, poller=False)

@@ -4,6 +4,7 @@ what ``status`` and ``report`` say while the work is paused."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,12 +15,19 @@ from devstack.stack import DevStack
 from devstack.switches import create_switches
 from sume_cli.context import new_session
 from sume_cli.main import main
+from tests.integration.conftest import SharedStack, stop_shared_stacks
 from tests.integration.test_cli import deploy_outputs, reset
 
 
 @pytest.fixture
-def stack(local_stack: DevStack) -> DevStack:
-    return local_stack
+def stack(shared_stack: SharedStack) -> Iterator[DevStack]:
+    """The module's stack; each test must hand it back running, with no pause record."""
+    running = shared_stack.get()
+    yield running
+    assert set(mapping_states(running).values()) == {"Enabled"}
+    assert rule_state(running) == "ENABLED"
+    records = running.client("ssm").get_parameters_by_path(Path=f"/{running.prefix}/paused")
+    assert records["Parameters"] == []
 
 
 def cli(stack: DevStack, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -28,6 +36,11 @@ def cli(stack: DevStack, capsys: pytest.CaptureFixture[str], *argv: str) -> tupl
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err
     return code, captured.out, captured.err
+
+
+# What is paused is said whatever the window: half an hour reads the report index's
+# 16 buckets of one day (or two), not the default 24 h's two or three days of them.
+REPORT = ("report", "--since", "30m")
 
 
 def mapping_states(stack: DevStack) -> dict[str, str]:
@@ -84,7 +97,7 @@ def test_pausing_the_poller_stops_its_schedule_and_its_round_not_its_intake(stac
 def test_status_and_report_say_what_is_paused_since_when_and_why(stack, capsys):
     code, out, _ = cli(stack, capsys, "send-test", stack.url, "--job", "job_seen_held")
     assert code == 0, out
-    code, out, err = cli(stack, capsys, "report", "--check")
+    code, out, err = cli(stack, capsys, *REPORT, "--check")
     assert (code, err.count("paused")) == (0, 0)
 
     cli(stack, capsys, "pause", "worker", "--reason", "consumer broken")
@@ -93,11 +106,11 @@ def test_status_and_report_say_what_is_paused_since_when_and_why(stack, capsys):
     assert "job_seen_held" in out and "paused" not in out
     assert "paused: worker paused since " in err and ": consumer broken; resume: " in err
 
-    code, out, err = cli(stack, capsys, "report", "--check")
+    code, out, err = cli(stack, capsys, *REPORT, "--check")
     assert code == 3
     assert "paused: worker paused since " in err
     assert "check failed: worker paused (next: sume-webhooks --endpoint-url" in err
-    code, out, _ = cli(stack, capsys, "report", "--output", "json")
+    code, out, _ = cli(stack, capsys, *REPORT, "--output", "json")
     body = json.loads(out)
     assert body["problems"] == ["paused worker"]
     (paused,) = body["paused"]
@@ -105,7 +118,7 @@ def test_status_and_report_say_what_is_paused_since_when_and_why(stack, capsys):
     assert paused["since"].endswith("Z") and paused["by"]
 
     cli(stack, capsys, "resume", "worker")
-    code, out, err = cli(stack, capsys, "report", "--check")
+    code, out, err = cli(stack, capsys, *REPORT, "--check")
     assert (code, err.count("paused")) == (0, 0)
 
 
@@ -117,7 +130,7 @@ def test_a_switch_turned_by_hand_is_seen_and_resumed(stack, capsys):
         if m["EventSourceArn"].endswith(f":{stack.prefix}-jobs")
     ]
     lambda_.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
-    code, _, err = cli(stack, capsys, "report")
+    code, _, err = cli(stack, capsys, *REPORT)
     assert code == 0
     assert "worker paused by hand (no record of when or why)" in err
     code, out, _ = cli(stack, capsys, "resume", "worker")
@@ -127,7 +140,7 @@ def test_a_switch_turned_by_hand_is_seen_and_resumed(stack, capsys):
     # Resumed by hand, with the record still there: resume says so and removes it.
     cli(stack, capsys, "pause", "worker", "--reason", "planned")
     lambda_.update_event_source_mapping(UUID=mapping["UUID"], Enabled=True)
-    code, _, err = cli(stack, capsys, "report")
+    code, _, err = cli(stack, capsys, *REPORT)
     assert "paused" not in err
     code, out, _ = cli(stack, capsys, "resume", "worker")
     assert out.startswith("worker was running already (resumed by hand): removed its pause record")
@@ -139,7 +152,7 @@ def test_a_switch_turned_by_hand_is_seen_and_resumed(stack, capsys):
     name = f"/{stack.prefix}/paused/worker"
     stack.client("ssm").put_parameter(Name=name, Value="{not json", Type="String")
     lambda_.update_event_source_mapping(UUID=mapping["UUID"], Enabled=False)
-    code, _, err = cli(stack, capsys, "report")
+    code, _, err = cli(stack, capsys, *REPORT)
     assert f"worker paused since ? by unknown: unreadable record {name}; resume: " in err
     assert cli(stack, capsys, "resume", "worker")[0] == 0
     assert stack.client("ssm").get_parameters(Names=[name])["Parameters"] == []
@@ -162,7 +175,8 @@ def test_usage_errors_exit_2_and_turn_nothing(stack, capsys):
     assert rule_state(stack) == "ENABLED"
 
 
-def test_a_stack_without_the_switches_is_a_one_line_error(stack, capsys):
+def test_a_stack_without_the_switches_is_a_one_line_error(local_stack, capsys):
+    stack = local_stack  # of its own: it deletes a switch
     lambda_: Any = stack.client("lambda")
     for mapping in lambda_.list_event_source_mappings()["EventSourceMappings"]:
         if mapping["EventSourceArn"].endswith(f":{stack.prefix}-jobs"):
@@ -171,7 +185,7 @@ def test_a_stack_without_the_switches_is_a_one_line_error(stack, capsys):
     assert code == 1
     assert err.startswith("sume-webhooks: no event source mapping reads ")
     assert err.count("\n") == 1
-    code, _, err = cli(stack, capsys, "report")
+    code, _, err = cli(stack, capsys, *REPORT)
     assert code == 0
     assert "could not tell whether the work is paused: no event source mapping" in err
 
@@ -186,6 +200,8 @@ def test_a_deployed_stage_is_paused_through_its_stack_outputs(
     # queues, the record named after the stack.
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
     monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
+    # moto's state is the process's: the reset would wipe a running local stack too.
+    stop_shared_stacks()
     reset(moto_server)  # the session's server: other tests' resources, and ours after
     request.addfinalizer(lambda: reset(moto_server))
     switches.install()
@@ -210,7 +226,7 @@ def test_a_deployed_stage_is_paused_through_its_stack_outputs(
         ssm.get_parameter(Name="/SumeWebhooks-qa/paused/poller")["Parameter"]["Value"]
     )
     assert record["reason"] == "Sume API down"
-    code, _, err = run("report", "--check")
+    code, _, err = run(*REPORT, "--check")
     assert code == 3
     assert "poller paused (next: sume-webhooks --stage qa resume poller)" in err
     assert run("resume", "poller")[0] == 0

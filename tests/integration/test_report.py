@@ -19,15 +19,14 @@ import boto3
 import pytest
 
 from bench.counting import CallCounter
-from devstack.resources import create_resources
 from infra.spec import ResourceNames
 from sume.contract.envelope import JobEvent, parse
 from sume.core.names import due_shard
 from sume.store.job import Source, State
 from sume.store.jobs import JobsTable
-from sume_cli.context import new_session
 from sume_cli.main import main
 from tests.builders import SECRET, job_body, raw_of
+from tests.integration.conftest import served_resources
 
 NOW = int(time.time())
 RECENT = NOW - 600
@@ -51,7 +50,7 @@ def endpoint(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]
 
 @pytest.fixture
 def names(endpoint: str) -> ResourceNames:
-    return create_resources(new_session(), endpoint_url=endpoint, signing_secret=SECRET)
+    return served_resources(endpoint, signing_secret=SECRET)
 
 
 @pytest.fixture
@@ -61,6 +60,10 @@ def table(endpoint: str, names: ResourceNames) -> JobsTable:
 
 @pytest.fixture
 def cli(endpoint: str, capsys: pytest.CaptureFixture[str]):
+    return runner(endpoint, capsys)
+
+
+def runner(endpoint: str, capsys: pytest.CaptureFixture[str]):
     def run(*argv: str) -> tuple[int, str, str]:
         capsys.readouterr()
         code = main(["--endpoint-url", endpoint, *argv])
@@ -103,8 +106,41 @@ def lose(table: JobsTable, job_id: str, at: int) -> None:
     assert table.mark_lost(job_id, at, at + 300, "http_503", window_at=polled.unreported_at())
 
 
+class _Day:
+    """The day's jobs, built once for the tests that only read them: each report is a
+    read. Built again should another test's reset of the moto server have wiped them."""
+
+    def __init__(self) -> None:
+        self.built: JobsTable | None = None
+
+    def on(self, endpoint: str, cli: Any) -> JobsTable:
+        if self.built is None or self.built.get("job_old_awaiting") is None:
+            reset(endpoint)
+            names = served_resources(endpoint, signing_secret=SECRET)
+            table = JobsTable(boto3.client("dynamodb", endpoint_url=endpoint), names.table, 16)
+            self.built = a_day(table, cli)
+        return self.built
+
+
+@pytest.fixture(scope="module")
+def day(moto_server: str) -> Iterator[_Day]:
+    yield _Day()
+    reset(moto_server)
+
+
 @pytest.fixture
-def scenario(table: JobsTable, cli) -> JobsTable:
+def day_cli(moto_server: str, monkeypatch: pytest.MonkeyPatch, capsys):
+    """The CLI over the day's jobs: ``cli`` without its fresh moto."""
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    return runner(moto_server, capsys)
+
+
+@pytest.fixture
+def scenario(day: _Day, moto_server: str, day_cli) -> JobsTable:
+    return day.on(moto_server, day_cli)
+
+
+def a_day(table: JobsTable, cli: Any) -> JobsTable:
     # In the last 30 minutes: every one ends well or is still on time.
     for job_id, event, outcome in (
         ("job_web_done", "job.completed", "completed"),
@@ -152,8 +188,8 @@ def listed(job_ids: list[str], more: int = 0) -> dict[str, Any]:
     return {"count": len(job_ids) + more, "job_ids": job_ids, "more": more}
 
 
-def test_every_count_and_job_id_of_a_day_with_known_endings(scenario, cli, endpoint):
-    CLI = f"sume-webhooks --endpoint-url {endpoint}"
+def test_every_count_and_job_id_of_a_day_with_known_endings(scenario, day_cli, moto_server):
+    cli, CLI = day_cli, f"sume-webhooks --endpoint-url {moto_server}"
     with CallCounter().installed() as counter:
         code, out, err = cli("report", "--since", "24h", "--output", "json")
     assert code == 0, err
@@ -188,8 +224,10 @@ def test_every_count_and_job_id_of_a_day_with_known_endings(scenario, cli, endpo
     assert counter.calls.count("dynamodb.BatchGetItem") == 1
 
 
-def test_the_table_lists_what_did_not_end_well_and_check_fails_on_it(scenario, cli, endpoint):
-    CLI = f"sume-webhooks --endpoint-url {endpoint}"
+def test_the_table_lists_what_did_not_end_well_and_check_fails_on_it(
+    scenario, day_cli, moto_server
+):
+    cli, CLI = day_cli, f"sume-webhooks --endpoint-url {moto_server}"
     code, out, err = cli("report", "--since", "24h", "--check", "--limit", "1")
     assert code == 3
     assert (
@@ -219,7 +257,8 @@ def test_the_table_lists_what_did_not_end_well_and_check_fails_on_it(scenario, c
     assert " report --since 24h --limit 2); next: " in detail
 
 
-def test_a_window_where_every_job_ended_well_passes_the_check(scenario, cli):
+def test_a_window_where_every_job_ended_well_passes_the_check(scenario, day_cli):
+    cli = day_cli
     code, out, err = cli("report", "--since", "30m", "--check", "--output", "json")
     assert code == 0, err
     report = json.loads(out)
@@ -237,7 +276,8 @@ def test_a_window_where_every_job_ended_well_passes_the_check(scenario, cli):
     assert report["parked"] == listed([])
 
 
-def test_an_iso_since_and_a_shorter_overdue_grace(scenario, cli):
+def test_an_iso_since_and_a_shorter_overdue_grace(scenario, day_cli):
+    cli = day_cli
     since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(EARLIER + 2))
     code, out, err = cli("report", "--since", since, "--overdue-after", "3h", "--output", "json")
     assert code == 0, err

@@ -22,7 +22,6 @@ import pytest
 
 import worker
 from devstack.eventsources import SqsEventSource
-from devstack.resources import create_resources
 from infra import spec
 from infra.spec import ResourceNames
 from sume.core import runtime
@@ -31,13 +30,12 @@ from sume.polling.compose import build_poller
 from sume.polling.settings import PollerSettings
 from sume.store.job import Job
 from sume.store.jobs import JobsTable
-from sume_cli.context import new_session
 from sume_cli.main import main
 from tests.awscalls import hooking_new_clients
 from tests.builders import job_body
 from tests.consumers import assert_consumers_agree
 from tests.httpserver import LoopbackServer
-from tests.integration.conftest import lambda_environment
+from tests.integration.conftest import lambda_environment, served_resources
 from tests.integration.world import Subscriber, deliver
 
 DAY = 24 * 3600
@@ -119,7 +117,7 @@ def reset(endpoint: str) -> None:
 @pytest.fixture
 def stack(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     reset(moto_server)
-    names = create_resources(new_session(), endpoint_url=moto_server)
+    names = served_resources(moto_server)
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
     monkeypatch.setenv("ALLOW_HTTP_URLS", "true")
     monkeypatch.setenv("ALLOW_PRIVATE_HOSTS", "true")

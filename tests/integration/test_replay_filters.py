@@ -1,0 +1,81 @@
+"""``replay --since``'s filters, each a dry run over one outage's window (the jobs of
+tests/integration/test_replay_window.py, which shows that a dry run writes nothing).
+
+A dry run writes nothing, so the window is built once for the module, on moto's server
+reset before and after it; the runs that write are in test_replay_window.py, each on a
+fresh moto.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import boto3
+import pytest
+
+from infra.spec import ResourceNames
+from sume.store.jobs import JobsTable
+from tests.builders import SECRET
+from tests.integration import test_report as reported
+from tests.integration.conftest import served_resources
+from tests.integration.test_replay_window import OUTAGE, REASON, an_outage
+from tests.integration.test_report import reset
+
+cli = reported.cli
+
+
+@pytest.fixture(scope="module")
+def endpoint(moto_server: str) -> Iterator[str]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("AWS_ENDPOINT_URL", raising=False)
+        reset(moto_server)
+        yield moto_server
+        reset(moto_server)
+
+
+@pytest.fixture(scope="module")
+def names(endpoint: str) -> ResourceNames:
+    return served_resources(endpoint, signing_secret=SECRET)
+
+
+@pytest.fixture(scope="module")
+def outage(endpoint: str, names: ResourceNames) -> JobsTable:
+    return an_outage(JobsTable(boto3.client("dynamodb", endpoint_url=endpoint), names.table, 16))
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        ((), [*OUTAGE, "job_gone_404", "job_fine", "job_fixed_by_retry"]),
+        (("--state", "processed"), ["job_fine", "job_fixed_by_retry"]),
+        (("--error-code", "http_404"), ["job_gone_404"]),
+        (("--error-code", "too_many_attempts"), list(OUTAGE)),
+        (("--outcome", "failed"), ["job_out_failed"]),
+        (("--event", "job.failed"), ["job_out_failed"]),
+        (
+            ("--event", "job.failed", "--event", "job.completed", "--state", "processed"),
+            ["job_fine", "job_fixed_by_retry"],
+        ),
+        (("--error-code", "http_503", "--outcome", "canceled"), []),
+        (
+            ("--until", "50m"),
+            [
+                "job_out_a",
+                "job_out_b",
+                "job_out_c",
+                "job_out_failed",
+                "job_gone_404",
+                "job_fine",
+                "job_fixed_by_retry",
+            ],
+        ),
+        (("--until", "70m"), []),
+    ],
+)
+def test_each_filter_narrows_the_window(cli, outage, filters, expected):
+    code, out, err = cli(
+        "replay", "--since", "3h", *filters, "--reason", REASON, "--dry-run", "--output", "json"
+    )
+    assert code == 0, err
+    assert [job["job_id"] for job in json.loads(out)["jobs"]] == expected
