@@ -153,11 +153,22 @@ def test_a_failed_upload_aborts_the_multipart_upload(s3, connections):
     assert s3.list_objects_v2(Bucket=BUCKET)["KeyCount"] == 0
 
 
+LAGGED_SIZE = 16 * PART
+
+
+@pytest.fixture(scope="module")
+def remote_origin():
+    """The origin in a process of its own: its memory is not the copy's. It keeps
+    nothing between copies, so one serves every test of the module."""
+    with servers.spawned("origin", "--size", str(LAGGED_SIZE), "--seed", "1") as url:
+        yield url
+
+
 @pytest.mark.parametrize("connections", [1, 4])
-def test_memory_holds_at_most_the_stated_parts_when_uploads_lag(connections):
+def test_memory_holds_at_most_the_stated_parts_when_uploads_lag(connections, remote_origin):
     # Reading is far faster than this S3 (every part waits), so a pipeline
     # without a bound would hold most of the object.
-    size = 16 * PART
+    size = LAGGED_SIZE
     sink = S3Sink()
 
     def slow_sink(request, **kw):
@@ -170,14 +181,12 @@ def test_memory_holds_at_most_the_stated_parts_when_uploads_lag(connections):
     client.meta.events.register("before-send.s3", slow_sink)
     copier = store(client, connections=connections, uploads=2)
     content = Content(size, seed=1)
-    # The origin in a process of its own: its memory is not the copy's.
-    with servers.spawned("origin", "--size", str(size), "--seed", "1") as url:
-        tracemalloc.start()
-        try:
-            stored = copier.copy(url, "big.bin")
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
+    tracemalloc.start()
+    try:
+        stored = copier.copy(remote_origin, "big.bin")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
     assert (stored.size, stored.sha256) == (size, content.sha256())
     assert sink.parts == part_digests(content.chunks(), PART)
     # The stated bound: the parts of the connections and of the uploads, and
@@ -216,7 +225,7 @@ def test_a_trickling_range_ends_at_the_deadline(s3):
     with Origin(SIZE, rate=200_000) as origin:
         started = time.monotonic()
         with pytest.raises(TransientFetchError) as info:
-            store(s3).copy(origin.url, "slow.bin", deadline=started + 1.0)
+            store(s3).copy(origin.url, "slow.bin", deadline=started + 0.5)
         assert info.value.code == "deadline"
         assert time.monotonic() - started < GENEROUS
         # The deadline is no reason to try again as one stream.

@@ -698,7 +698,7 @@ def test_the_due_index_is_sparse_and_never_scanned(aws, sume):
 
 @pytest.fixture
 def short_polls(monkeypatch):
-    monkeypatch.setenv("HTTP_TOTAL_TIMEOUT_SECONDS", "1.5")
+    monkeypatch.setenv("HTTP_TOTAL_TIMEOUT_SECONDS", "0.6")
     monkeypatch.setenv("TIME_BUDGET_MARGIN_SECONDS", "1")
 
 
@@ -709,9 +709,9 @@ def test_a_slow_status_host_stalls_neither_the_run_nor_the_other_polls(aws, sume
         register(aws, Clock(now - 1000), job_id, sume.job_url(job_id))
         sume.answer(job_id, {"status": "running"})
     register(aws, Clock(now - 1000), "job_trickle", sume.job_url("job_trickle"))
-    # Headers at once, then a byte every half second: no single read ever
-    # times out, and the answer would take 30 s.
-    sume.route("/v1/jobs/job_trickle", body=lambda: itertools.repeat(b" ", 60), interval=0.5)
+    # Headers at once, then a byte every 0.1 s: no single read ever times out
+    # (reads wait at least 1 s), and the answer would take 30 s.
+    sume.route("/v1/jobs/job_trickle", body=lambda: itertools.repeat(b" ", 300), interval=0.1)
     context = LambdaContext(timeout_seconds=20)
 
     summary = poller_round(context=lambda: context)
@@ -727,13 +727,13 @@ def test_a_slow_status_host_stalls_neither_the_run_nor_the_other_polls(aws, sume
 def test_a_host_that_never_answers_is_lost_at_the_cut_off(aws, sume, short_polls, monkeypatch):
     monkeypatch.setenv("MAX_POLL_AGE_SECONDS", "900")
     register(aws, Clock(time.time() - 900), "job_mute", sume.job_url("job_mute"))
-    # It sends its head a byte every half second: no read ever times out, and
-    # the answer would never be complete within the function's time.
+    # It sends its head a byte every 0.1 s: no read ever times out, and the
+    # answer would never be complete within the function's time.
     head = [b"HTTP/1.0 200 OK\r\n", b"x-wait: "]
     sume.route(
         "/v1/jobs/job_mute",
-        body=lambda: itertools.chain(head, itertools.repeat(b"z", 60)),
-        interval=0.5,
+        body=lambda: itertools.chain(head, itertools.repeat(b"z", 300)),
+        interval=0.1,
         raw=True,
     )
     context = LambdaContext(timeout_seconds=20)

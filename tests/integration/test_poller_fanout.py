@@ -7,6 +7,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -98,7 +99,14 @@ def test_a_later_round_skips_the_shards_a_run_still_holds(aws, sume):
     (job_id,) = register(aws, sume, 1, SHARDS, time.time() - 60)
     shard = due_shard(job_id, SHARDS)
     path = f"/v1/jobs/{job_id}"
-    sume.route(path, headers={"content-type": "application/json"}, body=b"{}", delay=1.5)
+    # The answer's body is held until the later round's run has ended.
+    answered = threading.Event()
+
+    def held() -> Iterator[bytes]:
+        answered.wait(30)
+        yield b"{}"
+
+    sume.route(path, headers={"content-type": "application/json"}, body=held, length=2)
     round_ = int(time.time())
     slow: list[dict[str, Any]] = []
     holder = threading.Thread(
@@ -116,6 +124,7 @@ def test_a_later_round_skips_the_shards_a_run_still_holds(aws, sume):
     (later,) = run_assignments(
         [message(Assignment(round_ + 1, (shard,)).body())], LambdaContext(timeout_seconds=60)
     )
+    answered.set()
     holder.join()
 
     assert (later["polled"], later["taken"]) == (0, [shard])

@@ -237,6 +237,10 @@ def test_both_regions_ticks_of_one_period_ask_sume_once_per_job(
 
 
 RETENTION_DAYS = 35
+# The days of report partitions an expiry run reads before its cutoff: enough for
+# every job here (ended at most 15 days past its retention), and each day costs 16
+# queries, so not the 90 of the default.
+LOOKBACK_DAYS = 20
 
 
 def ended_job(jobs: JobsTable, job_id: str, days_ago: int) -> None:
@@ -263,12 +267,13 @@ def test_the_expiry_deletes_ended_jobs_past_their_retention_and_keeps_the_rest(
     aws, replication, monkeypatch
 ):
     monkeypatch.setenv(Env.RETENTION_DAYS, str(RETENTION_DAYS))
+    monkeypatch.setenv(Env.EXPIRY_LOOKBACK_DAYS, str(LOOKBACK_DAYS))
     jobs = JobsTable(boto3.client("dynamodb"), aws.table, 16)
     ended_job(jobs, "job_old", 40)
-    ended_job(jobs, "job_older", 80)
+    ended_job(jobs, "job_older", 50)
     ended_job(jobs, "job_recent", 10)
     # Entered the window long ago, ended only now: its retention has just begun.
-    Registry(jobs, first_poll_after=1, clock=lambda: time.time() - 60 * DAY_SECONDS).expect(
+    Registry(jobs, first_poll_after=1, clock=lambda: time.time() - 45 * DAY_SECONDS).expect(
         "job_slow", "https://api.sume.example/jobs/job_slow"
     )
     ended_job(jobs, "job_slow", 0)
@@ -290,6 +295,7 @@ def test_the_expiry_deletes_ended_jobs_past_their_retention_and_keeps_the_rest(
 
 def test_a_job_replayed_between_the_read_and_the_delete_is_kept(aws, monkeypatch):
     monkeypatch.setenv(Env.RETENTION_DAYS, str(RETENTION_DAYS))
+    monkeypatch.setenv(Env.EXPIRY_LOOKBACK_DAYS, str(LOOKBACK_DAYS))
     jobs = JobsTable(boto3.client("dynamodb"), aws.table, 16)
     ended_job(jobs, "job_replayed", 40)
     read = JobExpiry.expired

@@ -676,7 +676,7 @@ def test_unknown_and_empty_messages(aws):
 def test_a_trickling_artifact_is_cut_before_the_deadline_and_the_retry_resumes(
     world, server, local_urls, monkeypatch
 ):
-    monkeypatch.setenv("TIME_BUDGET_MARGIN_SECONDS", "2")
+    monkeypatch.setenv("TIME_BUDGET_MARGIN_SECONDS", "1.5")
     done = server.route("/v/0.mp4", body=b"first", headers=MP4)
     # A byte every 0.2 s: no read ever times out, and the whole takes 20 s.
     slow = server.route(
@@ -685,7 +685,7 @@ def test_a_trickling_artifact_is_cut_before_the_deadline_and_the_retry_resumes(
     job_id = deliver(job_body(artifacts=[done, slow]))
     next_in_batch = deliver(job_body(event="job.failed"))
     event = sqs_event([job_id, next_in_batch])
-    context = LambdaContext(timeout_seconds=6)
+    context = LambdaContext(timeout_seconds=3)
 
     response = worker.handler(event, context)
 

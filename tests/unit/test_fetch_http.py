@@ -225,31 +225,31 @@ def drain(client, url, **kw):
 def test_a_trickling_body_ends_at_the_deadline_not_as_a_short_body(server):
     # No content-length: were the cut taken for the end, a truncated
     # artifact would be stored as complete.
-    url = server.route("/trickle", body=lambda: endless(b"x"), interval=0.1)
-    ends_at_the_deadline(lambda: drain(http(read_timeout=2.0), url, deadline=within(1.0)))
+    url = server.route("/trickle", body=lambda: endless(b"x"), interval=0.05)
+    ends_at_the_deadline(lambda: drain(http(read_timeout=2.0), url, deadline=within(0.4)))
 
 
 def test_a_trickling_https_body_ends_at_the_deadline(tls_server):
     server, ca = tls_server
-    url = server.route("/t", body=lambda: endless(b"x"), interval=0.1)
+    url = server.route("/t", body=lambda: endless(b"x"), interval=0.05)
     url = url.replace("127.0.0.1", "artifacts.test")
     client = SafeHttp(
         LOCAL, 1.0, 2.0, resolver=names({"artifacts.test": ["127.0.0.1"]}), ca_certs=ca
     )
-    ends_at_the_deadline(lambda: drain(client, url, deadline=within(1.0)))
+    ends_at_the_deadline(lambda: drain(client, url, deadline=within(0.6)))
 
 
 def test_a_trickling_header_ends_at_the_deadline(server):
     head = [b"HTTP/1.0 200 OK\r\n", b"x-slow: "]
     url = server.route(
-        "/h", body=lambda: itertools.chain(head, endless(b"x")), interval=0.1, raw=True
+        "/h", body=lambda: itertools.chain(head, endless(b"x")), interval=0.05, raw=True
     )
-    ends_at_the_deadline(lambda: http(read_timeout=2.0).get_text(url, deadline=within(1.0)))
+    ends_at_the_deadline(lambda: http(read_timeout=2.0).get_text(url, deadline=within(0.4)))
 
 
 def test_without_a_deadline_the_total_timeout_applies(server):
-    url = server.route("/trickle", body=lambda: endless(b"x"), interval=0.1)
-    ends_at_the_deadline(lambda: http(read_timeout=2.0, total_timeout=1.0).get_text(url))
+    url = server.route("/trickle", body=lambda: endless(b"x"), interval=0.05)
+    ends_at_the_deadline(lambda: http(read_timeout=2.0, total_timeout=0.4).get_text(url))
 
 
 def test_a_slow_name_lookup_ends_at_the_deadline(server):
@@ -261,7 +261,7 @@ def test_a_slow_name_lookup_ends_at_the_deadline(server):
         return ["127.0.0.1"]
 
     try:
-        ends_at_the_deadline(lambda: drain(http(resolver=resolver), url, deadline=within(0.5)))
+        ends_at_the_deadline(lambda: drain(http(resolver=resolver), url, deadline=within(0.2)))
     finally:
         released.set()
     assert server.hits["/a"] == 0
