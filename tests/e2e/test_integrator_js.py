@@ -21,6 +21,9 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "integrator-js"
 # Longer than the e2e stack's cut-off (tests/e2e/conftest.py), so a lost job is
 # announced well within it.
 WAIT_SECONDS = 60
+# An announcement ends a long poll at once; a queue deleted under a run is noticed
+# only when the receive under way ends (after SQS's 20 s by default).
+LONG_POLL_SECONDS = 1
 
 
 def command(stack: DevStack, *args: str) -> tuple[list[str], dict[str, str]]:
@@ -38,7 +41,8 @@ def command(stack: DevStack, *args: str) -> tuple[list[str], dict[str, str]]:
         **banner,
         "SUME_EVENT_BUS": stack.names.event_bus,
     }
-    return ["node", "integrate.mjs", "--wait-seconds", str(WAIT_SECONDS), *args], env
+    options = ["--wait-seconds", str(WAIT_SECONDS), "--long-poll-seconds", str(LONG_POLL_SECONDS)]
+    return ["node", "integrate.mjs", *options, *args], env
 
 
 def integrate(stack: DevStack, name: str, *args: str) -> subprocess.CompletedProcess[str]:
