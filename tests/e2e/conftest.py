@@ -10,12 +10,12 @@ from devstack.stack import DevStack
 from sume.core.names import Env
 
 # Seconds, not minutes: the job whose webhook never arrives is polled after
-# one second, a job Sume never finishes is lost after five, and a failed
+# one second, a job Sume never finishes is lost after three, and a failed
 # message is visible again after one.
 E2E_TIMINGS = {
     "POLL_INITIAL_SECONDS": "1",
     "POLL_MAX_INTERVAL_SECONDS": "2",
-    "MAX_POLL_AGE_SECONDS": "5",
+    "MAX_POLL_AGE_SECONDS": "3",
     "REDELIVER_GRACE_SECONDS": "2",
     "SWEEP_AFTER_SECONDS": "10",
 }
