@@ -20,6 +20,17 @@ E2E_TIMINGS = {
     "SWEEP_AFTER_SECONDS": "10",
 }
 
+E2E_STACK = {
+    **E2E_TIMINGS,
+    # A job whose work keeps failing gives up after three attempts, a retry delay
+    # apart, not MAX_RECEIVES' five (an outage is waited out whole,
+    # test_replay_window.py); one retry still succeeds (the scenario's).
+    Env.MAX_ATTEMPTS: "3",
+    # The poller's round, every 0.3 s, is one run per shard of the due-work index:
+    # 16 runs kept an idle stack half a core busy, and no test here needs more than two.
+    Env.DUE_SHARDS: "2",
+}
+
 
 def environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
@@ -35,10 +46,7 @@ def stack() -> Iterator[DevStack]:
             moto_port=0,
             poll_every_seconds=0.3,
             retry_delay_seconds=1,
-            # A job whose work keeps failing gives up after three attempts, a
-            # retry delay apart, not MAX_RECEIVES' five (an outage is waited out
-            # whole, test_replay_window.py); one retry still succeeds (the scenario's).
-            lambda_env={**E2E_TIMINGS, Env.MAX_ATTEMPTS: "3"},
+            lambda_env=E2E_STACK,
         )
     )
     local.start()
