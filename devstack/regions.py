@@ -270,6 +270,8 @@ class Regions:
         see it."""
         name = region or self.up()[0].name
         env = {
+            # The functions' settings (DUE_SHARDS among them) say how they read it.
+            **self._lambda_env,
             Env.JOBS_TABLE_NAME: self.table,
             Env.JOBS_QUEUE_URL: self.regions[name].names.queue_url,
         }
