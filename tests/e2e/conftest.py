@@ -22,10 +22,10 @@ E2E_TIMINGS = {
 
 E2E_STACK = {
     **E2E_TIMINGS,
-    # A job whose work keeps failing gives up after three attempts, a retry delay
+    # A job whose work keeps failing gives up after two attempts, a retry delay
     # apart, not MAX_RECEIVES' five (an outage is waited out whole,
-    # test_replay_window.py); one retry still succeeds (the scenario's).
-    Env.MAX_ATTEMPTS: "3",
+    # test_replay_window.py); one retry still succeeds (the scenario's flaky link).
+    Env.MAX_ATTEMPTS: "2",
     # The poller's round, every 0.3 s, is one run per shard of the due-work index:
     # 16 runs kept an idle stack half a core busy, and no test here needs more than two.
     Env.DUE_SHARDS: "2",
