@@ -1,7 +1,7 @@
 """Two regional stacks on one moto server, their jobs table one MRSC global table.
 
 What AWS would run in two regions of one MRSC region set runs here as one
-process per region (``python -m devstack.regions CONFIG``), each a whole
+process per region (``python -m devstack.regions``, its settings on stdin), each a whole
 ``DevStack`` (API and receiver, queue and worker, poller, buckets, bus) signing
 for its own region, as the three functions would in their own containers. The
 moto server runs in the process that holds ``Regions``, with
@@ -139,21 +139,36 @@ class Regions:
         moto_mrsc.install(self.replication)
         # moto's werkzeug logs every AWS call; the journals say what matters.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        # Every region's process starts at once (most of a start is Python importing
+        # the stack); each is told its settings once the one before it is up.
+        spawned = [self._spawn() for _ in self.order]
         try:
             self._moto = ThreadedMotoServer(ip_address=HOST, port=0, verbose=False)
             self._moto.start()
             self.endpoint_url = "http://{}:{}".format(*self._moto.get_host_and_port())
             # One after the other: the home region creates the table the others use.
-            for name in self.order:
-                self.regions[name] = region = self._launch(name)
+            for name, process in zip(self.order, spawned, strict=True):
+                self.regions[name] = region = self._launch(name, process)
                 self.table = region.names.table
                 self.leases_table = region.names.leases_table
         except BaseException:
+            for process in spawned[len(self.regions) :]:
+                process.kill()
+                process.wait()
             self.stop()
             raise
         return self
 
-    def _launch(self, name: str) -> Region:
+    def _spawn(self) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "devstack.regions"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"},
+        )
+
+    def _launch(self, name: str, process: subprocess.Popen[str]) -> Region:
         config = {
             "region": name,
             "moto_endpoint": self.endpoint_url,
@@ -166,14 +181,9 @@ class Regions:
             "poll_every_seconds": self._poll_every,
             "retry_delay_seconds": self._retry_delay,
         }
-        process = subprocess.Popen(  # noqa: S603 - this interpreter, this module
-            [sys.executable, "-m", "devstack.regions", json.dumps(config)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env={k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"},
-        )
-        assert process.stdout is not None
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(json.dumps(config) + "\n")
+        process.stdin.flush()
         ready = _ready(process.stdout, START_TIMEOUT_SECONDS)
         region = Region(name, ready["url"], ResourceNames(**ready["names"]), process)
         threading.Thread(target=_follow, args=(region,), daemon=True).start()
@@ -270,6 +280,8 @@ class Regions:
         see it."""
         name = region or self.up()[0].name
         env = {
+            # The functions' settings (DUE_SHARDS among them) say how they read it.
+            **self._lambda_env,
             Env.JOBS_TABLE_NAME: self.table,
             Env.JOBS_QUEUE_URL: self.regions[name].names.queue_url,
         }
@@ -414,6 +426,8 @@ def _address(url: str) -> tuple[str, int]:
 def child(config: Mapping[str, Any]) -> int:
     """One regional stack: a JSON line when ready, one per journal entry, until stdin ends.
 
+    Its settings (``config``) are stdin's first line.
+
     ``stop-receiver`` on stdin takes its webhook route down; ``halt`` stops its loops
     taking work (the API still answers); ``down`` the whole stack
     (its API first, so the health check fails at once, then its worker, poller and
@@ -472,4 +486,9 @@ def child(config: Mapping[str, Any]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(child(json.loads(sys.argv[1])))
+    # Imported while the regions before this one start.
+    import devstack.stack  # noqa: F401
+
+    settings = sys.stdin.readline()
+    # No settings: the regions stopped before this one's turn.
+    raise SystemExit(child(json.loads(settings)) if settings else 0)

@@ -5,13 +5,16 @@
 // variables (AWS_ENDPOINT_URL for the local stack), the bus name from SUME_EVENT_BUS.
 //
 //   node integrate.mjs --job-id JOB --status-url URL [--metadata JSON] [--name NAME]
-//                      [--wait-seconds N] [--keep]
+//                      [--wait-seconds N] [--long-poll-seconds N] [--keep]
 //
 // Prints the announcement (the EventBridge event) as one JSON line on stdout, what
 // it does on stderr. Exit status: 0 announced, 1 nothing announced in time (or an
 // AWS call refused), 2 usage. --name names the rule and the queue; by default each
 // run has its own (integrator-js-<random>), so runs at the same time never share
 // one, and the first to clean up never deletes another's subscription.
+// --long-poll-seconds (1-20, default 20) is how long one receive waits on an empty
+// queue: an announcement ends the wait at once either way; a shorter one notices
+// sooner that the queue was deleted under it, for a receive call every N seconds.
 
 import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
@@ -134,7 +137,13 @@ function announcementOf(body) {
 // is deleted: the queue is this application's own, and in a real one the other
 // jobs' announcements would be handled here, deduped on (job_id, sequence) since
 // EventBridge delivers at least once.
-export async function nextAnnouncement({ sqs, queueUrl, jobId, deadline }) {
+export async function nextAnnouncement({
+  sqs,
+  queueUrl,
+  jobId,
+  deadline,
+  longPollSeconds = MAX_LONG_POLL_SECONDS,
+}) {
   for (;;) {
     const left = deadline - Date.now();
     if (left <= 0) return null;
@@ -142,7 +151,7 @@ export async function nextAnnouncement({ sqs, queueUrl, jobId, deadline }) {
       new ReceiveMessageCommand({
         QueueUrl: queueUrl,
         MaxNumberOfMessages: 10,
-        WaitTimeSeconds: Math.min(Math.ceil(left / 1000), MAX_LONG_POLL_SECONDS),
+        WaitTimeSeconds: Math.min(Math.ceil(left / 1000), longPollSeconds),
       }),
     );
     if (Messages.length) {
@@ -162,7 +171,7 @@ export async function nextAnnouncement({ sqs, queueUrl, jobId, deadline }) {
 
 const USAGE =
   "usage: node integrate.mjs --job-id JOB --status-url URL [--metadata JSON] [--name NAME] " +
-  "[--wait-seconds N] [--keep]   (bus: SUME_EVENT_BUS)";
+  "[--wait-seconds N] [--long-poll-seconds N] [--keep]   (bus: SUME_EVENT_BUS)";
 
 function options(argv) {
   const { values } = parseArgs({
@@ -173,12 +182,16 @@ function options(argv) {
       metadata: { type: "string" },
       name: { type: "string", default: `integrator-js-${randomUUID().slice(0, 8)}` },
       "wait-seconds": { type: "string", default: "120" },
+      "long-poll-seconds": { type: "string", default: String(MAX_LONG_POLL_SECONDS) },
       keep: { type: "boolean", default: false },
     },
   });
   const bus = process.env.SUME_EVENT_BUS;
   const wait = Number(values["wait-seconds"]);
-  if (!bus || !values["job-id"] || !values["status-url"] || !(wait >= 0)) {
+  const longPoll = Number(values["long-poll-seconds"]);
+  const longPollOk =
+    Number.isInteger(longPoll) && longPoll >= 1 && longPoll <= MAX_LONG_POLL_SECONDS;
+  if (!bus || !values["job-id"] || !values["status-url"] || !(wait >= 0) || !longPollOk) {
     throw new Error(USAGE);
   }
   let metadata;
@@ -194,6 +207,7 @@ function options(argv) {
     metadata,
     name: values.name,
     waitSeconds: wait,
+    longPollSeconds: longPoll,
     keep: values.keep,
   };
 }
@@ -216,7 +230,13 @@ export async function main(argv) {
     const eventId = await register({ events, ...o });
     console.error(`registered ${o.jobId} (event ${eventId}); waiting ${o.waitSeconds} s`);
     const deadline = new Date(Date.now() + o.waitSeconds * 1000);
-    const announcement = await nextAnnouncement({ sqs, queueUrl, jobId: o.jobId, deadline });
+    const announcement = await nextAnnouncement({
+      sqs,
+      queueUrl,
+      jobId: o.jobId,
+      deadline,
+      longPollSeconds: o.longPollSeconds,
+    });
     if (announcement === null) {
       console.error(`no announcement of ${o.jobId} in ${o.waitSeconds} s`);
       return 1;

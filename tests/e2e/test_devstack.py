@@ -57,16 +57,28 @@ def test_the_banner_names_everything_needed_to_look_inside(stack: DevStack) -> N
     assert send_one.endswith(f"--secret {stack.signing_secret} --spacing 5")
 
 
-def start_devstack(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """`make run`, as a process: it must exit by itself (the timeout fails the test)."""
-    return subprocess.run(
+def launch_devstack(*args: str, **env: str) -> subprocess.Popen[str]:
+    """`make run`, as a process."""
+    return subprocess.Popen(
         [sys.executable, "-m", "devstack", *args],
         env={**os.environ, **env},
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=60,
-        check=False,
     )
+
+
+def ended(process: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+    """How it ended: it must exit by itself (the timeout fails the test)."""
+    try:
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def start_devstack(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return ended(launch_devstack(*args, **env))
 
 
 def test_a_bad_setting_stops_the_start_in_one_line() -> None:
@@ -84,8 +96,12 @@ def test_a_taken_port_is_named() -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        webhook = start_devstack("--port", str(port), "--moto-port", "0")
-        moto = start_devstack("--port", "0", MOTO_PORT=str(port))
+        # Both at once: each start is mostly Python importing the stack.
+        starts = [
+            launch_devstack("--port", str(port), "--moto-port", "0"),
+            launch_devstack("--port", "0", MOTO_PORT=str(port)),
+        ]
+        webhook, moto = (ended(start) for start in starts)
     assert (webhook.returncode, webhook.stdout) == (1, "")
     assert webhook.stderr == (
         f"cannot start: webhook port {port} is already in use: set PORT (or --port) to a free one\n"
