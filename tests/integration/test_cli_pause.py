@@ -198,10 +198,12 @@ def test_a_deployed_stage_is_paused_through_its_stack_outputs(
 ) -> None:
     # The stage's stack as CloudFormation describes it; the switches found from its
     # queues, the record named after the stack.
+    # moto's state is the process's: the reset would wipe a running local stack too.
+    # It stops before the environment is patched: stopping puts back the variables the
+    # stack set, and a patch made while it ran would put its endpoint back afterwards.
+    stop_shared_stacks()
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
     monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
-    # moto's state is the process's: the reset would wipe a running local stack too.
-    stop_shared_stacks()
     reset(moto_server)  # the session's server: other tests' resources, and ours after
     request.addfinalizer(lambda: reset(moto_server))
     switches.install()
