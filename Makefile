@@ -18,10 +18,12 @@ ARGS ?=
 CDK := node_modules/.bin/cdk
 INTEGRATOR_JS := examples/integrator-js/node_modules/.package-lock.json
 CDK_ARGS := --no-notices -c stage=$(STAGE) $(CONTEXT)
-# Two pytest workers (the machine's two cores); infra's synth and e2e's local
-# stack each stay on one worker (tests/conftest.py groups them), see
-# docs/development.md "What the suite costs". XDIST= runs on one process.
-XDIST ?= -n 2 --dist loadgroup
+# Two pytest workers (the machine's two cores), each test file on one worker so its
+# module fixtures are built once, the infra tier as one (tests/conftest.py); see
+# docs/development.md "What the suite costs".
+# (`--dist loadgroup` groups nothing under pytest 9.2: xdist 3.8 names a group by
+# rewriting a test's nodeid, which pytest now derives.) XDIST= runs on one process.
+XDIST ?= -n 2 --dist loadfile
 # quicktype and ajv, pinned, for the tests that use schemas/ as integrators do.
 SCHEMA_CHECK := tools/schema-check
 SCHEMA_TOOLS := $(SCHEMA_CHECK)/node_modules/.bin/quicktype

@@ -28,6 +28,7 @@ os.environ.update(
 
 import functools  # noqa: E402
 import gc  # noqa: E402
+from typing import Any  # noqa: E402
 
 import botocore.loaders  # noqa: E402
 import botocore.session  # noqa: E402
@@ -49,20 +50,17 @@ botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)
 gc.set_threshold(20_000, 10, 10)
 
 
-import pytest  # noqa: E402
+def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
+    """``--dist loadfile``, with the infra tier as one unit: its synth (and cfn-lint on the
+    templates) costs seconds of CPU per process, so one worker builds it, not both. Each
+    other file stays a unit, so its module fixtures are built once."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
 
-# `make test` runs the suite on two workers with `--dist loadgroup`. The infra tier
-# shares one synth (seconds of CPU) and is one group, so it is built once, on one
-# worker; every other test file is a group of its own, as `--dist loadfile` would make
-# it, so module fixtures are built once too. e2e's local stack is a package fixture:
-# one per worker that runs e2e files, which costs less than one worker running them all.
-_ONE_GROUP_TIERS = ("infra",)
+    class InfraAsOneFile(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "tests/infra" if path.startswith("tests/infra/") else path
 
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        path = item.path.relative_to(item.config.rootpath)
-        tier = path.parts[1] if len(path.parts) > 2 else ""
-        group = tier if tier in _ONE_GROUP_TIERS else str(path)
-        item.add_marker(pytest.mark.xdist_group(group))
+    return InfraAsOneFile(config, log)
