@@ -33,13 +33,13 @@ POLLER_TIMEOUT: Final = 120
 # Lambda memory (MB), which also sets each function's CPU share; the bench
 # prices the receiver at its figure.
 RECEIVER_MEMORY_MB: Final = 512
+POLLER_MEMORY_MB: Final = 512
 
 # The receiver runs from a SnapStart snapshot of its init (docs/bench.md, "SnapStart"):
 # its imports are most of its cold start and no Sume delivery should wait for
 # them. API Gateway invokes this alias of its latest published version.
 RECEIVER_SNAPSTART: Final = True
 RECEIVER_ALIAS: Final = "live"
-POLLER_MEMORY_MB: Final = 512
 
 # The poller's schedule unless a stage sets poll_rate_minutes; the bench
 # sizes the poller's capacity against it.

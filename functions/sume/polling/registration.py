@@ -40,6 +40,7 @@ from sume.polling.registering import (
     InvalidRegistration,
     Registry,
 )
+from sume.store.announcing import DETAIL_VERSION
 from sume.store.bus import EventBus, iso_time
 from sume.store.queue import DeadLetterQueue
 
@@ -64,7 +65,6 @@ REQUIRED = ("job_id", "status_url")
 MAX_LOGGED_BYTES = 256
 # A refusal's message in its announcement.
 MAX_MESSAGE_BYTES = 1024
-DETAIL_VERSION = 1
 
 
 class Refused(PermanentError):
