@@ -51,7 +51,10 @@ def test_npx_cdk_is_the_pinned_cli_and_runs_the_projects_app(
     typo_synth: subprocess.CompletedProcess[str],
 ) -> None:
     pinned = json.loads((ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
-    (version,) = re.findall(r"CDK Toolkit CLI version: (\S+)", typo_synth.stderr)
+    # The CLI logs to stdout where it detects CI (CI=true, as CI services set it), to
+    # stderr elsewhere: its version line is looked for in both.
+    logs = typo_synth.stdout + typo_synth.stderr
+    (version,) = re.findall(r"CDK Toolkit CLI version: (\S+)", logs)
     assert version == pinned
     app = json.loads((ROOT / "cdk.json").read_text())["app"].split()
     # The interpreter make install creates, on the app the synth tests synthesize.
