@@ -120,6 +120,9 @@ def cmd_resume(ops: Ops, args: argparse.Namespace) -> int:
     if not state.paused and state.record is None:
         _show(args, state, [], f"{args.work} is not paused: nothing to resume")
         return OK
+    # Counted while nothing reads the queue: once a mapping is on, its first batch can
+    # be in flight (not visible) before the count, and the line would undercount.
+    waiting = pause.waiting(ops, args.work)
     # In reverse: the poller's shards mapping reads again before its schedule ticks.
     turned, changed = pause.turn_all(ops, state.switches, on=True)
     pause.delete_record(ops, args.work)
@@ -132,7 +135,7 @@ def cmd_resume(ops: Ops, args: argparse.Namespace) -> int:
         line = f"{args.work} resumed after {_for(now - record.since)} ({record.reason})"
     mappings = [s for s in turned if s.kind == pause.MAPPING]
     caps = {s.concurrency for s in mappings}
-    line += f"; {pause.waiting(ops, args.work)} message(s) waiting in {mappings[0].source}"
+    line += f"; {waiting} message(s) waiting in {mappings[0].source}"
     if caps != {None}:
         line += f", worked at the mapping's maximum concurrency {max(c or 0 for c in caps)}"
     _show(args, pause.WorkState(args.work, turned, None), changed, line)

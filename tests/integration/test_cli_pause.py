@@ -4,6 +4,7 @@ what ``status`` and ``report`` say while the work is paused."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,7 @@ from devstack import switches
 from devstack.resources import create_resources
 from devstack.stack import DevStack
 from devstack.switches import create_switches
+from sume_cli import pause
 from sume_cli.context import new_session
 from sume_cli.main import main
 from tests.integration.conftest import SharedStack, stop_shared_stacks
@@ -78,6 +80,32 @@ def test_pause_the_worker_twice_then_resume_twice(stack, capsys):
     assert mapping_states(stack)["jobs"] == "Enabled"
     code, out, _ = cli(stack, capsys, "resume", "worker")
     assert (code, out) == (0, "worker is not paused: nothing to resume\n")
+
+
+def test_resume_counts_what_waited_not_what_is_left_once_the_worker_reads(
+    stack, capsys, monkeypatch
+):
+    job_ids = [f"job_held_{n}_{uuid.uuid4().hex[:8]}" for n in range(2)]
+    assert cli(stack, capsys, "pause", "worker", "--reason", "origin down")[0] == 0
+    for job_id in job_ids:
+        code, out, _ = cli(stack, capsys, "send-test", stack.url, "--job", job_id)
+        assert code == 0, out
+    queue = stack.client("sqs").get_queue_url(QueueName=f"{stack.prefix}-jobs")["QueueUrl"]
+    turn_all = pause.turn_all
+
+    def turn_then_read(ops, switches, on):
+        turned = turn_all(ops, switches, on)
+        # The worker's first batch, in flight the moment its mapping is on (as Lambda's
+        # poller may be): it leaves the queue's visible count, then comes back.
+        stack.client("sqs").receive_message(
+            QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=1
+        )
+        return turned
+
+    monkeypatch.setattr(pause, "turn_all", turn_then_read)
+    code, out, _ = cli(stack, capsys, "resume", "worker")
+    assert code == 0
+    assert out.startswith("worker resumed after 0m (origin down); 2 message(s) waiting")
 
 
 def test_pausing_the_poller_stops_its_schedule_and_its_round_not_its_intake(stack, capsys):
