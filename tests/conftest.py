@@ -50,13 +50,34 @@ botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)
 gc.set_threshold(20_000, 10, 10)
 
 
+# Under xdist, the slowest units go out first and the unit tier's many small files
+# last, where they even out the two workers' ends: in collection order (or xdist's
+# own, by count of tests) a single e2e file of 12 s could start as the other worker
+# ran out of work.
+_TIER_ORDER = ("tests/infra/", "tests/e2e/", "tests/integration/")
+
+
+def _tier_rank(item: Any) -> int:
+    path = item.nodeid.split("::", 1)[0]
+    return next((n for n, tier in enumerate(_TIER_ORDER) if path.startswith(tier)), 3)
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    if hasattr(config, "workerinput") and config.getvalue("dist") == "loadfile":
+        # Stable, so the order inside a tier (the infra tier's own) stays.
+        items.sort(key=_tier_rank)
+
+
 def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
     """``--dist loadfile``, with the infra tier as one unit: its synth (and cfn-lint on the
     templates) costs seconds of CPU per process, so one worker builds it, not both. Each
-    other file stays a unit, so its module fixtures are built once."""
+    other file stays a unit, so its module fixtures are built once. Units go out in the
+    workers' collection order (``_tier_rank``), not by their count of tests."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
+
+    config.option.loadscopereorder = False
 
     class InfraAsOneFile(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
