@@ -178,8 +178,11 @@ class Ops:
     def session(self) -> Any:
         session = new_session(region_name=self.region, profile_name=self.profile)
         if self.endpoint_url:
+            credentials = session.get_credentials()
+            if session.region_name and credentials is not None:
+                return session  # a session costs about 10 ms: no second one to say the same
             kw: dict[str, Any] = {"region_name": session.region_name or LOCAL_REGION}
-            if session.get_credentials() is None:
+            if credentials is None:
                 kw.update(LOCAL_CREDENTIALS)
             else:
                 kw["profile_name"] = self.profile

@@ -95,6 +95,9 @@ def discover_local(clients: Mapping[str, Any], endpoint_url: str, prefix: str) -
         if _error_code(exc) == "ResourceNotFoundException":
             raise DiscoveryError(f"no table {table} at {where}") from None
         raise
+    # One listing, not a call a queue: every command on the local stack starts here.
+    listed = clients["sqs"].list_queues(QueueNamePrefix=f"{prefix}-", MaxResults=1000)
+    by_name = {url.rsplit("/", 1)[-1]: url for url in listed.get("QueueUrls", [])}
     queues = {}
     for field, queue in (
         ("queue_url", f"{prefix}-jobs"),
@@ -103,12 +106,9 @@ def discover_local(clients: Mapping[str, Any], endpoint_url: str, prefix: str) -
         ("registrations_dlq_url", f"{prefix}-registrations-dlq"),
         ("shards_queue_url", f"{prefix}-poll-shards"),
     ):
-        try:
-            queues[field] = clients["sqs"].get_queue_url(QueueName=queue)["QueueUrl"]
-        except ClientError as exc:
-            if "NonExistentQueue" in _error_code(exc):
-                raise DiscoveryError(f"no queue {queue} at {where}") from None
-            raise
+        if queue not in by_name:
+            raise DiscoveryError(f"no queue {queue} at {where}")
+        queues[field] = by_name[queue]
     secrets = {}
     for field, secret in (
         ("signing_secret_arn", f"{prefix}-signing-secret"),

@@ -415,6 +415,16 @@ def test_missing_local_stack_is_a_one_line_error(cli, endpoint):
     assert f"no table sume-local-jobs at {endpoint}" in one_line_error(err)
 
 
+def test_a_local_stack_missing_a_queue_is_a_one_line_error_naming_it(cli, names, endpoint):
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    sqs.delete_queue(QueueUrl=names.registrations_dlq_url)
+    # Another stack's queue under a longer prefix is not this stack's.
+    sqs.create_queue(QueueName="sume-local-registrations-dlq-old")
+    code, _, err = cli("status", "job_x")
+    assert code == 1
+    assert f"no queue sume-local-registrations-dlq at {endpoint}" in one_line_error(err)
+
+
 @pytest.mark.parametrize(
     ("argv", "rule"),
     [
