@@ -187,6 +187,11 @@ def stack_name(stage: str) -> str:
     return f"SumeWebhooks-{stage}"
 
 
+def global_table_name(stage: str) -> str:
+    """The MRSC jobs table's name, the same in every region of the stage."""
+    return f"{stack_name(stage)}-jobs"
+
+
 # CloudFormation output keys: the ops CLI finds a deployed stage's resources
 # through these, so they are part of the stack's interface.
 OUTPUT_WEBHOOK_URL: Final = "WebhookUrl"

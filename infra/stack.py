@@ -73,7 +73,9 @@ class SumeWebhooksStack(Stack):
 
         table: dynamodb.ITable
         if plan is not None and region is not None and region != plan.primary:
-            table = dynamodb.TableV2.from_table_name(self, "Jobs", global_table_name(config.stage))
+            table = dynamodb.TableV2.from_table_name(
+                self, "Jobs", spec.global_table_name(config.stage)
+            )
         else:
             table = JobsTableResource(
                 self,
@@ -82,7 +84,7 @@ class SumeWebhooksStack(Stack):
                 warm_writes_per_second=config.table_warm_writes_per_second,
                 warm_reads_per_second=config.table_warm_reads_per_second,
                 due_index_before=config.due_index_migration is not None,
-                replication=_replication(plan, global_table_name(config.stage))
+                replication=_replication(plan, spec.global_table_name(config.stage))
                 if plan is not None
                 else None,
             ).table
@@ -319,8 +321,3 @@ def payloads_bucket_name(stage: str, region: str) -> str:
     """A region's payloads bucket, two regions only: named so the other region's stack
     knows it (globally unique by account and region; at most 63 characters)."""
     return f"{stage}-sume-events-{Aws.ACCOUNT_ID}-{region}"
-
-
-def global_table_name(stage: str) -> str:
-    """The MRSC jobs table's name, the same in every region of the stage."""
-    return f"{spec.stack_name(stage)}-jobs"

@@ -80,6 +80,14 @@ class Stage:
     metadata: dict[str, Any]
     assets: dict[str, Any]
 
+    def assertions(self) -> Any:
+        """The CDK's assertions on this template. The CDK is imported here, on first use:
+        importing it starts a jsii runtime, which a worker that only collects the infra
+        tier (``make test`` runs it on one) should not pay for."""
+        from aws_cdk.assertions import Template
+
+        return Template.from_json(self.template)
+
     @property
     def resources(self) -> dict[str, dict[str, Any]]:
         resources: dict[str, dict[str, Any]] = self.template["Resources"]

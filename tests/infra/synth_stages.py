@@ -17,8 +17,6 @@ import sys
 from pathlib import Path
 from typing import Final
 
-from infra.app import add_stage, create_app
-
 CARELESS: Final = "careless"
 CARELESS_ERROR: Final = "synth-error.txt"
 
@@ -73,6 +71,10 @@ GLOBAL_OVERRIDES: Final = {
 
 
 def main(outdir: str) -> None:
+    # Here, not at the top: the tests import this module's names, and importing the
+    # CDK starts a jsii runtime (about 2 s), in the workers that only collect them too.
+    from infra.app import add_stage, create_app
+
     app = create_app(outdir=outdir)
     add_stage(app, "dev")
     add_stage(app, "prod", PROD_OVERRIDES)
@@ -87,6 +89,8 @@ def careless(outdir: Path) -> None:
     from aws_cdk import Stack
     from aws_cdk import aws_s3 as s3
     from aws_cdk import aws_sqs as sqs
+
+    from infra.app import create_app
 
     app = create_app(outdir=str(outdir))
     stack = Stack(app, "Careless")

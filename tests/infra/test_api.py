@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk.assertions import Match, Template
-
 from infra import spec
 from sume.core.names import HEALTH_PATH, WEBHOOK_PATH
 from tests.infra.conftest import Stage, ref_name
@@ -13,7 +11,9 @@ from tests.infra.synth_stages import PROD_OVERRIDES
 
 
 def test_the_webhook_and_health_routes_go_to_the_receiver_with_payload_2(dev: Stage) -> None:
-    t = Template.from_json(dev.template)
+    from aws_cdk.assertions import Match
+
+    t = dev.assertions()
     t.resource_count_is("AWS::ApiGatewayV2::Api", 1)
     t.has_resource_properties(
         "AWS::ApiGatewayV2::Api", {"ProtocolType": "HTTP", "Name": Match.any_value()}
@@ -46,7 +46,7 @@ def test_the_webhook_and_health_routes_go_to_the_receiver_with_payload_2(dev: St
 
 def test_stage_throttling_comes_from_context(dev: Stage, prod: Stage) -> None:
     for stage, rate, burst in ((dev, 50, 100), (prod, 25, 40)):
-        Template.from_json(stage.template).has_resource_properties(
+        stage.assertions().has_resource_properties(
             "AWS::ApiGatewayV2::Stage",
             {
                 "StageName": "$default",

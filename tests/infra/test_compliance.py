@@ -19,7 +19,6 @@ from infra.capacity import (
 )
 from infra.config import DEFAULTS, ConfigError, SilenceAlarms, StageConfig
 from infra.context import cdk_json_context, stage_settings
-from infra.functions.factory import CODE_ROOT
 from tests.infra.conftest import ROOT, Cloud, Stage
 from tests.infra.synth_stages import CARELESS, CARELESS_ERROR
 
@@ -144,6 +143,8 @@ def _function_asset(stage: Stage) -> str:
 
 
 def test_lambda_asset_is_the_functions_code_and_nothing_else(cloud: Cloud, dev: Stage) -> None:
+    from infra.functions.factory import CODE_ROOT
+
     asset = cloud.outdir / _function_asset(dev)
     shipped = {p.relative_to(asset).as_posix() for p in asset.rglob("*") if p.is_file()}
     expected = {

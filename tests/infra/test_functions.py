@@ -1,4 +1,5 @@
-"""What the three functions share, from the one factory (``infra/functions/factory.py``)."""
+"""What the three functions share, from the one factory (``infra/functions/factory.py``,
+imported in the tests: it imports the CDK, which starts a jsii runtime)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,6 @@ from fnmatch import fnmatch
 from typing import Any
 
 from infra import spec
-from infra.functions.factory import (
-    PAYLOADS_PREFIX,
-    POWERTOOLS_LAYER_PARAMETER,
-    POWERTOOLS_VERSION,
-)
 from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME
 from tests.infra.conftest import ROOT, Stage, ref_name
 
@@ -25,6 +21,8 @@ FUNCTIONS = {
 
 
 def test_three_functions_share_runtime_architecture_layer_and_tracing(dev: Stage) -> None:
+    from infra.functions.factory import POWERTOOLS_LAYER_PARAMETER, POWERTOOLS_VERSION
+
     layer_param = next(
         key
         for key, p in dev.template["Parameters"].items()
@@ -58,12 +56,15 @@ def test_three_functions_share_runtime_architecture_layer_and_tracing(dev: Stage
 
 
 def test_powertools_layer_is_the_version_pinned_in_pyproject() -> None:
+    from infra.functions.factory import POWERTOOLS_VERSION
+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     pins = [d for d in project["project"]["dependencies"] if d.startswith("aws-lambda-powertools")]
     assert pins == [f"aws-lambda-powertools[tracer]=={POWERTOOLS_VERSION}"]
 
 
 def test_payload_keys_granted_are_the_ones_the_payload_store_writes() -> None:
+    from infra.functions.factory import PAYLOADS_PREFIX
     from sume.store.payloads import PayloadStore
 
     class Recorder:

@@ -6,9 +6,6 @@ import json
 import re
 from typing import Any
 
-from aws_cdk.assertions import Template
-
-from infra.monitoring import RUNBOOK
 from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME, Metric
 from tests.infra.conftest import ROOT, Stage, ref_name
 
@@ -103,7 +100,7 @@ def test_alarm_topic_is_encrypted_and_email_is_optional(dev: Stage, prod: Stage)
         statements = key["Properties"]["KeyPolicy"]["Statement"]
         assert any(s["Principal"] == {"Service": "cloudwatch.amazonaws.com"} for s in statements)
     assert not dev.of_type("AWS::SNS::Subscription")
-    Template.from_json(prod.template).has_resource_properties(
+    prod.assertions().has_resource_properties(
         "AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "ops@example.com"}
     )
 
@@ -205,6 +202,8 @@ def test_no_verified_delivery_while_jobs_await_pages(dev: Stage, prod: Stage) ->
 
 
 def test_each_alarm_says_what_to_run(dev: Stage, prod: Stage) -> None:
+    from infra.monitoring import RUNBOOK
+
     # The page an operator gets at 3 a.m. names the command, or the manual's row with it.
     rows = alarm_rows()
     for name, props in (dev.alarms() | prod.alarms()).items():

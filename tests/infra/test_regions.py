@@ -11,15 +11,14 @@ import pytest
 
 from infra import spec
 from infra.config import ConfigError
-from infra.regions import RegionPlan
-from infra.stack import global_table_name
+from infra.region_plan import RegionPlan
 from sume.core.names import Env, Metric
 from tests.infra.conftest import Cloud, Stage, base_name, ref_name
 from tests.infra.metric_math import fires
 from tests.infra.synth_stages import GLOBAL_OVERRIDES, GLOBAL_STAGE
 from tests.infra.template_digest import DIGESTS, digests
 
-TABLE = global_table_name(GLOBAL_STAGE)
+TABLE = spec.global_table_name(GLOBAL_STAGE)
 PRIMARY, SECONDARY = "us-east-1", "us-east-2"
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from aws_cdk.assertions import Template
-
 from infra import spec
 from sume.core.names import (
     DUE_INDEX,
@@ -19,7 +17,7 @@ def test_jobs_table_on_demand_pitr_ttl_and_the_sparse_indexes(dev: Stage) -> Non
     # The keys and indexes are spec.py's, which the local stack creates on moto:
     # one definition, so the two cannot drift.
     moto = spec.table_definition("x")
-    Template.from_json(dev.template).has_resource_properties(
+    dev.assertions().has_resource_properties(
         "AWS::DynamoDB::Table",
         {
             "BillingMode": "PAY_PER_REQUEST",
