@@ -90,7 +90,6 @@ def test_resume_counts_what_waited_not_what_is_left_once_the_worker_reads(
     for job_id in job_ids:
         code, out, _ = cli(stack, capsys, "send-test", stack.url, "--job", job_id)
         assert code == 0, out
-    queue = stack.client("sqs").get_queue_url(QueueName=f"{stack.prefix}-jobs")["QueueUrl"]
     turn_all = pause.turn_all
 
     def turn_then_read(ops, switches, on):
@@ -98,7 +97,7 @@ def test_resume_counts_what_waited_not_what_is_left_once_the_worker_reads(
         # The worker's first batch, in flight the moment its mapping is on (as Lambda's
         # poller may be): it leaves the queue's visible count, then comes back.
         stack.client("sqs").receive_message(
-            QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=1
+            QueueUrl=stack.names.queue_url, MaxNumberOfMessages=10, VisibilityTimeout=1
         )
         return turned
 
