@@ -5,6 +5,8 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -81,14 +83,28 @@ def test_a_delivery_that_ends_on_a_mismatch_says_which_secret_even_before_a_run_
     assert capsys.readouterr().out.splitlines()[2] == cli.MISMATCH_HINT.format(count=1)
 
 
+@contextmanager
+def ctrl_c_as_at_a_terminal() -> Iterator[None]:
+    """Children started inside get Ctrl-C's default disposition. A shell without job
+    control starts a background command (``make test &``, some CI runners) with SIGINT
+    ignored, every child inherits that across exec, and Python then installs no
+    KeyboardInterrupt: the signal the test sends would never arrive."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_send_tells_each_attempt_as_it_happens_and_ctrl_c_stops_it(stack: DevStack) -> None:
     """A wrong secret used to mean nine silent minutes; Ctrl-C, a traceback."""
-    sending = subprocess.Popen(
-        [sys.executable, "-m", "devstack.simulator", "send", stack.url, "--secret", "wrong"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    with ctrl_c_as_at_a_terminal():
+        sending = subprocess.Popen(
+            [sys.executable, "-m", "devstack.simulator", "send", stack.url, "--secret", "wrong"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     try:
         assert sending.stdout is not None
         lines = [sending.stdout.readline(), sending.stdout.readline()]
