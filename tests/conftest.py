@@ -28,10 +28,13 @@ os.environ.update(
 
 import functools  # noqa: E402
 import gc  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
+import boto3  # noqa: E402
 import botocore.loaders  # noqa: E402
 import botocore.session  # noqa: E402
+import pytest  # noqa: E402
 
 # Every new botocore session parses each service's JSON model again (about
 # 0.05 s a service), and tests make sessions all the time: each mock_aws gives
@@ -59,7 +62,7 @@ def pytest_collection_finish(session: Any) -> None:
 
 
 # Under xdist, the slowest units go out first and the unit tier's many small files
-# last, where they even out the two workers' ends: in collection order (or xdist's
+# last, where they even out the workers' ends: in collection order (or xdist's
 # own, by count of tests) a single e2e file of 12 s could start as the other worker
 # ran out of work.
 _TIER_ORDER = ("tests/infra/", "tests/e2e/", "tests/integration/")
@@ -93,3 +96,26 @@ def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
             return "tests/infra" if path.startswith("tests/infra/") else path
 
     return InfraAsOneFile(config, log)
+
+
+@functools.lru_cache(maxsize=4)
+def _session_with(builtin_handlers: tuple[Any, ...]) -> boto3.session.Session:
+    return boto3.session.Session()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_botocore_session() -> Iterator[None]:
+    """The functions' containers in a test process share one boto3 session: building
+    one costs about 6 ms, and its first client 5 ms more than the next, in a container
+    each test starts afresh (``runtime.reset()``). Each container still builds its own
+    clients. A session reads the region and AWS_ENDPOINT_URL at each client it builds;
+    only the credentials, the same fake ones everywhere here, it resolves once. A
+    session takes botocore's built-in handlers when it is made, so one is made anew
+    while a call counter (``bench.counting``) is installed among them."""
+    from botocore import handlers
+
+    from sume.core import aws
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(aws, "_session", lambda: _session_with(tuple(handlers.BUILTIN_HANDLERS)))
+        yield
