@@ -24,12 +24,14 @@ CDK_ARGS := --no-notices -c stage=$(STAGE) $(CONTEXT)
 # again at collection (4.0 s of CPU instead of 1.3 s), and so would each Python process
 # a test starts (the local stack's, the synth's, the simulator's).
 PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
-# Two pytest workers (the machine's two cores), each test file on one worker so its
-# module fixtures are built once, the infra tier as one (tests/conftest.py); see
-# docs/development.md "What the suite costs".
+# One pytest worker more than the machine has cores: a worker waits (on sockets, child
+# processes, timers) about a fifth of its time, and the extra one fills it. Each test
+# file runs on one worker so its module fixtures are built once, the infra tier as one
+# (tests/conftest.py); see docs/development.md "What the suite costs".
 # (`--dist loadgroup` groups nothing under pytest 9.2: xdist 3.8 names a group by
 # rewriting a test's nodeid, which pytest now derives.) XDIST= runs on one process.
-XDIST ?= -n 2 --dist loadfile
+CORES := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+XDIST ?= -n $(shell echo $$(( $(CORES) + 1 ))) --dist loadfile
 # quicktype and ajv, pinned, for the tests that use schemas/ as integrators do.
 SCHEMA_CHECK := tools/schema-check
 SCHEMA_TOOLS := $(SCHEMA_CHECK)/node_modules/.bin/quicktype
@@ -65,7 +67,7 @@ $(VENV)/.synced: pyproject.toml uv.lock $(MAKEFILE) | $(UV)
 ## install: the .venv from uv.lock (uv is bootstrapped with pip when absent) and the pinned CDK CLI, so `npx cdk` works
 install: $(VENV)/.synced $(CDK)
 
-## test: the whole test suite (unit, integration, infra, e2e) on two workers
+## test: the whole test suite (unit, integration, infra, e2e), one worker more than the cores
 test: install $(INTEGRATOR_JS) $(SCHEMA_TOOLS)
 	$(PYTEST) $(XDIST)
 
