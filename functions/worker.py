@@ -128,7 +128,7 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
     except ConfigurationError as error:
         # Deployed wrong: nothing was claimed, and SQS hands the message back
         # until ops fix the setting the log names (never its value).
-        metrics.add_metric(name=Metric.WORKER_FAILURES, unit="Count", value=1)
+        count(Metric.WORKER_FAILURES)
         logger.error("worker misconfigured", reason=str(error))
         raise
     except RETRYABLE as exc:
