@@ -30,7 +30,9 @@ PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 # (tests/conftest.py); see docs/development.md "What the suite costs".
 # (`--dist loadgroup` groups nothing under pytest 9.2: xdist 3.8 names a group by
 # rewriting a test's nodeid, which pytest now derives.) XDIST= runs on one process.
-CORES := $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
+# nproc counts the cores this process may use (a cpuset, taskset); a CPU quota it cannot
+# see: there, pass XDIST="-n N --dist loadfile".
+CORES := $(shell nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 XDIST ?= -n $(shell echo $$(( $(CORES) + 1 ))) --dist loadfile
 # quicktype and ajv, pinned, for the tests that use schemas/ as integrators do.
 SCHEMA_CHECK := tools/schema-check

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -40,6 +41,28 @@ def test_help_lists_every_phony_target_from_its_own_line() -> None:
     listed = {line.split()[1] for line in result.stdout.splitlines()}
     assert listed == phony_targets()
     assert all(len(line.split(maxsplit=2)) == 3 for line in result.stdout.splitlines())
+
+
+@pytest.mark.parametrize("cores", [[0], [0, 1]])
+def test_the_tests_run_one_worker_more_than_the_cores_this_process_may_use(
+    cores: list[int],
+) -> None:
+    """Pinned to fewer cores (a cpuset, as some CI runners give), fewer workers."""
+    if shutil.which("taskset") is None or not hasattr(os, "sched_getaffinity"):
+        pytest.skip("taskset and CPU affinity are Linux's (util-linux)")
+    assert len(os.sched_getaffinity(0)) >= len(cores)
+    pinned = ["taskset", "-c", ",".join(map(str, cores)), "make"]
+    result = subprocess.run(
+        [*pinned, "--no-print-directory", "-n", "-o", ".venv/.synced", "test"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    (line,) = [line for line in result.stdout.splitlines() if " -m pytest" in line]
+    assert line.startswith("PYTHONDONTWRITEBYTECODE= ")
+    assert f" -m pytest -n {len(cores) + 1} --dist loadfile" in line
 
 
 def test_cdk_json_runs_the_app_with_the_projects_environment() -> None:
