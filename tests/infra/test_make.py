@@ -52,9 +52,12 @@ def test_the_tests_run_one_worker_more_than_the_cores_this_process_may_use(
         pytest.skip("taskset and CPU affinity are Linux's (util-linux)")
     assert len(os.sched_getaffinity(0)) >= len(cores)
     pinned = ["taskset", "-c", ",".join(map(str, cores)), "make"]
+    # Not the XDIST a `make test XDIST=...` around this run passes down in MAKEFLAGS.
+    outside = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "XDIST")
     result = subprocess.run(
         [*pinned, "--no-print-directory", "-n", "-o", ".venv/.synced", "test"],
         cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k not in outside},
         capture_output=True,
         text=True,
         timeout=60,
