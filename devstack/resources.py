@@ -39,7 +39,7 @@ def create_resources(
             TimeToLiveSpecification={"Enabled": True, "AttributeName": spec.TTL},
         )
 
-    queue_url, dlq_url = _queue_with_dlq(sqs, f"{prefix}-jobs", spec.QUEUE_VISIBILITY_TIMEOUT)
+    queue_url, dlq_url, _ = _queue_with_dlq(sqs, f"{prefix}-jobs", spec.QUEUE_VISIBILITY_TIMEOUT)
 
     leases = leases_table or f"{prefix}-shard-leases"
     if leases_table is None:
@@ -92,8 +92,9 @@ def create_resources(
     )
 
 
-def _queue_with_dlq(sqs: Any, name: str, visibility_timeout: int) -> tuple[str, str]:
-    """A queue whose messages go to ``<name>-dlq`` after ``spec.MAX_RECEIVES`` receives."""
+def _queue_with_dlq(sqs: Any, name: str, visibility_timeout: int) -> tuple[str, str, str]:
+    """A queue whose messages go to ``<name>-dlq`` after ``spec.MAX_RECEIVES`` receives:
+    its URL, the DLQ's URL and the DLQ's ARN."""
     dlq_url = sqs.create_queue(
         QueueName=f"{name}-dlq",
         Attributes={"MessageRetentionPeriod": str(spec.DLQ_RETENTION_SECONDS)},
@@ -108,7 +109,7 @@ def _queue_with_dlq(sqs: Any, name: str, visibility_timeout: int) -> tuple[str, 
             ),
         },
     )["QueueUrl"]
-    return queue_url, dlq_url
+    return queue_url, dlq_url, dlq_arn
 
 
 def _arn(sqs: Any, queue_url: str) -> str:
@@ -121,7 +122,7 @@ def _arn(sqs: Any, queue_url: str) -> str:
 
 def _registrations(sqs: Any, events: Any, prefix: str, bus: str) -> tuple[str, str]:
     """The registrations queue and DLQ, and the rule on the bus that fills the queue."""
-    url, dlq_url = _queue_with_dlq(
+    url, dlq_url, dlq_arn = _queue_with_dlq(
         sqs, f"{prefix}-registrations", spec.REGISTRATIONS_VISIBILITY_TIMEOUT
     )
     rule = f"{prefix}-registrations"
@@ -133,7 +134,7 @@ def _registrations(sqs: Any, events: Any, prefix: str, bus: str) -> tuple[str, s
             {
                 "Id": "registrations",
                 "Arn": _arn(sqs, url),
-                "DeadLetterConfig": {"Arn": _arn(sqs, dlq_url)},
+                "DeadLetterConfig": {"Arn": dlq_arn},
             }
         ],
     )
