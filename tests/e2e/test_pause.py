@@ -25,8 +25,8 @@ BURST = 12
 # Seconds the paused stack is watched for work it must not do. A worker that
 # ignored its switch would take the burst at its next step (a disabled one waits a
 # second between looks) and claim at once; a poller that ignored its rule would poll
-# the job at the first tick (every 0.3 s) after it is due, a second after it was
-# registered. Two seconds see two of the worker's looks and three such ticks.
+# the job at the first tick (every 0.5 s) after it is due, a second after it was
+# registered. Two seconds see two of the worker's looks and two such ticks.
 WATCH_SECONDS = 2
 
 
