@@ -24,14 +24,14 @@ CDK_ARGS := --no-notices -c stage=$(STAGE) $(CONTEXT)
 # again at collection (4.0 s of CPU instead of 1.3 s), and so would each Python process
 # a test starts (the local stack's, the synth's, the simulator's).
 PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
-# One pytest worker more than the machine has cores: a worker waits (on sockets, child
+# One pytest worker more than the cores make may use: a worker waits (on sockets, child
 # processes, timers) about a fifth of its time, and the extra one fills it. Each test
 # file runs on one worker so its module fixtures are built once, the infra tier as one
 # (tests/conftest.py); see docs/development.md "What the suite costs".
 # (`--dist loadgroup` groups nothing under pytest 9.2: xdist 3.8 names a group by
 # rewriting a test's nodeid, which pytest now derives.) XDIST= runs on one process.
-# nproc counts the cores this process may use (a cpuset, taskset); a CPU quota it cannot
-# see: there, pass XDIST="-n N --dist loadfile".
+# nproc counts them (a cpuset or taskset narrows them); a CPU quota it cannot see:
+# there, pass XDIST="-n N --dist loadfile".
 CORES := $(shell nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 XDIST ?= -n $(shell echo $$(( $(CORES) + 1 ))) --dist loadfile
 # quicktype and ajv, pinned, for the tests that use schemas/ as integrators do.
