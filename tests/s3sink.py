@@ -12,6 +12,9 @@ from urllib.parse import parse_qs, urlsplit
 
 from botocore.awsrequest import AWSResponse
 
+READ_BYTES = 256 * 1024
+"""How much of a request body the sink reads at once, as a socket's reader would."""
+
 
 class _Raw:
     def __init__(self, body: bytes):
@@ -68,7 +71,7 @@ class S3Sink:
     def _feed(self, body, length, digest) -> int:
         seen = 0
         while length is None or seen < length:
-            want = 256 * 1024 if length is None else min(256 * 1024, length - seen)
+            want = READ_BYTES if length is None else min(READ_BYTES, length - seen)
             chunk = body.read(want)
             if not chunk:
                 break

@@ -1,6 +1,7 @@
 """The worker's time, size and memory, chosen together (the arithmetic is in ``infra/spec.py``):
 the deployed defaults must keep agreeing with one another."""
 
+from bench.artifacts import FRAMING_PER_UPLOAD
 from infra import spec
 from infra.spec import WORKER_MEMORY_MB, WORKER_TIMEOUT
 from sume.working.settings import WorkerSettings
@@ -10,8 +11,6 @@ MiB = 1024 * 1024
 # C in infra/spec.py's arithmetic: what comes before the first copy (the claim,
 # reading the event), at most.
 CLAIM_SECONDS = 10
-# botocore's checksum framing per upload in flight (sume.working.transfer).
-FRAMING_PER_UPLOAD = 2 * MiB
 DEFAULTS = WorkerSettings.from_env(
     {
         "JOBS_TABLE_NAME": "t",

@@ -157,6 +157,10 @@ class S3Parts:
             }
         except BaseException as exc:  # handed to the reader, which aborts
             failure = exc
+        # The buffer goes before its slot does: this frame and the pool's work item
+        # still hold the part, and the reader, woken by the slot, fills a new one
+        # at once. Nothing reads it again (a retry was botocore's, within the call).
+        part.close()
         with self._changed:
             self._free += 1
             if failure is not None and self._failure is None:
