@@ -32,7 +32,7 @@ from typing import Any
 
 from botocore import handlers
 
-from bench import cost
+from bench import cost, rounds
 from bench import deliveries as d
 from bench.env import environment
 from bench.report import Targets, table
@@ -292,14 +292,15 @@ class _Lives:
         import poller
         from devstack.eventsources import sqs_records
 
-        # A round is named by its tick's second; a second tick in it would be refused.
-        while int(time.time()) <= self._last_round:
-            time.sleep(0.05)
+        rounds.wait_past(self._last_round)
         with self.watcher.phase_of("poller"), silenced():
             tick = poller.handler(SCHEDULED, self._poller_context())
             self._last_round = tick["round"]
-            for message in self._assignments():
+            answers = [
                 poller.handler(sqs_records([message], self.shards_arn), self._poller_context())
+                for message in self._assignments()
+            ]
+        rounds.check_worked(answers)
 
     @staticmethod
     def _poller_context() -> LambdaContext:

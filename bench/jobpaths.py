@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench import deliveries as d
+from bench import rounds
 from bench.counting import CallCounter
 from bench.env import environment
 from bench.jobmeter import Meter, Units
@@ -120,6 +121,7 @@ class Driver:
         self.run: PathRun = PathRun("")
         self.sume: Any = None
         self._last_round = 0
+        self._answers: list[Any] = []
         unwatched_sqs = session.client("sqs")
         self.sources = [
             SqsEventSource(
@@ -140,7 +142,9 @@ class Driver:
             hits, moto, started = self._hits(), self.meter.moto_cpu, time.process_time()
             try:
                 with silenced():
-                    return handler(event, context)
+                    answer = handler(event, context)
+                self._answers.append(answer)
+                return answer
             finally:
                 cpu = time.process_time() - started - (self.meter.moto_cpu - moto)
                 self.run.invocations.append(
@@ -174,14 +178,12 @@ class Driver:
         self.drain()
 
     def tick(self) -> None:
-        # A round is named by its second, and its shards' leases are claimed
-        # once per round: two ticks within a second would make one round.
-        while int(time.time()) <= self._last_round:
-            time.sleep(0.05)
-        self._last_round = int(time.time())
+        rounds.wait_past(self._last_round)
         context = LambdaContext("sume-bench-poller", timeout_seconds=120)
-        self._lambda("poller", self.poller)(SCHEDULED, context)
+        self._last_round = self._lambda("poller", self.poller)(SCHEDULED, context)["round"]
+        self._answers.clear()
         self.drain()
+        rounds.check_worked(self._answers)
 
     def outside(self, who: str, action: Callable[[], Any]) -> None:
         self.counter.take()
