@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench import deliveries as d
+from bench import rounds
 from bench.counting import CallCounter, short
 from bench.env import STUB_NAMES, environment
 from bench.references import Handler, floor_handler, powertools_handler
@@ -207,7 +209,12 @@ def _sqs_event(job_id: str) -> dict[str, Any]:
     }
 
 
-POLLER_CONTEXT = LambdaContext("sume-bench-poller", timeout_seconds=120)
+def _poller_context() -> LambdaContext:
+    # Each invocation's own deadline, as Lambda gives it: one context made at
+    # import would leave every run no time two minutes later, and it would poll nothing.
+    return LambdaContext("sume-bench-poller", timeout_seconds=120)
+
+
 SCHEDULED = {
     "version": "0",
     "id": "bench",
@@ -216,78 +223,152 @@ SCHEDULED = {
 }
 
 
+def worker_poller_rows(
+    report: CallsReport, counter: CallCounter, session: Any, env: dict[str, str]
+) -> None:
+    """Per job: the worker archiving and announcing it; the poller's round, and its run
+    that finds one by poll. Each result is read off what happened, never written in."""
+    runtime.reset()
+    # Only here may artifact and status URLs be http on loopback: the simulator serves them.
+    local = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
+    with environment({**env, **local}):
+        _worker_poller_rows(report, counter, session, env)
+
+
 def _worker_poller_rows(
     report: CallsReport, counter: CallCounter, session: Any, env: dict[str, str]
 ) -> None:
-    """Per job: the worker archiving and announcing it; the poller finding one by poll."""
-    import poller
     import receiver
     import worker
     from devstack.simulator import Sume
-    from sume.polling import registry
 
     ddb = session.client("dynamodb")
     table = env[Env.JOBS_TABLE_NAME]
+
+    def item(job_id: str) -> dict[str, Any]:
+        key = {JobAttr.JOB_ID: {"S": job_id}}
+        return dict(ddb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item", {}))
+
+    def work(label: str, job_id: str) -> None:
+        before = item(job_id)
+        counter.take()
+        with silenced():
+            answer = worker.handler(_sqs_event(job_id), LambdaContext())
+        calls = counter.take()
+        after = item(job_id)
+        if answer.get("batchItemFailures"):
+            result = "failed (retried)"
+        elif after == before:
+            result = "skipped"
+        else:
+            result = after[JobAttr.STATE]["S"]
+        report.rows.append(Row("worker", label, 200, result, calls))
+
     with Sume("http://127.0.0.1:9/unused", [d.SECRET], attempts=1) as sume:
         for label, job in (
             ("job.completed, 2 artifacts", sume.new_job(artifacts=2)),
             ("job.failed", sume.new_job(event="job.failed")),
         ):
             _deliver(receiver.handler, d.delivery(job.body))
-            counter.take()
-            with silenced():
-                worker.handler(_sqs_event(job.job_id), LambdaContext())
-            report.rows.append(Row("worker", label, 200, "processed", counter.take()))
-        with silenced():
-            worker.handler(_sqs_event(job.job_id), LambdaContext())
-        report.rows.append(
-            Row("worker", "message for a finished job", 200, "skipped", counter.take())
-        )
+            work(label, job.job_id)
+        work("message for a finished job", job.job_id)
+        _poller_rows(report, counter, session, env, sume)
 
-        with silenced():
-            poller.handler(SCHEDULED, POLLER_CONTEXT)
-        report.rows.append(Row("poller", "run, nothing due", 200, "idle", counter.take()))
-        silent = sume.new_job()
-        registry.expect(silent.job_id, silent.status_url, table_name=table, dynamodb=ddb)
-        ddb.update_item(
-            TableName=table,
-            Key={"job_id": {"S": silent.job_id}},
-            UpdateExpression="SET due_at = :past",
-            ExpressionAttributeValues={":past": {"N": str(int(time.time()) - 1)}},
-        )
+
+def _poller_rows(
+    report: CallsReport, counter: CallCounter, session: Any, env: dict[str, str], sume: Any
+) -> None:
+    import poller
+    from devstack.eventsources import sqs_records
+    from sume.polling import registry
+
+    ddb, sqs = session.client("dynamodb"), session.client("sqs")
+    table, shards_url = env[Env.JOBS_TABLE_NAME], env[Env.POLL_SHARDS_QUEUE_URL]
+    shards_arn = sqs.get_queue_attributes(QueueUrl=shards_url, AttributeNames=["QueueArn"])[
+        "Attributes"
+    ]["QueueArn"]
+
+    def round_(
+        after: int,
+    ) -> tuple[dict[str, Any], list[str], list[tuple[dict[str, Any], list[str]]]]:
+        """The tick and its calls, then each run's summary and calls (the bench's own
+        receives of the assignments, which Lambda's event source makes, apart)."""
+        rounds.wait_past(after)
         counter.take()
         with silenced():
-            poller.handler(SCHEDULED, POLLER_CONTEXT)
-        report.rows.append(
-            Row("poller", "run, 1 job found finished by poll", 200, "recovered", counter.take())
-        )
+            tick = poller.handler(SCHEDULED, _poller_context())
+        tick_calls = counter.take()
+        runs = []
+        for message in rounds.assignments(sqs, shards_url):
+            counter.take()
+            with silenced():
+                answer = poller.handler(sqs_records([message], shards_arn), _poller_context())
+            runs.append((answer["runs"][0], counter.take()))
+        rounds.check_worked([{"runs": [summary for summary, _ in runs]}])
+        return tick, tick_calls, runs
+
+    tick, tick_calls, runs = round_(0)
+    report.rows.append(
+        Row("poller", "a round's tick (gauge, fan-out)", 200, f"{tick['runs']} runs", tick_calls)
+    )
+    summary, calls = runs[0]
+    report.rows.append(Row("poller", "a run, nothing due", 200, _run_result(summary), calls))
+    silent = sume.new_job()
+    registry.expect(silent.job_id, silent.status_url, table_name=table, dynamodb=ddb)
+    ddb.update_item(
+        TableName=table,
+        Key={JobAttr.JOB_ID: {"S": silent.job_id}},
+        UpdateExpression=f"SET {JobAttr.DUE_AT} = :past",
+        ExpressionAttributeValues={":past": {"N": str(int(time.time()) - 1)}},
+    )
+    _, _, runs = round_(tick["round"])
+    summary, calls = max(runs, key=lambda run: run[0]["polled"])
+    report.rows.append(
+        Row("poller", "the run whose shard holds 1 job due", 200, _run_result(summary), calls)
+    )
 
 
-def measure() -> CallsReport:
-    """Every receiver scenario on moto, plus the two references for comparison."""
+def _run_result(summary: dict[str, Any]) -> str:
+    """What a run's summary (``RunSummary.as_dict``) says it did, in a word or two."""
+    if not summary["complete"]:
+        return "cut short: out of time"
+    if summary["recovered"]:
+        return f"recovered {summary['recovered']}"
+    if summary["polled"] or summary["swept"]:
+        return f"polled {summary['polled']}, swept {summary['swept']}"
+    return "idle"
+
+
+@contextmanager
+def account(counter: CallCounter) -> Iterator[tuple[Any, dict[str, str]]]:
+    """A fresh moto account with the stack's resources, every call counted by ``counter``:
+    a session on it and the functions' environment (not yet set)."""
     import boto3
     from moto import mock_aws
 
     from devstack.resources import create_resources
     from devstack.resources import environment as lambda_env
 
-    report = CallsReport()
-    counter = CallCounter()
     with mock_aws(), counter.installed():
         session = boto3.session.Session()
         names = create_resources(session, prefix="sume-bench", signing_secret=d.SECRET)
-        env = lambda_env(names)
+        try:
+            yield session, lambda_env(names)
+        finally:
+            runtime.reset()
+
+
+def measure() -> CallsReport:
+    """Every receiver scenario on moto, the two references for comparison, the worker's
+    and the poller's rows."""
+    report = CallsReport()
+    counter = CallCounter()
+    with account(counter) as (session, env):
         with environment(env):
             _receiver_rows(report, counter, session, env)
             _reference_rows(report, counter, session, env)
         if {"worker", "poller"} <= set(handler_modules()):
-            runtime.reset()
-            # Only here may artifact and status URLs be http on loopback: the
-            # simulator serves them.
-            local = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
-            with environment({**env, **local, Env.SIGNING_SECRET_ARN: env[Env.SIGNING_SECRET_ARN]}):
-                _worker_poller_rows(report, counter, session, env)
-        runtime.reset()
+            worker_poller_rows(report, counter, session, env)
     report.at_import = {m: import_side_effects(m) for m in handler_modules()}
     return report
 

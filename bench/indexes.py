@@ -298,25 +298,13 @@ class _Lives:
             self._last_round = tick["round"]
             answers = [
                 poller.handler(sqs_records([message], self.shards_arn), self._poller_context())
-                for message in self._assignments()
+                for message in rounds.assignments(self.sqs, self.shards_url)
             ]
         rounds.check_worked(answers)
 
     @staticmethod
     def _poller_context() -> LambdaContext:
         return LambdaContext("sume-bench-poller", timeout_seconds=120)
-
-    def _assignments(self) -> list[dict[str, Any]]:
-        taken: list[dict[str, Any]] = []
-        while batch := self.sqs.receive_message(
-            QueueUrl=self.shards_url, MaxNumberOfMessages=10
-        ).get("Messages"):
-            taken.extend(batch)
-            for message in batch:
-                self.sqs.delete_message(
-                    QueueUrl=self.shards_url, ReceiptHandle=message["ReceiptHandle"]
-                )
-        return taken
 
     def end(self, job_id: str) -> None:
         """Write down how the current life ended."""

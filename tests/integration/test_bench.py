@@ -12,7 +12,7 @@ import pytest
 from moto import mock_aws
 
 import receiver
-from bench import coldstart, cpu, deliveries
+from bench import calls, coldstart, cpu, deliveries
 from bench.__main__ import main as bench_main
 from bench.counting import CallCounter
 from bench.references import floor_handler, powertools_handler
@@ -20,6 +20,7 @@ from bench.secretstub import SECRET, answer_secrets
 from devstack.lambda_context import LambdaContext
 from devstack.resources import create_resources
 from sume.contract.signature import SCHEME, SIGNATURE_HEADER
+from sume.core.names import DUE_SHARDS
 from sume.core.secrets import SigningSecrets
 from tests.builders import LambdaContext as Context
 from tests.builders import delivery_event, job_body
@@ -175,3 +176,33 @@ def test_bench_runs_only_the_sections_asked_and_refuses_unknown_ones(capsys):
     nothing = capsys.readouterr().out
     assert "0 of 0 targets met" in nothing
     assert "##" not in nothing.split("## Targets")[0]
+
+
+def test_the_worker_and_poller_rows_say_what_the_functions_did():
+    counter = CallCounter()
+    report = calls.CallsReport()
+    with calls.account(counter) as (session, env):
+        calls.worker_poller_rows(report, counter, session, env)
+    rows = {r.delivery: r for r in report.rows}
+    assert [(r.design, r.result) for r in report.rows] == [
+        ("worker", "processed"),
+        ("worker", "processed"),
+        ("worker", "skipped"),
+        ("poller", f"{DUE_SHARDS} runs"),  # one shard a run, as deployed
+        ("poller", "idle"),
+        ("poller", "recovered 1"),
+    ]
+    # A round is its tick and then its runs: each run claims its shard, reads it and
+    # lets it go; the one holding the due job also records it and queues it.
+    assert rows["a run, nothing due"].calls == [
+        "dynamodb.PutItem",
+        "dynamodb.Query",
+        "dynamodb.UpdateItem",
+    ]
+    assert rows["the run whose shard holds 1 job due"].calls == [
+        "dynamodb.PutItem",
+        "dynamodb.Query",
+        "dynamodb.UpdateItem",
+        "sqs.SendMessage",
+        "dynamodb.UpdateItem",
+    ]
