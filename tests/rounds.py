@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import poller
+from bench import rounds as bench_rounds
 from devstack.eventsources import sqs_records
 from sume.core import aws as clients
 from sume.core.names import Env
@@ -25,14 +26,8 @@ def shards_queue() -> tuple[str, str]:
 
 def assignments() -> list[dict[str, Any]]:
     """The shards queue's messages, taken off it."""
-    sqs = clients.client("sqs")
     url, _ = shards_queue()
-    taken: list[dict[str, Any]] = []
-    while messages := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
-        taken.extend(messages)
-        for message in messages:
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-    return taken
+    return bench_rounds.assignments(clients.client("sqs"), url)
 
 
 def run_assignments(messages: list[dict[str, Any]], context: Any) -> list[dict[str, Any]]:
