@@ -209,20 +209,6 @@ def _sqs_event(job_id: str) -> dict[str, Any]:
     }
 
 
-def _poller_context() -> LambdaContext:
-    # Each invocation's own deadline, as Lambda gives it: one context made at
-    # import would leave every run no time two minutes later, and it would poll nothing.
-    return LambdaContext("sume-bench-poller", timeout_seconds=120)
-
-
-SCHEDULED = {
-    "version": "0",
-    "id": "bench",
-    "detail-type": "Scheduled Event",
-    "source": "aws.events",
-}
-
-
 def worker_poller_rows(
     report: CallsReport, counter: CallCounter, session: Any, env: dict[str, str]
 ) -> None:
@@ -279,33 +265,31 @@ def _poller_rows(
     report: CallsReport, counter: CallCounter, session: Any, env: dict[str, str], sume: Any
 ) -> None:
     import poller
-    from devstack.eventsources import sqs_records
+    from devstack.resources import queue_arn
     from sume.polling import registry
 
     ddb, sqs = session.client("dynamodb"), session.client("sqs")
     table, shards_url = env[Env.JOBS_TABLE_NAME], env[Env.POLL_SHARDS_QUEUE_URL]
-    shards_arn = sqs.get_queue_attributes(QueueUrl=shards_url, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
+    shards_arn = queue_arn(sqs, shards_url)
+    invocations: list[tuple[dict[str, Any], list[str]]] = []
+
+    def invoke(event: dict[str, Any], context: Any) -> Any:
+        # Each invocation's calls alone: the bench's receives of the assignments
+        # (which Lambda's event source makes) fall between two of them.
+        counter.take()
+        with silenced():
+            answer = poller.handler(event, context)
+        invocations.append((answer, counter.take()))
+        return answer
 
     def round_(
         after: int,
     ) -> tuple[dict[str, Any], list[str], list[tuple[dict[str, Any], list[str]]]]:
-        """The tick and its calls, then each run's summary and calls (the bench's own
-        receives of the assignments, which Lambda's event source makes, apart)."""
-        rounds.wait_past(after)
-        counter.take()
-        with silenced():
-            tick = poller.handler(SCHEDULED, _poller_context())
-        tick_calls = counter.take()
-        runs = []
-        for message in rounds.assignments(sqs, shards_url):
-            counter.take()
-            with silenced():
-                answer = poller.handler(sqs_records([message], shards_arn), _poller_context())
-            runs.append((answer["runs"][0], counter.take()))
-        rounds.check_worked([{"runs": [summary for summary, _ in runs]}])
-        return tick, tick_calls, runs
+        """The tick and its calls, then each run's summary and calls."""
+        invocations.clear()
+        rounds.play(invoke, sqs, shards_url, shards_arn, after)
+        (tick, tick_calls), *runs = invocations
+        return tick, tick_calls, [(answer["runs"][0], calls) for answer, calls in runs]
 
     tick, tick_calls, runs = round_(0)
     report.rows.append(

@@ -38,6 +38,7 @@ from bench.env import environment
 from bench.report import Targets, table
 from bench.runtime import silenced
 from devstack.lambda_context import LambdaContext
+from devstack.resources import queue_arn
 from infra import spec
 from sume.core import runtime
 from sume.core.names import (
@@ -219,12 +220,6 @@ class Watcher:
 
 
 COMPLETED = "webhook, processed (job.completed, 2 artifacts)"
-SCHEDULED = {
-    "version": "0",
-    "id": "bench",
-    "detail-type": "Scheduled Event",
-    "source": "aws.events",
-}
 
 
 def _sqs(job_id: str) -> dict[str, Any]:
@@ -255,9 +250,7 @@ class _Lives:
         self.sqs = session.client("sqs")
         self.queue = JobQueue(self.sqs, env[Env.JOBS_QUEUE_URL])
         self.shards_url = env[Env.POLL_SHARDS_QUEUE_URL]
-        self.shards_arn = self.sqs.get_queue_attributes(
-            QueueUrl=self.shards_url, AttributeNames=["QueueArn"]
-        )["Attributes"]["QueueArn"]
+        self.shards_arn = queue_arn(self.sqs, self.shards_url)
         self._last_round = 0
         self.lives: list[Life] = []
 
@@ -290,21 +283,12 @@ class _Lives:
     def poll(self) -> None:
         """One round as deployed: the tick, then each assignment it sent, one run each."""
         import poller
-        from devstack.eventsources import sqs_records
 
-        rounds.wait_past(self._last_round)
         with self.watcher.phase_of("poller"), silenced():
-            tick = poller.handler(SCHEDULED, self._poller_context())
-            self._last_round = tick["round"]
-            answers = [
-                poller.handler(sqs_records([message], self.shards_arn), self._poller_context())
-                for message in rounds.assignments(self.sqs, self.shards_url)
-            ]
-        rounds.check_worked(answers)
-
-    @staticmethod
-    def _poller_context() -> LambdaContext:
-        return LambdaContext("sume-bench-poller", timeout_seconds=120)
+            tick, _ = rounds.play(
+                poller.handler, self.sqs, self.shards_url, self.shards_arn, self._last_round
+            )
+        self._last_round = tick["round"]
 
     def end(self, job_id: str) -> None:
         """Write down how the current life ended."""

@@ -42,12 +42,6 @@ from sume.core.names import DUE_SHARDS, JOB_ID, Env
 LARGE_EVENT_PAD_BYTES = 300 * 1024
 ESM_BATCH = ("sqs.ReceiveMessage", "sqs.DeleteMessageBatch")
 """What Lambda's SQS event source sends per batch it hands over (at least)."""
-SCHEDULED = {
-    "version": "0",
-    "id": "bench",
-    "detail-type": "Scheduled Event",
-    "source": "aws.events",
-}
 
 
 @dataclass
@@ -179,8 +173,8 @@ class Driver:
 
     def tick(self) -> None:
         rounds.wait_past(self._last_round)
-        context = LambdaContext("sume-bench-poller", timeout_seconds=120)
-        self._last_round = self._lambda("poller", self.poller)(SCHEDULED, context)["round"]
+        tick = self._lambda("poller", self.poller)(rounds.SCHEDULED, rounds.poller_context())
+        self._last_round = tick["round"]
         self._answers.clear()
         self.drain()
         rounds.check_worked(self._answers)

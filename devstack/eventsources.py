@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from devstack.lambda_context import LambdaContext
+from devstack.resources import queue_arn
 
 Handler = Callable[[dict[str, Any], Any], Any]
 REGION = "us-east-1"
@@ -135,9 +136,7 @@ class SqsEventSource(Loop):
         self._enabled = enabled
         self._sqs = sqs
         self._url = queue_url
-        self._arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])[
-            "Attributes"
-        ]["QueueArn"]
+        self._arn = queue_arn(sqs, queue_url)
         self._handler = handler
         self._function = function_name
         self._timeout = timeout_seconds

@@ -99,7 +99,7 @@ def _queue_with_dlq(sqs: Any, name: str, visibility_timeout: int) -> tuple[str, 
         QueueName=f"{name}-dlq",
         Attributes={"MessageRetentionPeriod": str(spec.DLQ_RETENTION_SECONDS)},
     )["QueueUrl"]
-    dlq_arn = _arn(sqs, dlq_url)
+    dlq_arn = queue_arn(sqs, dlq_url)
     queue_url = sqs.create_queue(
         QueueName=name,
         Attributes={
@@ -112,7 +112,8 @@ def _queue_with_dlq(sqs: Any, name: str, visibility_timeout: int) -> tuple[str, 
     return queue_url, dlq_url, dlq_arn
 
 
-def _arn(sqs: Any, queue_url: str) -> str:
+def queue_arn(sqs: Any, queue_url: str) -> str:
+    """The ARN of the queue at ``queue_url``."""
     return str(
         sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
@@ -133,7 +134,7 @@ def _registrations(sqs: Any, events: Any, prefix: str, bus: str) -> tuple[str, s
         Targets=[
             {
                 "Id": "registrations",
-                "Arn": _arn(sqs, url),
+                "Arn": queue_arn(sqs, url),
                 "DeadLetterConfig": {"Arn": dlq_arn},
             }
         ],
@@ -188,5 +189,7 @@ def subscribe_queue(sqs: Any, events: Any, name: str, bus: str) -> str:
     consumer's would be; returns its URL."""
     url = sqs.create_queue(QueueName=name)["QueueUrl"]
     events.put_rule(Name=name, EventBusName=bus, EventPattern=json.dumps(ANNOUNCEMENTS_PATTERN))
-    events.put_targets(Rule=name, EventBusName=bus, Targets=[{"Id": "tap", "Arn": _arn(sqs, url)}])
+    events.put_targets(
+        Rule=name, EventBusName=bus, Targets=[{"Id": "tap", "Arn": queue_arn(sqs, url)}]
+    )
     return str(url)

@@ -11,6 +11,7 @@ from typing import Any
 import poller
 from bench import rounds as bench_rounds
 from devstack.eventsources import sqs_records
+from devstack.resources import queue_arn
 from sume.core import aws as clients
 from sume.core.names import Env
 from sume.polling.fanout import CLAIMED_ROUND
@@ -18,10 +19,8 @@ from tests.builders import LambdaContext, scheduled_event
 
 
 def shards_queue() -> tuple[str, str]:
-    sqs = clients.client("sqs")
     url = os.environ[Env.POLL_SHARDS_QUEUE_URL]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
-    return url, str(arn["QueueArn"])
+    return url, queue_arn(clients.client("sqs"), url)
 
 
 def assignments() -> list[dict[str, Any]]:
