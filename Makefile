@@ -27,7 +27,7 @@ PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 # One pytest worker more than the cores make may use: a worker waits (on sockets, child
 # processes, timers) about a fifth of its time, and the extra one fills it. Each test
 # file runs on one worker so its module fixtures are built once, the infra tier as one
-# (tests/conftest.py); see docs/development.md "What the suite costs".
+# (tests/conftest.py); see docs/dev/development.md "What the suite costs".
 # (`--dist loadgroup` groups nothing under pytest 9.2: xdist 3.8 names a group by
 # rewriting a test's nodeid, which pytest now derives.) XDIST= runs on one process.
 # nproc counts them (a cpuset or taskset narrows them); a CPU quota it cannot see:

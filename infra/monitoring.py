@@ -28,7 +28,7 @@ PERIOD = Duration.minutes(5)
 BACKLOG_AGE_SECONDS = 3600
 # Every alarm's text ends by naming its row in the manual's alarm table, whose
 # last column is the command that shows the cause.
-RUNBOOK = "docs/operations.md#alarms-and-dashboard"
+RUNBOOK = "docs/playbook.md#alarms"
 
 
 def logs_tail(log_group: str, pattern: str | None) -> str:

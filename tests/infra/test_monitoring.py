@@ -135,9 +135,9 @@ def test_dashboard_shows_the_key_metrics(dev: Stage) -> None:
 
 
 def alarm_rows() -> dict[str, str]:
-    """The rows of docs/operations.md's alarm table, by the alarm each names first."""
-    text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
-    section = text.split("## Alarms and dashboard", 1)[1].split("\n## ", 1)[0]
+    """The rows of docs/playbook.md's alarm table, by the alarm each names first."""
+    text = (ROOT / "docs" / "playbook.md").read_text(encoding="utf-8")
+    section = text.split("## Alarms", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():
         if match := re.match(r"\| `(\w+)` \|", line):
@@ -150,7 +150,7 @@ def test_the_manual_names_every_alarm_with_the_command_that_shows_its_cause(
 ) -> None:
     rows = alarm_rows()
     alarms = dev.alarms().keys() | prod.alarms().keys()
-    assert sorted(alarms - rows.keys()) == [], "alarms docs/operations.md does not list"
+    assert sorted(alarms - rows.keys()) == [], "alarms docs/playbook.md does not list"
     assert sorted(rows.keys() - alarms) == [], "rows naming no alarm of the template"
     for name, row in rows.items():
         cause = row.rstrip(" |").rsplit(" | ", 1)[1]
@@ -216,7 +216,7 @@ def test_each_alarm_says_what_to_run(dev: Stage, prod: Stage) -> None:
     page, anchor = RUNBOOK.split("#")
     headings = re.findall(r"^#+ (.+)$", (ROOT / page).read_text(encoding="utf-8"), re.M)
     assert anchor in [h.lower().replace(" ", "-") for h in headings]
-    assert anchor == "alarms-and-dashboard"
+    assert anchor == "alarms"
 
 
 def test_work_left_paused_pages_whoever_turned_it_off(dev: Stage, prod: Stage) -> None:
