@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
-from devstack import moto_atomic, moto_numbers
+from devstack import moto_atomic, moto_numbers, moto_replay
 from sume.core.bounded import DYNAMODB_MAX_DEPTH, nests_deeper
 from sume.store.sizing import MAX_ITEM_BYTES, item_size, typed, utf8_size
 
@@ -64,6 +64,7 @@ def install() -> None:
         _limit_events()
         _whole_events()
         moto_numbers.install()
+        moto_replay.install()
         _limit_sqs()
         _limit_s3()
         _installed = True

@@ -7,7 +7,7 @@ from typing import Any
 
 from infra import spec
 from infra.spec import ResourceNames
-from sume.core.names import EVENT_SOURCE, Env
+from sume.core.names import Env
 
 
 def create_resources(
@@ -63,7 +63,14 @@ def create_resources(
         s3.create_bucket(Bucket=bucket, **where)
 
     bus = f"{prefix}-jobs-bus"
-    events.create_event_bus(Name=bus)
+    bus_arn = events.create_event_bus(Name=bus)["EventBusArn"]
+    archive = spec.local_archive(prefix)
+    events.create_archive(
+        ArchiveName=archive,
+        EventSourceArn=bus_arn,
+        EventPattern=json.dumps(spec.ANNOUNCEMENTS_PATTERN),
+        RetentionDays=spec.LOCAL_ARCHIVE_DAYS,
+    )
     registrations_url, registrations_dlq_url = _registrations(sqs, events, prefix, bus)
 
     secrets = session.client("secretsmanager", **kw)
@@ -89,6 +96,7 @@ def create_resources(
         registrations_dlq_url=registrations_dlq_url,
         shards_queue_url=shards_url,
         leases_table=leases,
+        announcements_archive=archive,
     )
 
 
@@ -181,14 +189,14 @@ def environment(names: ResourceNames) -> dict[str, str]:
 
 
 # What a consumer of every announcement subscribes with (the banner prints it).
-ANNOUNCEMENTS_PATTERN = {"source": [EVENT_SOURCE]}
 
 
 def subscribe_queue(sqs: Any, events: Any, name: str, bus: str) -> str:
     """A queue ``name`` that a rule on ``bus`` fills with every announcement, as a
     consumer's would be; returns its URL."""
     url = sqs.create_queue(QueueName=name)["QueueUrl"]
-    events.put_rule(Name=name, EventBusName=bus, EventPattern=json.dumps(ANNOUNCEMENTS_PATTERN))
+    pattern = json.dumps(spec.ANNOUNCEMENTS_PATTERN)
+    events.put_rule(Name=name, EventBusName=bus, EventPattern=pattern)
     events.put_targets(
         Rule=name, EventBusName=bus, Targets=[{"Id": "tap", "Arn": queue_arn(sqs, url)}]
     )

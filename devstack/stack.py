@@ -31,7 +31,6 @@ from devstack.eventsources import QueueTap, Schedule, SqsEventSource
 from devstack.journal import Entry, Journal, Observers
 from devstack.lambda_context import LambdaContext
 from devstack.resources import (
-    ANNOUNCEMENTS_PATTERN,
     create_resources,
     describe_stack,
     environment,
@@ -514,7 +513,7 @@ class DevStack:
         yield f"  API token secret  {n.api_token_secret_arn}"
         yield (
             "  announcements     make your own rule on the bus, pattern "
-            f"{json.dumps(ANNOUNCEMENTS_PATTERN)}, and queue "
+            f"{json.dumps(spec.ANNOUNCEMENTS_PATTERN)}, and queue "
             "(docs/integrating.md#on-the-local-stack)"
         )
         # Both region variables: boto3 and the AWS CLI read AWS_DEFAULT_REGION, the

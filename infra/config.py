@@ -127,6 +127,8 @@ DEFAULTS: Mapping[str, Any] = {
     "delivery_silence_minutes": 60,
     "paused_alarm_minutes": DEFAULT_PAUSED_ALARM_MINUTES,
     "retention_days": 35,
+    # None: as long as retention_days (a job's item, and so its dedupe, lives that long).
+    "announcements_archive_days": None,
     "payloads_expire_days": 90,
     "artifacts_infrequent_access_days": 30,
     "artifact_allowed_hosts": "",
@@ -164,6 +166,7 @@ class StageConfig:
     signature_rejection_threshold: int
     silence: SilenceAlarms
     retention_days: int
+    announcements_archive_days: int
     payloads_expire_days: int
     artifacts_infrequent_access_days: int
     artifact_allowed_hosts: str
@@ -218,6 +221,9 @@ class StageConfig:
             raise ConfigError("context log_level must be DEBUG, INFO, WARN or ERROR")
         retention_days = number("retention_days", 1, 3650)
         payloads_days = number("payloads_expire_days", 1, 3650)
+        archive_days = retention_days
+        if values["announcements_archive_days"] is not None:
+            archive_days = number("announcements_archive_days", 1, 3650)
         # A large event's body lives only in the payloads bucket: it must
         # outlive the job item that points to it.
         if payloads_days <= retention_days:
@@ -285,6 +291,7 @@ class StageConfig:
             signature_rejection_threshold=number("signature_rejection_threshold", 1, 1_000_000),
             silence=_silence(number, poll_rate),
             retention_days=retention_days,
+            announcements_archive_days=archive_days,
             payloads_expire_days=payloads_days,
             artifacts_infrequent_access_days=number("artifacts_infrequent_access_days", 30, 3650),
             artifact_allowed_hosts=_host_list(values, "artifact_allowed_hosts"),

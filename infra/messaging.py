@@ -59,13 +59,30 @@ def queue_with_dlq(
 
 
 class AnnouncementBus(Construct):
-    """Custom bus: subscribers match ``source`` = ``sume.core.names.EVENT_SOURCE``."""
+    """Custom bus: subscribers match ``source`` = ``sume.core.names.EVENT_SOURCE``.
 
-    def __init__(self, scope: Construct, construct_id: str, *, bus_name: str) -> None:
+    Its archive keeps the project's own announcements (not the applications'
+    registration events) for ``archive_days``, so an integrator whose consumer was
+    down longer than EventBridge retries its target replays the window to its own
+    rule (``sume-webhooks announcements replay``): the same events, nothing redone.
+    A replay onto the archive's own bus needs no role, so the stack grants nothing.
+    """
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, bus_name: str, archive_days: int
+    ) -> None:
         super().__init__(scope, construct_id)
         self.bus = events.EventBus(
             self,
             "Bus",
             event_bus_name=bus_name,
             description="Sume job announcements (completed, failed, canceled, processing error)",
+        )
+        self.archive = events.Archive(
+            self,
+            "Archive",
+            source_event_bus=self.bus,
+            event_pattern=events.EventPattern(source=list(spec.ANNOUNCEMENTS_PATTERN["source"])),
+            retention=Duration.days(archive_days),
+            description="Every announcement, for replays to one subscriber's rule",
         )

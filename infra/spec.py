@@ -17,6 +17,7 @@ from sume.core.names import (
     DUE_INDEX_BEFORE,
     DUE_PROJECTED,
     DUE_SHARD,
+    EVENT_SOURCE,
     JOB_ID,
     REGISTRATION_DETAIL_TYPE,
     REPORT_AT,
@@ -96,6 +97,9 @@ TTL: Final = TTL_ATTRIBUTE
 # whose event source hands them to the poller (same visibility rule as the
 # jobs queue); after MAX_RECEIVES failed attempts a message goes to its DLQ.
 REGISTRATION_PATTERN: Final = {"detail-type": [REGISTRATION_DETAIL_TYPE]}
+# The project's own events, every announcement: what subscribers match and the
+# bus's archive keeps (registration events are the applications', not ours).
+ANNOUNCEMENTS_PATTERN: Final = {"source": [EVENT_SOURCE]}
 REGISTRATIONS_VISIBILITY_TIMEOUT: Final = 6 * POLLER_TIMEOUT
 
 # The poller's fan-out (sume.polling.fanout): the tick's assignments wait in
@@ -216,6 +220,7 @@ OUTPUTS: Final = {
     "registrations_dlq_url": "RegistrationDlqUrl",
     "shards_queue_url": "PollShardsQueueUrl",
     "leases_table": "ShardLeasesTableName",
+    "announcements_archive": "AnnouncementsArchiveName",
 }
 
 
@@ -235,6 +240,17 @@ class ResourceNames:
     registrations_dlq_url: str = ""
     shards_queue_url: str = ""
     leases_table: str = ""
+    announcements_archive: str = ""
+
+
+# How long the local stack's archive keeps announcements (the stage's default is
+# retention_days, as long as a job's item and so its dedupe last).
+LOCAL_ARCHIVE_DAYS: Final = 35
+
+
+def local_archive(prefix: str) -> str:
+    """The local stack's archive of announcements (a stage's is in its outputs)."""
+    return f"{prefix}-announcements"
 
 
 # The local stack's timings: seconds instead of minutes, so a crash, a lost

@@ -99,7 +99,13 @@ class SumeWebhooksStack(Stack):
             if plan is not None and region is not None
             else None,
         )
-        bus = AnnouncementBus(self, "Announcements", bus_name=f"{name}-jobs").bus
+        announcements = AnnouncementBus(
+            self,
+            "Announcements",
+            bus_name=f"{name}-jobs",
+            archive_days=config.announcements_archive_days,
+        )
+        bus = announcements.bus
         secrets = SumeSecrets(self, "Secrets", is_dev=config.is_dev)
 
         factory = FunctionFactory(
@@ -265,6 +271,10 @@ class SumeWebhooksStack(Stack):
             spec.OUTPUTS["artifacts_bucket"]: (buckets.artifacts.bucket_name, "Artifacts"),
             spec.OUTPUTS["payloads_bucket"]: (buckets.payloads.bucket_name, "Large events"),
             spec.OUTPUTS["event_bus"]: (bus.event_bus_name, "Job announcements bus"),
+            spec.OUTPUTS["announcements_archive"]: (
+                announcements.archive.archive_name,
+                "Archive of the announcements, for replays to one rule",
+            ),
             spec.OUTPUTS["signing_secret_arn"]: (
                 secrets.signing.secret_arn,
                 "Put Sume's signing secret here",

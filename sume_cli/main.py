@@ -32,7 +32,7 @@ from sume.core.errors import ConfigurationError
 from sume.core.ids import InvalidJobId, check_job_id
 from sume.core.names import DUE_SHARDS
 from sume_cli import FAILED, USAGE, OpsError, owed
-from sume_cli.commands import PROG, Command
+from sume_cli.commands import PROG, Command, announcements
 from sume_cli.commands.dlq import cmd_dlq_peek, cmd_dlq_redrive
 from sume_cli.commands.jobs import cmd_expect, cmd_list, cmd_status
 from sume_cli.commands.pause import cmd_pause, cmd_resume
@@ -141,6 +141,26 @@ def _work_commands(commands: Any, command: Callable[..., argparse.ArgumentParser
         json_alias(work)
 
 
+def _secrets_commands(commands: Any, command: Callable[..., argparse.ArgumentParser]) -> None:
+    secrets_parser = command(commands, "secrets", None, "rotate the signing secret")
+    secrets_commands = secrets_parser.add_subparsers(
+        dest="secrets_command", required=True, metavar="ACTION"
+    )
+    rotate = command(
+        secrets_commands, "rotate", cmd_secrets_rotate, "add a new secret before the current one"
+    )
+    rotate.add_argument(
+        "--new-secret", required=True, metavar="VALUE", help="the new secret, or - for stdin"
+    )
+    retire = command(
+        secrets_commands, "retire", cmd_secrets_retire, "remove an old secret (never the last)"
+    )
+    retire.add_argument("--position", type=int, help="which one (default: the oldest, last)")
+    command(
+        secrets_commands, "status", cmd_secrets_status, "deliveries each secret verified"
+    ).add_argument("--hours", type=int, default=24, help="window, in hours (24)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -148,7 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
         "test deliveries, secrets.",
         epilog="Exit codes: 0 ok, 1 failed, 2 usage, 3 send-test not accepted by the endpoint "
         "or report --check found lost, processing_error, parked or overdue jobs, or paused "
-        "work, or a replay --since had a replay refused; 130 interrupted.",
+        "work, or a replay --since had a replay refused, or an announcements replay failed; "
+        "130 interrupted.",
     )
     _global_options(parser, None)
     parser.add_argument("--version", action="version", version=version())
@@ -256,23 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--artifact", action="append", default=[], metavar="URL", help="for job.completed"
     )
 
-    secrets_parser = command(commands, "secrets", None, "rotate the signing secret")
-    secrets_commands = secrets_parser.add_subparsers(
-        dest="secrets_command", required=True, metavar="ACTION"
-    )
-    rotate = command(
-        secrets_commands, "rotate", cmd_secrets_rotate, "add a new secret before the current one"
-    )
-    rotate.add_argument(
-        "--new-secret", required=True, metavar="VALUE", help="the new secret, or - for stdin"
-    )
-    retire = command(
-        secrets_commands, "retire", cmd_secrets_retire, "remove an old secret (never the last)"
-    )
-    retire.add_argument("--position", type=int, help="which one (default: the oldest, last)")
-    command(
-        secrets_commands, "status", cmd_secrets_status, "deliveries each secret verified"
-    ).add_argument("--hours", type=int, default=24, help="window, in hours (24)")
+    announcements.add_commands(commands, command)
+
+    _secrets_commands(commands, command)
     return parser
 
 

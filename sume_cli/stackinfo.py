@@ -52,6 +52,7 @@ def from_outputs(outputs: Mapping[str, str], description: str) -> Stack:
         "registrations_dlq_url",
         "shards_queue_url",
         "leases_table",
+        "announcements_archive",
     }
     missing = [
         key for field, key in spec.OUTPUTS.items() if field not in optional and key not in outputs
@@ -125,6 +126,7 @@ def discover_local(clients: Mapping[str, Any], endpoint_url: str, prefix: str) -
         artifacts_bucket=f"{prefix}-artifacts",
         payloads_bucket=f"{prefix}-payloads",
         event_bus=f"{prefix}-jobs-bus",
+        announcements_archive=spec.local_archive(prefix),
         **queues,
         **secrets,
     )

@@ -50,6 +50,7 @@ PROD_OVERRIDES: Final = {
     "delivery_silence_minutes": "180",
     "paused_alarm_minutes": "120",
     "retention_days": "60",
+    "announcements_archive_days": "14",
     "payloads_expire_days": "120",
     "artifact_allowed_hosts": "cdn.sume.example",
     "status_allowed_hosts": "api.sume.example",

@@ -29,3 +29,29 @@ def test_announcements_go_to_a_custom_bus(dev: Stage) -> None:
     _, bus = dev.one("AnnouncementsBus", "AWS::Events::EventBus")
     assert bus["Properties"]["Name"] == "SumeWebhooks-dev-jobs"
     assert EVENT_SOURCE == "sume.webhooks"
+
+
+def test_the_bus_archives_every_announcement_as_long_as_the_dedupe_lasts(
+    dev: Stage, prod: Stage
+) -> None:
+    for stage, days in ((dev, 35), (prod, 14)):
+        _, archive = stage.one("AnnouncementsArchive", "AWS::Events::Archive")
+        props = archive["Properties"]
+        # Only the project's own events: the applications' registrations are theirs.
+        assert props["EventPattern"] == spec.ANNOUNCEMENTS_PATTERN == {"source": [EVENT_SOURCE]}
+        assert ref_name(props["SourceArn"]) == "AnnouncementsBus"
+        # dev: retention_days' default (the item, and so its dedupe, lives that long).
+        assert props["RetentionDays"] == days
+        output = stage.template["Outputs"][spec.OUTPUTS["announcements_archive"]]
+        assert ref_name(output["Value"]) == "AnnouncementsArchive"
+
+
+def test_no_role_of_the_stack_may_replay_or_change_the_archive(dev: Stage, prod: Stage) -> None:
+    # A replay onto the archive's own bus needs no role: the operator's or the
+    # integrator's own identity starts it (docs/cli.md lists what it needs).
+    for stage in (dev, prod):
+        for policy in stage.of_type("AWS::IAM::Policy").values():
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                actions = statement["Action"]
+                for action in [actions] if isinstance(actions, str) else actions:
+                    assert "Replay" not in action and "Archive" not in action, action
