@@ -11,9 +11,11 @@ import os
 import re
 import subprocess
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from devstack.resources import subscribe_queue
 from devstack.simulator import Sume
 from devstack.stack import DevStack
 from sume.store.job import State
@@ -218,3 +220,72 @@ def test_without_a_bus_it_says_how_to_run_it() -> None:
     )
     assert run.returncode == 2
     assert "SUME_EVENT_BUS" in run.stderr
+
+
+def drained(stack: DevStack, url: str) -> list[dict[str, Any]]:
+    sqs, taken = stack.client("sqs"), []
+    while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
+        for message in batch:
+            taken.append(json.loads(message["Body"]))
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    return taken
+
+
+def test_a_consumer_down_for_a_window_catches_up_from_the_archive(stack: DevStack) -> None:
+    """docs/integrating.md's "my consumer was down": the window replayed to its rule alone."""
+    assert stack.names is not None
+    bus, events, sqs = stack.names.event_bus, stack.client("events"), stack.client("sqs")
+    down = subscribe_queue(sqs, events, "orders-js-down", bus)
+    other = subscribe_queue(sqs, events, "orders-js-other", bus)
+    events.disable_rule(Name="orders-js-down", EventBusName=bus)
+    since = int(time.time()) - 1
+    with Sume(stack.url, [stack.signing_secret], api_token=stack.api_token) as sume:
+        jobs = [sume.new_job(artifacts=1) for _ in range(2)]
+        for job in jobs:
+            assert sume.deliver(job).delivered
+        while any(stack.announced()[job.job_id] < 1 for job in jobs):
+            time.sleep(0.05)  # pytest's timeout bounds a hang
+    until = int(time.time()) + 1
+    while int(time.time()) < until:
+        time.sleep(0.05)
+    events.enable_rule(Name="orders-js-down", EventBusName=bus)
+    assert drained(stack, down) == []
+    # What the other subscriber, up all along, took in the window: what the down one missed.
+    missed = {
+        (e["detail"]["job_id"], e["detail"]["sequence"]): e
+        for e in drained(stack, other)
+        if since <= datetime.fromisoformat(e["time"].replace("Z", "+00:00")).timestamp() < until
+    }
+    assert {job.job_id for job in jobs} <= {job_id for job_id, _ in missed}
+    announced_before = stack.announced()
+
+    argv, env = command(stack)
+    argv = ["node", "catch-up.mjs", "--name", "orders-js-down"]
+    env["SUME_ANNOUNCEMENTS_ARCHIVE"] = stack.names.announcements_archive
+    iso = lambda epoch: datetime.fromtimestamp(epoch, UTC).isoformat()  # noqa: E731
+    run = subprocess.run(
+        [*argv, "--since", iso(since), "--until", iso(until)],
+        cwd=EXAMPLE,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=WAIT_SECONDS + 30,
+        check=False,
+    )
+
+    assert run.returncode == 0, run.stderr
+    taken = [json.loads(line) for line in run.stdout.splitlines()]
+    keys = [(e["detail"]["job_id"], e["detail"]["sequence"]) for e in taken]
+    # Each missed announcement once, as it was first sent, marked as a replayed copy.
+    assert sorted(keys) == sorted(missed)
+    for event in taken:
+        first = missed[(event["detail"]["job_id"], event["detail"]["sequence"])]
+        assert (event["detail"], event["detail-type"]) == (first["detail"], first["detail-type"])
+        assert event["replay-name"].startswith("orders-js-down-catch-up-")
+    for job in jobs:
+        stored = stack.jobs().get(job.job_id)
+        assert stored is not None
+        assert stored.sequence == next(s for j, s in keys if j == job.job_id)
+    # Nobody else got a copy: the other subscriber, and the stack's own tap on the bus.
+    assert drained(stack, other) == []
+    assert stack.announced() == announced_before
