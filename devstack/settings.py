@@ -51,6 +51,9 @@ class DevStackSettings:
     """Extra or overriding Lambda environment (e.g. shorter timings for tests)."""
     region: str = REGION
     """The region the stack's clients and functions sign for (moto keeps regions apart)."""
+    dynamodb: str = "moto"
+    """Where the tables live: ``moto`` (embedded with the rest), or ``dynamodb-local``,
+    Amazon's DynamoDB Local started beside it (``make run DYNAMODB=local``)."""
     moto_endpoint: str | None = None
     """A moto server already running (another process's): the stack creates its
     resources there and starts none; ``moto_port`` is then unused."""

@@ -26,6 +26,7 @@ from typing import Any
 
 import boto3
 
+from devstack import dynamodb_local
 from devstack.apigw import HttpApiServer, http_api_event
 from devstack.eventsources import QueueTap, Schedule, SqsEventSource
 from devstack.journal import Entry, Journal, Observers
@@ -91,6 +92,9 @@ class DevStack:
         # One poller container: a registration batch and a scheduled run never overlap.
         self._poller_lock = threading.Lock()
         self.endpoint_url = ""
+        self.dynamodb_endpoint_url = ""
+        """DynamoDB Local's, when the tables live there; else DynamoDB is moto's."""
+        self._dynamodb: Any = None
         self.url = ""
         self.port = 0
         self.moto_port = 0
@@ -141,6 +145,9 @@ class DevStack:
             self._moto.start()
             self.moto_port = int(self._moto.get_host_and_port()[1])
             self.endpoint_url = f"http://{HOST}:{self.moto_port}"
+        if self.settings.dynamodb == dynamodb_local.ENGINE:
+            self._dynamodb = dynamodb_local.DynamoDBLocal().start()
+            self.dynamodb_endpoint_url = self._dynamodb.endpoint_url
         self._apply_env(self.client_environment())
 
         self.names = create_resources(
@@ -151,6 +158,7 @@ class DevStack:
             api_token=self.api_token,
             jobs_table=self.settings.jobs_table,
             leases_table=self.settings.leases_table,
+            dynamodb_endpoint_url=self.dynamodb_endpoint_url or None,
         )
         self.journal_queue_url = self._subscribe_journal()
         # What `sume-webhooks pause` turns; the loops below obey it.
@@ -174,8 +182,8 @@ class DevStack:
         self.port = self._http.port
         self.url = f"http://{HOST}:{self.port}{WEBHOOK_PATH}"
         describe_stack(
-            self.client("dynamodb"),
-            self.names.table,
+            self.client("sqs"),
+            self.names.queue_url,
             self.url,
             due_shards(os.environ),
             integer(os.environ, Env.DUE_SHARDS_PREVIOUS, 0, 0, MAX_DUE_SHARDS),
@@ -291,6 +299,9 @@ class DevStack:
         if self._moto:
             self._moto.stop()
             self._moto = None
+        if self._dynamodb:
+            self._dynamodb.stop()
+            self._dynamodb = None
         self._clients.clear()
         self._session = None
         self._restore_env()
@@ -303,8 +314,11 @@ class DevStack:
 
     def client_environment(self) -> dict[str, str]:
         """What any AWS client (boto3, the ops CLI) needs to talk to this stack's moto."""
+        tables = {"AWS_ENDPOINT_URL_DYNAMODB": self.dynamodb_endpoint_url}
         return {
             "AWS_ENDPOINT_URL": self.endpoint_url,
+            # botocore and the SDKs read it: DynamoDB's calls go there, the rest to moto.
+            **(tables if self.dynamodb_endpoint_url else {}),
             **FAKE_CREDENTIALS,
             "AWS_DEFAULT_REGION": self.settings.region,
             "AWS_REGION": self.settings.region,
@@ -376,7 +390,10 @@ class DevStack:
         session = self.session()
         with self._clients_lock:
             if service not in self._clients:
-                self._clients[service] = session.client(service, endpoint_url=self.endpoint_url)
+                endpoint = self.endpoint_url
+                if service == "dynamodb" and self.dynamodb_endpoint_url:
+                    endpoint = self.dynamodb_endpoint_url
+                self._clients[service] = session.client(service, endpoint_url=endpoint)
             return self._clients[service]
 
     def jobs(self) -> JobsTable:
@@ -489,7 +506,13 @@ class DevStack:
         assert self.names is not None
         n = self.names
         env = self.lambda_environment()
-        yield "Sume webhooks: local stack on moto (no AWS account involved)"
+        if self.dynamodb_endpoint_url:
+            yield (
+                "Sume webhooks: local stack on moto, its tables on Amazon's DynamoDB Local "
+                "(no AWS account involved)"
+            )
+        else:
+            yield "Sume webhooks: local stack on moto (no AWS account involved)"
         yield f"  webhook URL       {self.url}"
         secret_origin = (
             "from SUME_COM_WEBHOOK_SIGNING_SECRET"
@@ -499,6 +522,8 @@ class DevStack:
         yield f"  signing secret    {self.signing_secret}   ({secret_origin})"
         yield f"  Sume API token    {self.api_token}   (bearer for status_url polls)"
         yield f"  moto endpoint     {self.endpoint_url}"
+        if self.dynamodb_endpoint_url:
+            yield f"  DynamoDB Local    {self.dynamodb_endpoint_url}   (the tables; DYNAMODB=local)"
         yield f"  jobs table        {n.table}   (GSI {DUE_INDEX})"
         yield f"  jobs queue        {n.queue_url}"
         yield f"  jobs DLQ          {n.dlq_url}   (after {spec.MAX_RECEIVES} receives)"

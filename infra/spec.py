@@ -203,7 +203,7 @@ OUTPUT_WEBHOOK_URL: Final = "WebhookUrl"
 OUTPUT_REGION_WEBHOOK_URL: Final = "RegionWebhookUrl"
 OUTPUT_HEALTH_CHECK: Final = "HealthCheckId"
 # The local stack has no CloudFormation: what the ops CLI reads from a stage's
-# outputs and its poller's environment, it reads from these tags of its jobs table.
+# outputs and its poller's environment, it reads from these tags of its jobs queue.
 LOCAL_TAG_WEBHOOK_URL: Final = OUTPUT_WEBHOOK_URL
 LOCAL_TAG_DUE_SHARDS: Final = "DueShards"
 LOCAL_TAG_DUE_SHARDS_PREVIOUS: Final = "DueShardsPrevious"

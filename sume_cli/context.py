@@ -203,6 +203,11 @@ class Ops:
     def client(self, service: str) -> Any:
         self.require_deployment()
         kw = {"endpoint_url": self.endpoint_url} if self.endpoint_url else {}
+        # A local stack may keep a service elsewhere (its tables on DynamoDB Local:
+        # make run DYNAMODB=local), named as botocore names it, AWS_ENDPOINT_URL_<SERVICE>.
+        elsewhere = os.environ.get(f"AWS_ENDPOINT_URL_{service.upper()}", "").strip()
+        if self.endpoint_url and elsewhere:
+            kw["endpoint_url"] = checked_endpoint(elsewhere)
         return self.session.client(service, config=CLIENT_CONFIG, **kw)
 
     @functools.cached_property

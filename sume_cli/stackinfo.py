@@ -91,10 +91,14 @@ def discover_local(clients: Mapping[str, Any], endpoint_url: str, prefix: str) -
     where = f"{endpoint_url} (prefix {prefix})"
     table = f"{prefix}-jobs"
     try:
-        arn = clients["dynamodb"].describe_table(TableName=table)["Table"]["TableArn"]
+        clients["dynamodb"].describe_table(TableName=table)
     except ClientError as exc:
         if _error_code(exc) == "ResourceNotFoundException":
-            raise DiscoveryError(f"no table {table} at {where}") from None
+            raise DiscoveryError(
+                f"no table {table} at {clients['dynamodb'].meta.endpoint_url} (a local stack "
+                "started with DYNAMODB=local keeps its tables on DynamoDB Local: set "
+                "AWS_ENDPOINT_URL_DYNAMODB as its banner says)"
+            ) from None
         raise
     # One listing, not a call a queue: every command on the local stack starts here.
     listed = clients["sqs"].list_queues(QueueNamePrefix=f"{prefix}-", MaxResults=1000)
@@ -130,11 +134,8 @@ def discover_local(clients: Mapping[str, Any], endpoint_url: str, prefix: str) -
         **queues,
         **secrets,
     )
-    # A stack started before it tagged its table says neither.
-    tags = {
-        tag["Key"]: tag["Value"]
-        for tag in clients["dynamodb"].list_tags_of_resource(ResourceArn=arn).get("Tags", [])
-    }
+    # A stack started before it tagged its jobs queue says neither.
+    tags = clients["sqs"].list_queue_tags(QueueUrl=queues["queue_url"]).get("Tags", {})
     shards, previous = (
         tags.get(key, "") for key in (spec.LOCAL_TAG_DUE_SHARDS, spec.LOCAL_TAG_DUE_SHARDS_PREVIOUS)
     )

@@ -13,6 +13,7 @@ slate, so they are not shared.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import io
 import json
@@ -25,7 +26,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from devstack import moto_atomic, moto_limits
+from devstack import dynamodb_local, moto_atomic, moto_limits
 from devstack.resources import create_resources, environment
 from devstack.settings import DevStackSettings
 from devstack.stack import DevStack
@@ -62,6 +63,8 @@ class _SetupSession:
 
 
 _SETUP = _SetupSession()
+# The conformance tier's: made while AWS_ENDPOINT_URL_DYNAMODB names DynamoDB Local.
+_LOCAL_SETUP = _SetupSession()
 
 
 def served_resources(endpoint: str, **kw: Any) -> ResourceNames:
@@ -92,25 +95,101 @@ def frozen_heap() -> Iterator[None]:
     yield
 
 
+# The conformance tier: test modules that mark themselves with ``CONFORMANCE`` run
+# each test that uses ``aws`` or ``remote_aws`` twice, the jobs and leases tables on
+# moto and on Amazon's DynamoDB Local (one per test worker, started when first
+# needed); moto still serves SQS, S3, EventBridge and Secrets Manager. Where the two
+# disagree, DynamoDB Local is taken as AWS (docs/dev/development.md lists each).
+CONFORMANCE = pytest.mark.conformance
+ENGINES = ("moto", dynamodb_local.ENGINE)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    uses_aws = {"aws", "remote_aws"} & set(metafunc.fixturenames)
+    if uses_aws and metafunc.definition.get_closest_marker("conformance"):
+        metafunc.parametrize("engine", ENGINES, indirect=True)
+
+
 @pytest.fixture
-def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[ResourceNames]:
+def engine(request: pytest.FixtureRequest) -> str:
+    """Where the tables live: moto unless the test is parametrized by engine."""
+    return str(getattr(request, "param", "moto"))
+
+
+class _Engine:
+    """The worker's DynamoDB Local, started on first use and stopped with the session."""
+
+    def __init__(self) -> None:
+        self._local: dynamodb_local.DynamoDBLocal | None = None
+
+    def endpoint(self) -> str:
+        if self._local is None:
+            self._local = dynamodb_local.DynamoDBLocal().start()
+        return self._local.endpoint_url
+
+    def stop(self) -> None:
+        if self._local is not None:
+            self._local.stop()
+            self._local = None
+
+
+@pytest.fixture(scope="session")
+def _dynamodb_local() -> Iterator[_Engine]:
+    engine = _Engine()
+    yield engine
+    engine.stop()
+
+
+@contextlib.contextmanager
+def tables_on(
+    engine: str, local: _Engine, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str | None, _SetupSession]]:
+    """The prefix and setup clients for ``engine``; on DynamoDB Local every client made
+    meanwhile sends DynamoDB's calls there (``AWS_ENDPOINT_URL_DYNAMODB``, which botocore
+    reads when a client is made), and the test's tables go with the test."""
+    if engine == "moto":
+        yield None, _SETUP
+        return
+    endpoint = local.endpoint()
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
+    # Its data outlives the test, unlike moto's: each test's tables are its own.
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    try:
+        yield prefix, _LOCAL_SETUP
+    finally:
+        ddb = _LOCAL_SETUP.client("dynamodb", endpoint)
+        for table in ddb.list_tables()["TableNames"]:
+            if table.startswith(f"{prefix}-"):
+                ddb.delete_table(TableName=table)
+
+
+@pytest.fixture
+def aws(
+    monkeypatch: pytest.MonkeyPatch, engine: str, _dynamodb_local: _Engine
+) -> Iterator[ResourceNames]:
     """In-process moto of the test's own, with the stack's resources and the Lambda
-    environment set."""
-    with mock_aws():
-        names = create_resources(_SETUP)
+    environment set (the tables on DynamoDB Local when ``engine`` says so)."""
+    with mock_aws(), tables_on(engine, _dynamodb_local, monkeypatch) as (prefix, setup):
+        names = create_resources(setup, **({"prefix": prefix} if prefix else {}))
         lambda_environment(monkeypatch, names)
         yield names
     runtime.reset()
 
 
 @pytest.fixture
-def remote_aws(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ResourceNames]:
+def remote_aws(
+    moto_server: str, monkeypatch: pytest.MonkeyPatch, engine: str, _dynamodb_local: _Engine
+) -> Iterator[ResourceNames]:
     """The stack's resources, under a fresh prefix, on the shared moto server; the
-    handlers' clients go there over HTTP."""
+    handlers' clients go there over HTTP (DynamoDB's to DynamoDB Local when ``engine``
+    says so)."""
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
-    names = create_resources(boto3.session.Session(), prefix=f"remote-{uuid.uuid4().hex[:6]}")
-    lambda_environment(monkeypatch, names)
-    yield names
+    with tables_on(engine, _dynamodb_local, monkeypatch) as (prefix, _):
+        names = create_resources(
+            boto3.session.Session(), prefix=prefix or f"remote-{uuid.uuid4().hex[:6]}"
+        )
+        lambda_environment(monkeypatch, names)
+        yield names
     runtime.reset()
 
 

@@ -27,6 +27,7 @@ from tests.awscalls import hooking_new_clients
 from tests.builders import job_body
 from tests.consumers import assert_consumers_agree
 from tests.httpserver import StatusServer
+from tests.integration.conftest import CONFORMANCE
 from tests.integration.test_announcement_schemas import validator
 from tests.integration.test_poller import (
     FOREVER,
@@ -37,6 +38,8 @@ from tests.integration.test_poller import (
     register,
 )
 from tests.integration.test_worker import World, deliver, run
+
+pytestmark = CONFORMANCE
 
 METADATA = {"order": "o-42", "price": 12.5}
 MAX_AGE = 900

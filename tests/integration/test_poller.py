@@ -34,8 +34,10 @@ from tests.builders import (
     job_body,
     sqs_event,
 )
-from tests.integration.conftest import SHARDS
+from tests.integration.conftest import CONFORMANCE, SHARDS
 from tests.rounds import poller_round
+
+pytestmark = CONFORMANCE
 
 T0 = 1_900_000_000
 FOREVER = 10_000.0

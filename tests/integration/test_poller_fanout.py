@@ -29,8 +29,10 @@ from sume.store.jobs import JobsTable
 from tests.awscalls import hooking_new_clients
 from tests.builders import LambdaContext, scheduled_event
 from tests.httpserver import LoopbackServer
-from tests.integration.conftest import SHARDS
+from tests.integration.conftest import CONFORMANCE, SHARDS
 from tests.rounds import assignments, run_assignments, shards_queue
+
+pytestmark = CONFORMANCE
 
 
 def register(aws, sume: LoopbackServer, count: int, shards: int, at: float) -> list[str]:

@@ -27,6 +27,9 @@ from tests.builders import (
     raw_of,
     signed_headers,
 )
+from tests.integration.conftest import CONFORMANCE
+
+pytestmark = CONFORMANCE
 
 
 def call(event):

@@ -8,6 +8,9 @@ import boto3
 from sume.receiving.compose import receiver_service
 from sume.receiving.http import request_from_event
 from tests.builders import delivery_event, job_body
+from tests.integration.conftest import CONFORMANCE
+
+pytestmark = CONFORMANCE
 
 JOBS = 12
 COPIES = 8

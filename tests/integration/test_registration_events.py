@@ -30,7 +30,10 @@ from sume.store.job import Job, State
 from sume.store.jobs import JobsTable
 from sume.store.queue import DeadLetterQueue
 from tests.builders import LambdaContext, registration_entry, scheduled_event
+from tests.integration.conftest import CONFORMANCE
 from tests.rounds import assignments
+
+pytestmark = CONFORMANCE
 
 URL = "https://api.sume.example/v1/jobs/"
 

@@ -18,6 +18,9 @@ from sume.polling.registering import INVALID_REGISTRATION, InvalidRegistration, 
 from sume.store.job import Job, State
 from sume.store.jobs import JobsTable
 from tests.builders import LambdaContext, delivery_event, job_body
+from tests.integration.conftest import CONFORMANCE
+
+pytestmark = CONFORMANCE
 
 T0 = 1_900_000_000
 URL = "https://api.sume.example/v1/jobs/"

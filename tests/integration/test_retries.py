@@ -35,8 +35,10 @@ from tests.awscalls import hooking_new_clients
 from tests.builders import job_body
 from tests.consumers import assert_consumers_agree
 from tests.httpserver import LoopbackServer
-from tests.integration.conftest import lambda_environment, served_resources
+from tests.integration.conftest import CONFORMANCE, lambda_environment, served_resources
 from tests.integration.world import Subscriber, deliver
+
+pytestmark = CONFORMANCE
 
 DAY = 24 * 3600
 

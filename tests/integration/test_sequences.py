@@ -17,11 +17,14 @@ from sume.core.names import DETAIL_TYPES
 from tests.awscalls import hooking_new_clients
 from tests.builders import job_body
 from tests.consumers import assert_consumers_agree, ending
+from tests.integration.conftest import CONFORMANCE
 from tests.integration.test_retries import (  # noqa: F401 - fixtures
     Stack,
     origin,
     stack,
 )
+
+pytestmark = CONFORMANCE
 
 
 def failing_first_finish(client: Any) -> None:

@@ -32,7 +32,10 @@ from sume.working.settings import WorkerSettings
 from tests.awscalls import hooking_new_clients
 from tests.builders import LambdaContext, job_body, sqs_event
 from tests.consumers import assert_consumers_agree
+from tests.integration.conftest import CONFORMANCE
 from tests.integration.world import Subscriber, deliver
+
+pytestmark = CONFORMANCE
 
 MP4 = {"content-type": "video/mp4"}
 
