@@ -102,7 +102,8 @@ def _window_options_given(args: argparse.Namespace) -> str | None:
 
 def _window(args: argparse.Namespace, now: int) -> Window:
     since = parse_since(args.since, now)
-    until = parse_since(args.until, now) if args.until is not None else now
+    # Half-open: by default the window holds the current second too.
+    until = parse_since(args.until, now, "--until") if args.until is not None else now + 1
     if since > now:
         raise OpsError(f"--since {args.since!r} is in the future", USAGE)
     if until < since:
@@ -203,13 +204,30 @@ def cmd_replay_window(ops: Ops, args: argparse.Namespace) -> int:
         return _dry_run(found, reason, again, args)
     progress = Progress(len(found.matched))
     queue = JobQueue(ops.client("sqs"), ops.stack.names.queue_url)
+    sweep_after = ops.sweep_after().seconds
     try:
-        replay_all(ops.jobs, queue, found, reason, Pace(rate), progress, _on_each(rate))
+        replay_all(
+            ops.jobs, queue, found, reason, Pace(rate), progress, sweep_after, _on_each(rate)
+        )
     except BaseException:
         _summary(found, reason, progress, args, complete=False)
-        note(f"stopped after {progress.handled} of {progress.total}: to continue, run {again}")
+        note(
+            f"stopped after {progress.handled} of {progress.total}{_unsent(progress)}: "
+            f"to continue, run {again}"
+        )
         raise
     return _summary(found, reason, progress, args, complete=True)
+
+
+def _unsent(progress: Progress) -> str:
+    """The jobs a stop left replayed but not queued: owed, found by the sweeper."""
+    if not progress.unsent:
+        return ""
+    owed = ", ".join(
+        f"{job_id} replayed but not queued: the sweeper queues it from {iso(due)}"
+        for job_id, due in progress.unsent.items()
+    )
+    return f" ({owed})"
 
 
 def _dry_run(found: Plan, reason: str, again: str, args: argparse.Namespace) -> int:
@@ -250,6 +268,7 @@ def _summary(
                 "replayed": progress.replayed,
                 "already_replayed": skipped,
                 "refused": progress.refused,
+                "not_queued": list(progress.unsent),
                 "complete": complete,
             }
         )
@@ -259,6 +278,7 @@ def _summary(
             f"already replayed by this run: {len(skipped)}; refused: {len(progress.refused)}"
         )
         for job_id, state in progress.refused.items():
-            out(f"  refused {job_id}: it is {state} now, no longer finished")
+            why = "no longer matches the filters" if state in REPLAYABLE else "no longer finished"
+            out(f"  refused {job_id}: it is {state} now, {why}")
         _cost(found)
     return CHECK_FAILED if progress.refused else OK
