@@ -102,8 +102,12 @@ def cmd_pause(ops: Ops, args: argparse.Namespace) -> int:
         _show(args, state, [], f"already: {describe(ops, state, now)}; nothing changed")
         return OK
     # The record first: status, report and a person never see a pause without its why.
-    record = state.record or pause.write_record(
-        ops, args.work, pause.Record(now, reason, pause.caller(ops))
+    # One there while every switch is on is of a pause that ended (resumed by hand).
+    record = (state.record if state.paused else None) or pause.write_record(
+        ops,
+        args.work,
+        pause.Record(now, reason, pause.caller(ops)),
+        replace=state.record is not None,
     )
     turned, changed = pause.turn_all(ops, state.switches, on=False)
     state = pause.WorkState(args.work, turned, record)
@@ -123,6 +127,7 @@ def cmd_resume(ops: Ops, args: argparse.Namespace) -> int:
     # Counted while nothing reads the queue: once a mapping is on, its first batch can
     # be in flight (not visible) before the count, and the line would undercount.
     waiting = pause.waiting(ops, args.work)
+    jobs = pause.owed_jobs(ops) if args.work == pause.WORKER else None
     # In reverse: the poller's shards mapping reads again before its schedule ticks.
     turned, changed = pause.turn_all(ops, state.switches, on=True)
     pause.delete_record(ops, args.work)
@@ -135,7 +140,14 @@ def cmd_resume(ops: Ops, args: argparse.Namespace) -> int:
         line = f"{args.work} resumed after {_for(now - record.since)} ({record.reason})"
     mappings = [s for s in turned if s.kind == pause.MAPPING]
     caps = {s.concurrency for s in mappings}
-    line += f"; {waiting} message(s) waiting in {mappings[0].source}"
+    if jobs is None:
+        line += f"; {waiting} message(s) waiting in {mappings[0].source}"
+    else:
+        # Jobs, not messages: a job resent or swept while paused has several.
+        count, complete = jobs
+        line += f"; {count}{'' if complete else '+'} job(s) waiting"
+        if waiting != count:
+            line += f" ({waiting} message(s) in {mappings[0].source})"
     if caps != {None}:
         line += f", worked at the mapping's maximum concurrency {max(c or 0 for c in caps)}"
     _show(args, pause.WorkState(args.work, turned, None), changed, line)
