@@ -241,6 +241,22 @@ class Ops:
             return str(exc.response["Error"].get("Code") if isinstance(exc, ClientError) else exc)
 
     @functools.cached_property
+    def other_regions(self) -> tuple[str, ...] | str:
+        """The stage's other region when it runs in two (its poller's ``PEER_REGION``);
+        why that could not be read; none for the local stack."""
+        if self.endpoint_url:
+            return ()
+        poller = self.poller
+        if not isinstance(poller, DeployedPoller):
+            return poller
+        peer = poller.env.get(Env.PEER_REGION)
+        return (peer,) if peer else ()
+
+    def in_region(self, region: str) -> Ops:
+        """The same deployment in ``region`` (a two-region stage's other region)."""
+        return Ops(self.stage, self.endpoint_url, region, self.prefix, self._shards, self.profile)
+
+    @functools.cached_property
     def shards(self) -> int:
         """Shards of the due-work index: ``--shards``, else the count the stack runs with.
 
