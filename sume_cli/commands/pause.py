@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,8 +110,12 @@ def _pause_here(
     return state, changed, line
 
 
+Acted = tuple[pause.WorkState, list[str], str]
+"""A work's state after a pause or resume in one region, the switches turned, the line."""
+
+
 def _elsewhere(
-    ops: Ops, args: argparse.Namespace, act: Any, done: str
+    ops: Ops, args: argparse.Namespace, act: Callable[[Ops], Acted], done: str
 ) -> tuple[list[dict[str, Any]], int]:
     """``act`` on the stage's other region, when it runs in two (docs/regions.md,
     "Pausing both regions"): a pause that holds in one region only does not hold, the
@@ -132,12 +137,15 @@ def _elsewhere(
             state, changed, line = act(there)
         except (ClientError, BotoCoreError, OpsError, DiscoveryError) as exc:
             why = exc.response["Error"].get("Code") if isinstance(exc, ClientError) else exc
-            verb = "paused" if done == "paused" else "resumed"
-            note(
-                f"not {verb} in {region}: {why}; while its work runs, its poller may sweep "
-                f"this region's owed jobs to a worker that runs: {verb.removesuffix('d')} it "
-                f"there too (--region {region})"
-            )
+            if done == "paused":
+                meant = (
+                    "while its work runs, its poller may sweep this region's owed jobs to "
+                    "a worker that runs"
+                )
+            else:
+                meant = "its work stays paused there"
+            verb = done.removesuffix("d")
+            note(f"not {done} in {region}: {why}; {meant}: {verb} it there (--region {region})")
             code = CHECK_FAILED
             continue
         said.append({"region": region, **_state_json(state), "changed": changed})
