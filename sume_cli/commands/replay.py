@@ -30,6 +30,8 @@ from sume_cli.replaying import (
 from sume_cli.report import MAX_WINDOW_DAYS, OUTCOMES, Window
 from sume_cli.times import iso, parse_since
 
+# Codes one run may filter on: each is a value of its write's condition, twice.
+MAX_ERROR_CODES = 40
 # The window and filter options, as (flag, dest): any of them needs --since.
 _WINDOW_OPTIONS = (
     ("--until", "until"),
@@ -198,6 +200,9 @@ def cmd_replay_window(ops: Ops, args: argparse.Namespace) -> int:
         tuple(args.error_codes or ()),
         tuple(args.events or ()),
     )
+    # The write's condition holds them (DynamoDB's IN takes at most 100 values).
+    if len(filters.error_codes) > MAX_ERROR_CODES:
+        raise OpsError(f"--error-code: at most {MAX_ERROR_CODES} codes", USAGE)
     found = plan(ops.jobs, window, filters, run_id(reason), ops.read_shards)
     again = _again(ops, found, reason)
     if args.dry_run:

@@ -151,6 +151,13 @@ def test_a_malformed_until_is_named_as_until(cli):
     assert "--until 'later'" in err and "--since 'later'" not in err
 
 
+def test_more_error_codes_than_a_condition_holds_is_a_usage_error(cli):
+    codes = [word for n in range(41) for word in ("--error-code", f"http_{n}")]
+    code, _, err = cli("replay", "--since", "3h", *codes, "--reason", "r")
+    assert code == 2
+    assert "--error-code: at most 40 codes" in err
+
+
 def test_a_stop_between_a_write_and_its_send_is_counted_and_named(
     cli, outage, endpoint, monkeypatch
 ):
