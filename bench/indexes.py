@@ -297,10 +297,12 @@ class _Lives:
         life.ending, life.ended = self.watcher.ending(job_id)
 
     def replay(self, job_id: str) -> None:
+        from sume.core.settings import DEFAULT_SWEEP_AFTER_SECONDS
         from sume_cli.jobs import replay
 
+        now = int(time.time())
         with self.watcher.phase_of("ops CLI"):
-            replay(self.jobs, self.queue, job_id, int(time.time()))
+            replay(self.jobs, self.queue, job_id, now, DEFAULT_SWEEP_AFTER_SECONDS)
 
 
 def _lives(watcher: Watcher, env: dict[str, str], shards: int) -> list[Life]:

@@ -206,9 +206,15 @@ class Driver:
             )
 
     def replay(self, job_id: str) -> None:
+        from sume.core.settings import DEFAULT_SWEEP_AFTER_SECONDS
         from sume_cli.jobs import replay
 
-        self.outside("ops CLI", lambda: replay(self.jobs, self.queue, job_id, int(time.time())))
+        self.outside(
+            "ops CLI",
+            lambda: replay(
+                self.jobs, self.queue, job_id, int(time.time()), DEFAULT_SWEEP_AFTER_SECONDS
+            ),
+        )
 
     def ending(self, job_id: str) -> str:
         item = self._reader.get_item(

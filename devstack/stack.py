@@ -99,6 +99,8 @@ class DevStack:
         self.port = 0
         self.moto_port = 0
         self.names: ResourceNames | None = None
+        self.worker_mapping: str | None = None
+        """The worker's event source mapping (``devstack.switches``), as the stack's."""
         self.journal_queue_url = ""
 
     # Lifecycle
@@ -163,6 +165,7 @@ class DevStack:
         self.journal_queue_url = self._subscribe_journal()
         # What `sume-webhooks pause` turns; the loops below obey it.
         turned = create_switches(self.client, self.names, self.prefix)
+        self.worker_mapping = turned.worker
         self._apply_env(self.lambda_environment())
         check_settings(os.environ)
         runtime.reset()
@@ -340,6 +343,9 @@ class DevStack:
             # there for errors, or all of them with POWERTOOLS_LOG_LEVEL=INFO.
             "POWERTOOLS_LOG_LEVEL": os.environ.get("POWERTOOLS_LOG_LEVEL", "ERROR"),
         }
+        if self.worker_mapping:
+            # The poller's sweep holds owed work while the worker is paused.
+            env[Env.WORKER_EVENT_SOURCE_MAPPING] = self.worker_mapping
         env.update(self.settings.lambda_env)
         return env
 

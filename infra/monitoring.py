@@ -130,6 +130,8 @@ class Monitored:
     dlq: sqs.Queue
     schedule: events.Rule
     """The poller's schedule rule."""
+    shards_queue: sqs.IQueue
+    """The poller's shards queue: its mapping starts a round's runs."""
 
 
 class Monitoring(Construct):
@@ -372,7 +374,7 @@ class Monitoring(Construct):
                 periods=periods(silence.paused_minutes),
                 missing=cw.TreatMissingData.BREACHING,
             )
-            for a in paused_alarms(w.queue, w.schedule, cli, silence.paused_minutes)
+            for a in paused_alarms(w.queue, w.schedule, w.shards_queue, cli, silence.paused_minutes)
         ]
         self.dashboard = self._dashboard(dashboard_name, w, errors)
 

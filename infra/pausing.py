@@ -4,10 +4,12 @@ Each watches the switch itself, not the pause record: whoever turned it (the
 CLI, the console, a deploy gone wrong), work that stays off is found. The
 worker's event source mapping long-polls the jobs queue without pause while
 enabled, so a window with no receive at all, empty ones included, is a mapping
-that reads nothing. The poller's schedule rule is invoked every
-``poll_rate_minutes``; a window with no invocation is a schedule that does not
-tick. Missing data is such a window too: SQS stops publishing for a queue nobody
-calls. Neither metric is the receiver's, whose hot path reads nothing of this.
+that reads nothing; so does the poller's shards queue mapping, which starts a
+round's runs (a poller paused there by hand, its schedule still ticking, is
+found too). The poller's schedule rule is invoked every ``poll_rate_minutes``;
+a window with no invocation is a schedule that does not tick. Missing data is
+such a window too: SQS stops publishing for a queue nobody calls. No metric is
+the receiver's, whose hot path reads nothing of this.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ def periods(minutes: int) -> int:
     return max(1, -(-minutes // STEP_MINUTES))
 
 
-def queue_reads(queue: sqs.IQueue) -> cw.MathExpression:
+def queue_reads(
+    queue: sqs.IQueue, label: str = "jobs queue receives (0: the worker is paused)"
+) -> cw.MathExpression:
     step = Duration.minutes(STEP_MINUTES)
     return cw.MathExpression(
         expression="FILL(received, 0) + FILL(empty, 0)",
@@ -44,7 +48,7 @@ def queue_reads(queue: sqs.IQueue) -> cw.MathExpression:
             "received": queue.metric_number_of_messages_received(period=step),
             "empty": queue.metric_number_of_empty_receives(period=step),
         },
-        label="jobs queue receives (0: the worker is paused)",
+        label=label,
         period=step,
     )
 
@@ -70,8 +74,9 @@ def _idle(metric: cw.IMetric, label: str) -> cw.MathExpression:
 
 
 def paused_alarms(
-    queue: sqs.IQueue, schedule: events.IRule, cli: str, minutes: int
+    queue: sqs.IQueue, schedule: events.IRule, shards: sqs.IQueue, cli: str, minutes: int
 ) -> list[PausedAlarm]:
+    """``shards``: the poller's shards queue, whose mapping starts each round's runs."""
     report = f"`{cli} report` says who paused it, since when and why"
     return [
         PausedAlarm(
@@ -88,5 +93,17 @@ def paused_alarms(
             f"The poller's schedule has not ticked for {minutes} minutes: its rule is "
             "disabled (paused, or by hand). No status_url is polled and no owed work "
             f"swept. {report}; once the cause is fixed, `{cli} resume poller`.",
+        ),
+        PausedAlarm(
+            "PollerRoundsPaused",
+            _idle(
+                queue_reads(shards, "shards queue receives (0: the poller's rounds are paused)"),
+                "nothing read the poller's shards queue",
+            ),
+            f"Nothing has read the poller's shards queue for {minutes} minutes: the "
+            "poller's shards mapping is disabled (paused, or by hand) or gone. The "
+            "schedule may tick, but no round's run starts: no status_url is polled and "
+            f"no owed work swept. {report}; once the cause is fixed, "
+            f"`{cli} resume poller`.",
         ),
     ]

@@ -147,6 +147,8 @@ class SumeWebhooksStack(Stack):
             due_index_migration=config.due_index_migration,
         )
 
+        poller.hold_sweeps_while_paused(worker.jobs_source)
+
         if plan is not None and region is not None:
             # A large event in both regions' buckets before Sume is answered, so
             # either region's worker reads it while the other is down
@@ -214,6 +216,7 @@ class SumeWebhooksStack(Stack):
                 queue=queues.queue,
                 dlq=queues.dlq,
                 schedule=schedule.rule,
+                shards_queue=schedule.shards_queue,
             ),
             dashboard_name=name,
             stage=config.stage,

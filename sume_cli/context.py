@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 from infra import spec
 from sume.core.errors import ConfigurationError
 from sume.core.names import MAX_DUE_SHARDS, Env
-from sume.core.settings import due_index, due_shards, integer
+from sume.core.settings import due_index, due_shards, integer, sweep_after_seconds
 from sume.net.policy import HTTPS_ONLY, UrlPolicy
 from sume.polling.compose import build_registry
 from sume.polling.registry import Registry
@@ -116,6 +116,21 @@ def local_first_poll(table: str, env: Mapping[str, str] = os.environ) -> FirstPo
         f"the local stack's {name}",
         settings.status_urls,
     )
+
+
+@dataclass(frozen=True)
+class SweepAfter:
+    """How long after a replay its work is owed to the sweeper, should its send fail."""
+
+    seconds: int
+    source: str
+
+
+def local_sweep_after(env: Mapping[str, str] = os.environ) -> SweepAfter:
+    """The local stack's short sweep delay (``make run`` reads the same variable)."""
+    name = Env.SWEEP_AFTER_SECONDS
+    seconds = sweep_after_seconds({name: env.get(name) or spec.LOCAL_TIMINGS[name]})
+    return SweepAfter(seconds, f"the local stack's {name}")
 
 
 @dataclass(frozen=True)
@@ -231,6 +246,22 @@ class Ops:
             return str(exc.response["Error"].get("Code") if isinstance(exc, ClientError) else exc)
 
     @functools.cached_property
+    def other_regions(self) -> tuple[str, ...] | str:
+        """The stage's other region when it runs in two (its poller's ``PEER_REGION``);
+        why that could not be read; none for the local stack."""
+        if self.endpoint_url:
+            return ()
+        poller = self.poller
+        if not isinstance(poller, DeployedPoller):
+            return poller
+        peer = poller.env.get(Env.PEER_REGION)
+        return (peer,) if peer else ()
+
+    def in_region(self, region: str) -> Ops:
+        """The same deployment in ``region`` (a two-region stage's other region)."""
+        return Ops(self.stage, self.endpoint_url, region, self.prefix, self._shards, self.profile)
+
+    @functools.cached_property
     def shards(self) -> int:
         """Shards of the due-work index: ``--shards``, else the count the stack runs with.
 
@@ -278,6 +309,25 @@ class Ops:
             assumed.poll_initial_seconds,
             f"assumed: the deployed poller's configuration could not be read ({reason})",
             assumed.status_urls,
+        )
+
+    def sweep_after(self) -> SweepAfter:
+        """This deployment's ``SWEEP_AFTER_SECONDS``: its poller's (which sweeps), or the
+        local stack's; the default when the poller cannot be read."""
+        if self.endpoint_url:
+            return local_sweep_after()
+        poller = self.poller
+        reason: object = poller
+        if isinstance(poller, DeployedPoller):
+            try:
+                seconds = sweep_after_seconds(poller.env)
+            except ConfigurationError as exc:
+                reason = exc
+            else:
+                return SweepAfter(seconds, f"{Env.SWEEP_AFTER_SECONDS} of {poller.function_name}")
+        return SweepAfter(
+            sweep_after_seconds({}),
+            f"assumed: the deployed poller's configuration could not be read ({reason})",
         )
 
     @functools.cached_property

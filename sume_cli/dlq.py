@@ -307,28 +307,31 @@ def _moved(
 ) -> Iterator[dict[str, Any]]:
     """Move up to ``limit`` messages to ``queue_url``: the body alone, attributes left behind.
 
-    Only what was in the DLQ when the redrive started moves, and each body
-    once: a message sent after the start, or a body already moved, is one the
-    redrive itself brought back (the poller refused the event again, the
-    worker parked the job again). Those are held until the end, so no receive
-    returns them twice, then given back to the DLQ untouched.
+    Everything that was in the DLQ when the redrive started moves, every
+    message of it: two messages for one job are normal after a resend, and a
+    DLQ left with one keeps DlqNotEmpty paging. What the redrive itself brought
+    back (the poller refused the event again, the worker failed the job
+    again) does not: SQS moves a message to the DLQ under the id it had, so a
+    message whose id is one the redrive's sends got, or one sent after the
+    redrive started, is held until the end, so no receive returns it twice,
+    then given back to the DLQ untouched.
 
     Each is sent before it is deleted: a failure in between leaves a
     duplicate (the worker's claim and the registry's conditional write make
     it harmless), never a lost message.
     """
     started_ms = int(time.time() * 1000)
-    moved: set[str] = set()
+    sent_ids: set[str] = set()
     held: list[dict[str, Any]] = []
     try:
         for message in _receive(sqs, dlq_url, limit, REDRIVE_HOLD_SECONDS, with_attributes):
             sent = int(message.get("Attributes", {}).get("SentTimestamp", 0))
-            if sent > started_ms or message["Body"] in moved:
+            if sent > started_ms or message["MessageId"] in sent_ids:
                 held.append(message)
                 continue
-            sqs.send_message(QueueUrl=queue_url, MessageBody=message["Body"])
+            answer = sqs.send_message(QueueUrl=queue_url, MessageBody=message["Body"])
+            sent_ids.add(answer["MessageId"])
             sqs.delete_message(QueueUrl=dlq_url, ReceiptHandle=message["ReceiptHandle"])
-            moved.add(message["Body"])
             yield message
     finally:
         _released(sqs, dlq_url, held)

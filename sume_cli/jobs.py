@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from sume.core.settings import DEFAULT_SWEEP_AFTER_SECONDS
 from sume.polling.registry import Registry
 from sume.store.job import MAX_REPLAY_REASON_BYTES, Job, State
 from sume.store.jobs import JobsTable
@@ -53,7 +52,12 @@ def check_reason(reason: str | None) -> str | None:
 
 
 def replay(
-    jobs: JobsTable, queue: JobQueue, job_id: str, now: int, reason: str | None = None
+    jobs: JobsTable,
+    queue: JobQueue,
+    job_id: str,
+    now: int,
+    sweep_after: int,
+    reason: str | None = None,
 ) -> Job:
     """Make a finished job's follow-up work owed again and queue it; the job as replayed.
 
@@ -64,8 +68,8 @@ def replay(
     processed on its last attempt, gets all of them again.
     """
     # If the replay message is lost, the sweeper re-enqueues the job after the
-    # receiver's default sweep delay.
-    replayed = jobs.request_replay(job_id, now, now + DEFAULT_SWEEP_AFTER_SECONDS, reason)
+    # stack's sweep delay (``sweep_after``, ``Ops.sweep_after``).
+    replayed = jobs.request_replay(job_id, now, now + sweep_after, reason)
     if replayed is None:
         state = load(jobs, job_id).state
         finished = f"{State.PROCESSED.value} or {State.PROCESSING_ERROR.value}"

@@ -22,6 +22,7 @@ from botocore.exceptions import ClientError
 from infra import spec
 from sume_cli import OpsError
 from sume_cli.context import Ops
+from sume_cli.listing import list_jobs
 
 WORKER: Final = "worker"
 POLLER: Final = "poller"
@@ -167,12 +168,16 @@ def read(ops: Ops, works: tuple[str, ...] = WORKS) -> list[WorkState]:
     return [WorkState(work, switches(ops, work), records.get(work)) for work in works]
 
 
-def write_record(ops: Ops, work: str, record: Record) -> Record:
-    """The record, written unless one is there already (then that one: the first pause's)."""
+def write_record(ops: Ops, work: str, record: Record, replace: bool = False) -> Record:
+    """The record, written unless one is there already (then that one: the first pause's).
+
+    ``replace``: the one there is a pause's that ended (the work was turned back on
+    by hand): this new pause writes its own.
+    """
     ssm = ops.client("ssm")
     name = record_name(ops, work)
     try:
-        ssm.put_parameter(Name=name, Value=record.as_json(), Type="String", Overwrite=False)
+        ssm.put_parameter(Name=name, Value=record.as_json(), Type="String", Overwrite=replace)
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "ParameterAlreadyExists":
             raise
@@ -213,6 +218,18 @@ def caller(ops: Ops) -> str:
         return str(ops.client("sts").get_caller_identity()["Arn"])
     except ClientError:
         return "unknown"
+
+
+# Owed jobs counted for ``resume``: at most this many due-work entries are read.
+MAX_COUNTED = 10_000
+
+
+def owed_jobs(ops: Ops) -> tuple[int, bool]:
+    """Jobs owed to the worker (received, or processing with a lease), from the due-work
+    index: the jobs waiting, however many messages each has in the queue; and whether
+    the count is complete (at most ``MAX_COUNTED``)."""
+    listing = list_jobs(ops.jobs, "owed", None, MAX_COUNTED, None, ops.read_shards)
+    return len(listing.jobs), listing.complete
 
 
 def waiting(ops: Ops, work: str) -> int:

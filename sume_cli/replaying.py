@@ -27,9 +27,9 @@ from infra.capacity import (
     LAMBDA_MIN_UNRESERVED,
     WORKER_PLANNED_SECONDS_PER_JOB,
 )
-from sume.core.settings import DEFAULT_SWEEP_AFTER_SECONDS
 from sume.store.job import Job, JobAttr, State
 from sume.store.jobs import JobsTable
+from sume.store.operator import ReplayOnly
 from sume.store.queue import JobQueue
 from sume_cli.report import Window, ended
 
@@ -63,13 +63,12 @@ def run_id(reason: str) -> str:
 
 
 @dataclass(frozen=True)
-class Filters:
-    """Which ended jobs to replay: every filter given must match (any of its values)."""
+class Filters(ReplayOnly):
+    """Which ended jobs to replay: every filter given must match (any of its values).
 
-    states: tuple[str, ...] = ()
-    outcomes: tuple[str, ...] = ()
-    error_codes: tuple[str, ...] = ()
-    events: tuple[str, ...] = ()
+    ``why`` reads them on the plan's jobs; the replay's write checks them again
+    (``ReplayOnly.condition``), so a job that stopped matching meanwhile is refused.
+    """
 
     def why(self, job: Job) -> list[str] | None:
         """Why ``job`` matches, one ``name=value`` per filter; None when it does not."""
@@ -161,7 +160,7 @@ def plan(jobs: JobsTable, window: Window, filters: Filters, run: str, shards: in
     in_window = 0
     for job in found:
         at = job.window_at()
-        if at is None or not window.since <= at <= window.until:
+        if at is None or not window.holds(at):
             continue
         in_window += 1
         why = filters.why(job)
@@ -208,6 +207,9 @@ class Progress:
     replayed: list[str] = field(default_factory=list)
     already: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)
+    unsent: dict[str, int] = field(default_factory=dict)
+    """Replayed, their message not (yet) sent: owed, the sweeper queues each from its
+    due time. Empty once a run ends; a stop between a write and its send leaves one."""
 
     @property
     def handled(self) -> int:
@@ -221,25 +223,31 @@ def replay_all(
     reason: str,
     pace: Pace,
     progress: Progress,
+    sweep_after: int,
     on_each: Callable[[Progress], None] = lambda _: None,
     clock: Callable[[], float] = time.time,
 ) -> Progress:
     """Replay each job of ``found`` once, at ``pace``, counting each into ``progress``.
 
-    As the single replay: the conditional write first, then the queue; should
-    the send fail, the job is owed and the sweeper queues it. A write refused
-    is read back (strongly consistent) only to say why: this run replayed the
-    job already (another copy of the run got there first), or it is no longer
-    finished (replayed by someone else, or gone).
+    As the single replay: the conditional write first (owed ``sweep_after``
+    seconds later, the stack's sweep delay), then the queue; should the send
+    fail, the job is owed and the sweeper queues it. The write checks the
+    filters again: a job that stopped matching since the plan is refused. A
+    write refused is read back (strongly consistent) only to say why: this run
+    replayed the job already (another copy of the run got there first), or it
+    no longer matches (replayed by someone else and ended otherwise, or gone).
     """
     for match in found.matched:
         pace.wait()
         now = int(clock())
-        if jobs.request_replay(
-            match.job_id, now, now + DEFAULT_SWEEP_AFTER_SECONDS, reason, found.run
-        ):
-            queue.send(match.job_id)
+        replayed = jobs.request_replay(
+            match.job_id, now, now + sweep_after, reason, found.run, found.filters
+        )
+        if replayed:
             progress.replayed.append(match.job_id)
+            progress.unsent[match.job_id] = replayed.due_at or now + sweep_after
+            queue.send(match.job_id)
+            del progress.unsent[match.job_id]
         else:
             stored = jobs.get(match.job_id)
             if stored is not None and found.run in (stored.replay_runs or ()):

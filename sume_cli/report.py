@@ -54,10 +54,21 @@ NEXT = {
 
 @dataclass(frozen=True)
 class Window:
+    """The jobs that entered at ``since`` or later and before ``until``: half-open, so
+    consecutive windows (one's ``until`` the next's ``since``) hold each job once."""
+
     since: int
     until: int
     overdue_before: int
     """A job not ended whose due time is before this is overdue."""
+
+    @property
+    def last(self) -> int:
+        """The window's last second (times are whole seconds): ``until`` is not in it."""
+        return self.until - 1
+
+    def holds(self, at: int) -> bool:
+        return self.since <= at < self.until
 
 
 def _in_window(window: Window) -> dict[str, Any]:
@@ -65,8 +76,8 @@ def _in_window(window: Window) -> dict[str, Any]:
     names = {f"#p{i}": attribute for i, attribute in enumerate(READ)}
     names |= {"#registered": JobAttr.REGISTERED_AT, "#first": JobAttr.FIRST_SEEN}
     return {
-        "FilterExpression": "(#registered BETWEEN :since AND :until) OR "
-        "(attribute_not_exists(#registered) AND #first BETWEEN :since AND :until)",
+        "FilterExpression": "(#registered BETWEEN :since AND :last) OR "
+        "(attribute_not_exists(#registered) AND #first BETWEEN :since AND :last)",
         "ProjectionExpression": ", ".join(f"#p{i}" for i in range(len(READ))),
         "ExpressionAttributeNames": names,
     }
@@ -97,7 +108,7 @@ def not_ended(jobs: JobsTable, window: Window, shards: int) -> tuple[list[Job], 
             "KeyConditionExpression": f"{JobAttr.DUE_SHARD} = :shard",
         }
         request["ExpressionAttributeValues"] = expression_values(
-            shard=shard, since=window.since, until=window.until
+            shard=shard, since=window.since, last=window.last
         )
         shard_jobs, shard_read = _query_all(jobs, request)
         found.extend(shard_jobs)
@@ -113,15 +124,15 @@ def ended(jobs: JobsTable, window: Window, shards: int) -> tuple[list[str], int]
     """
     job_ids: list[str] = []
     read = 0
-    for bucket in report_buckets(window.since, window.until, max(REPORT_SHARDS, shards)):
+    for bucket in report_buckets(window.since, window.last, max(REPORT_SHARDS, shards)):
         request = {
             "IndexName": REPORT_INDEX,
             "KeyConditionExpression": (
                 f"{JobAttr.REPORT_BUCKET} = :bucket AND "
-                f"{JobAttr.REPORT_AT} BETWEEN :since AND :until"
+                f"{JobAttr.REPORT_AT} BETWEEN :since AND :last"
             ),
             "ExpressionAttributeValues": expression_values(
-                bucket=bucket, since=window.since, until=window.until
+                bucket=bucket, since=window.since, last=window.last
             ),
         }
         bucket_jobs, bucket_read = _query_all(jobs, request)
@@ -220,8 +231,6 @@ def report(jobs: JobsTable, window: Window, limit: int, shards: int) -> Report:
     fresh = jobs.get_many(sorted(set(ids)), READ)
     found.update((job.job_id, job) for job in fresh)
     kept = [
-        job
-        for job in found.values()
-        if (at := job.window_at()) is not None and window.since <= at <= window.until
+        job for job in found.values() if (at := job.window_at()) is not None and window.holds(at)
     ]
     return summarize(window, kept, limit, pending_read + ended_read, len(fresh))

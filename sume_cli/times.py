@@ -31,8 +31,9 @@ def parse_duration(text: str, option: str) -> int:
     return seconds
 
 
-def parse_since(text: str, now: float) -> int:
-    """``30m``, ``2h``, ``7d`` ago, or an ISO 8601 date/time (UTC unless it says otherwise)."""
+def parse_since(text: str, now: float, option: str = "--since") -> int:
+    """``30m``, ``2h``, ``7d`` ago, or an ISO 8601 date/time (UTC unless it says otherwise);
+    a usage error naming ``option`` when it is neither."""
     value = text.strip()
     if (seconds := seconds_of(value)) is not None:
         return int(now) - seconds
@@ -40,7 +41,7 @@ def parse_since(text: str, now: float) -> int:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise OpsError(
-            f"--since {text!r}: use a duration like 30m, 2h, 7d or an ISO time like "
+            f"{option} {text!r}: use a duration like 30m, 2h, 7d or an ISO time like "
             "2026-11-29T08:00:00Z",
             USAGE,
         ) from None

@@ -80,6 +80,18 @@ class PollerFunction(StackFunction):
         # are announced on the bus they came from.
         bus.grant_put_events_to(self.function)
 
+    def hold_sweeps_while_paused(self, worker: event_sources.SqsEventSource) -> None:
+        """The sweep asks the worker's mapping and holds owed work while it is off
+        (``sume.polling.held``): one GetEventSourceMapping a run that has any to sweep."""
+        self.function.add_environment(
+            Env.WORKER_EVENT_SOURCE_MAPPING, worker.event_source_mapping_id
+        )
+        iam.Grant.add_to_principal(
+            grantee=self.function,
+            actions=["lambda:GetEventSourceMapping"],
+            resource_arns=[worker.event_source_mapping_arn],
+        )
+
     def take_rounds(
         self,
         shards_queue: sqs.IQueue,

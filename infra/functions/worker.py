@@ -50,15 +50,15 @@ class WorkerFunction(StackFunction):
         # claim), consumes the queue, reads large bodies, uploads artifacts
         # (multipart for big ones, aborted on failure), announces outcomes.
         self.grant_items("dynamodb:GetItem", "dynamodb:UpdateItem")
-        self.function.add_event_source(
-            event_sources.SqsEventSource(
-                self.queue,
-                batch_size=batch_size,
-                max_batching_window=Duration.seconds(batching_window_seconds),
-                max_concurrency=max_concurrency,
-                report_batch_item_failures=True,
-            )
+        self.jobs_source = event_sources.SqsEventSource(
+            self.queue,
+            batch_size=batch_size,
+            max_batching_window=Duration.seconds(batching_window_seconds),
+            max_concurrency=max_concurrency,
+            report_batch_item_failures=True,
         )
+        """The worker's switch (``sume-webhooks pause worker`` turns it off)."""
+        self.function.add_event_source(self.jobs_source)
         for rule in ("Serverless-LambdaDLQ", "Serverless-LambdaEventSourceMappingDestination"):
             acknowledge(
                 self.function,

@@ -99,7 +99,8 @@ def cmd_expect(ops: Ops, args: argparse.Namespace) -> int:
 def cmd_replay(ops: Ops, args: argparse.Namespace) -> int:
     reason = jobs.check_reason(args.reason)
     queue = JobQueue(ops.client("sqs"), ops.stack.names.queue_url)
-    job = jobs.replay(ops.jobs, queue, args.job_id, int(time.time()), reason)
+    sweep_after = ops.sweep_after().seconds
+    job = jobs.replay(ops.jobs, queue, args.job_id, int(time.time()), sweep_after, reason)
     if as_json_output(args):
         dump(
             {

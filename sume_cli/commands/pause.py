@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
-from sume_cli import OK, USAGE, OpsError, jobs, pause
+from sume_cli import CHECK_FAILED, OK, USAGE, OpsError, jobs, pause
 from sume_cli.commands import PROG, deployment_option
 from sume_cli.context import Ops
 from sume_cli.output import as_json_output, dump, note, out
+from sume_cli.stackinfo import DiscoveryError
 from sume_cli.times import iso
 
 
@@ -85,11 +87,71 @@ def paused(ops: Ops) -> Paused:
     )
 
 
-def _show(args: argparse.Namespace, state: pause.WorkState, changed: list[str], line: str) -> None:
-    if as_json_output(args):
-        dump({**_state_json(state), "changed": changed})
-    else:
-        out(line)
+def _pause_here(
+    ops: Ops, work: str, reason: str, now: int
+) -> tuple[pause.WorkState, list[str], str]:
+    """Pause ``work`` in ``ops``'s region: its state after, the switches turned, the line."""
+    (state,) = pause.read(ops, (work,))
+    if state.fully_paused and state.record:
+        return state, [], f"already: {describe(ops, state, now)}; nothing changed"
+    # The record first: status, report and a person never see a pause without its why.
+    # One there while every switch is on is of a pause that ended (resumed by hand).
+    record = (state.record if state.paused else None) or pause.write_record(
+        ops,
+        work,
+        pause.Record(now, reason, pause.caller(ops)),
+        replace=state.record is not None,
+    )
+    turned, changed = pause.turn_all(ops, state.switches, on=False)
+    state = pause.WorkState(work, turned, record)
+    line = describe(ops, state, now)
+    if any(s.state == "Disabling" for s in turned):
+        line += "; batches in flight finish first"
+    return state, changed, line
+
+
+Acted = tuple[pause.WorkState, list[str], str]
+"""A work's state after a pause or resume in one region, the switches turned, the line."""
+
+
+def _elsewhere(
+    ops: Ops, args: argparse.Namespace, act: Callable[[Ops], Acted], done: str
+) -> tuple[list[dict[str, Any]], int]:
+    """``act`` on the stage's other region, when it runs in two (docs/regions.md,
+    "Pausing both regions"): a pause that holds in one region only does not hold, the
+    other's poller sweeping this one's owed jobs to its own worker. Returns what each
+    other region says, and 3 when one could not be reached or read."""
+    regions = ops.other_regions
+    if isinstance(regions, str):
+        # Its poller unread (its stack, or no permission): a stage in one region, likely.
+        note(
+            f"could not tell whether the stage runs in a second region too ({regions}): "
+            "if it does, run the same there (--region REGION)"
+        )
+        return [], OK
+    said: list[dict[str, Any]] = []
+    code = OK
+    for region in regions:
+        there = ops.in_region(region)
+        try:
+            state, changed, line = act(there)
+        except (ClientError, BotoCoreError, OpsError, DiscoveryError) as exc:
+            why = exc.response["Error"].get("Code") if isinstance(exc, ClientError) else exc
+            if done == "paused":
+                meant = (
+                    "while its work runs, its poller may sweep this region's owed jobs to "
+                    "a worker that runs"
+                )
+            else:
+                meant = "its work stays paused there"
+            verb = done.removesuffix("d")
+            note(f"not {done} in {region}: {why}; {meant}: {verb} it there (--region {region})")
+            code = CHECK_FAILED
+            continue
+        said.append({"region": region, **_state_json(state), "changed": changed})
+        if not as_json_output(args):
+            out(f"also {done} in {region} (the stage's other region): {line}")
+    return said, code
 
 
 def cmd_pause(ops: Ops, args: argparse.Namespace) -> int:
@@ -97,46 +159,62 @@ def cmd_pause(ops: Ops, args: argparse.Namespace) -> int:
     if reason is None:
         raise OpsError("--reason: say why (it is shown until the work resumes)", USAGE)
     now = int(time.time())
-    (state,) = pause.read(ops, (args.work,))
-    if state.fully_paused and state.record:
-        _show(args, state, [], f"already: {describe(ops, state, now)}; nothing changed")
-        return OK
-    # The record first: status, report and a person never see a pause without its why.
-    record = state.record or pause.write_record(
-        ops, args.work, pause.Record(now, reason, pause.caller(ops))
+    state, changed, line = _pause_here(ops, args.work, reason, now)
+    if not as_json_output(args):
+        out(line)
+    others, code = _elsewhere(
+        ops, args, lambda there: _pause_here(there, args.work, reason, now), "paused"
     )
-    turned, changed = pause.turn_all(ops, state.switches, on=False)
-    state = pause.WorkState(args.work, turned, record)
-    line = describe(ops, state, now)
-    if any(s.state == "Disabling" for s in turned):
-        line += "; batches in flight finish first"
-    _show(args, state, changed, line)
-    return OK
+    if as_json_output(args):
+        dump({**_state_json(state), "changed": changed, "other_regions": others})
+    return code
+
+
+def _resume_here(
+    ops: Ops, work: str, now: int, count: bool
+) -> tuple[pause.WorkState, list[str], str]:
+    """Resume ``work`` in ``ops``'s region; ``count``: say what waits for it."""
+    (state,) = pause.read(ops, (work,))
+    if not state.paused and state.record is None:
+        return state, [], f"{work} is not paused: nothing to resume"
+    # Counted while nothing reads the queue: once a mapping is on, its first batch can
+    # be in flight (not visible) before the count, and the line would undercount.
+    waiting = pause.waiting(ops, work)
+    jobs = pause.owed_jobs(ops) if count and work == pause.WORKER else None
+    # In reverse: the poller's shards mapping reads again before its schedule ticks.
+    turned, changed = pause.turn_all(ops, state.switches, on=True)
+    pause.delete_record(ops, work)
+    record = state.record
+    if not changed:
+        line = f"{work} was running already (resumed by hand): removed its pause record"
+    elif record is None:
+        line = f"{work} resumed (it was paused by hand, no record of when or why)"
+    else:
+        line = f"{work} resumed after {_for(now - record.since)} ({record.reason})"
+    mappings = [s for s in turned if s.kind == pause.MAPPING]
+    caps = {s.concurrency for s in mappings}
+    if jobs is None:
+        line += f"; {waiting} message(s) waiting in {mappings[0].source}"
+    else:
+        # Jobs, not messages: a job resent or swept while paused has several.
+        count_, complete = jobs
+        line += f"; {count_}{'' if complete else '+'} job(s) waiting"
+        if waiting != count_:
+            line += f" ({waiting} message(s) in {mappings[0].source})"
+    if caps != {None}:
+        line += f", worked at the mapping's maximum concurrency {max(c or 0 for c in caps)}"
+    return pause.WorkState(work, turned, None), changed, line
 
 
 def cmd_resume(ops: Ops, args: argparse.Namespace) -> int:
     now = int(time.time())
-    (state,) = pause.read(ops, (args.work,))
-    if not state.paused and state.record is None:
-        _show(args, state, [], f"{args.work} is not paused: nothing to resume")
-        return OK
-    # Counted while nothing reads the queue: once a mapping is on, its first batch can
-    # be in flight (not visible) before the count, and the line would undercount.
-    waiting = pause.waiting(ops, args.work)
-    # In reverse: the poller's shards mapping reads again before its schedule ticks.
-    turned, changed = pause.turn_all(ops, state.switches, on=True)
-    pause.delete_record(ops, args.work)
-    record = state.record
-    if not changed:
-        line = f"{args.work} was running already (resumed by hand): removed its pause record"
-    elif record is None:
-        line = f"{args.work} resumed (it was paused by hand, no record of when or why)"
-    else:
-        line = f"{args.work} resumed after {_for(now - record.since)} ({record.reason})"
-    mappings = [s for s in turned if s.kind == pause.MAPPING]
-    caps = {s.concurrency for s in mappings}
-    line += f"; {waiting} message(s) waiting in {mappings[0].source}"
-    if caps != {None}:
-        line += f", worked at the mapping's maximum concurrency {max(c or 0 for c in caps)}"
-    _show(args, pause.WorkState(args.work, turned, None), changed, line)
-    return OK
+    state, changed, line = _resume_here(ops, args.work, now, count=True)
+    if not as_json_output(args):
+        out(line)
+    # The jobs owed are the one table's: counted once, here.
+    others, code = _elsewhere(
+        ops, args, lambda there: _resume_here(there, args.work, now, count=False), "resumed"
+    )
+    if as_json_output(args):
+        dump({**_state_json(state), "changed": changed, "other_regions": others})
+    return code

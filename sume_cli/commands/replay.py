@@ -30,6 +30,8 @@ from sume_cli.replaying import (
 from sume_cli.report import MAX_WINDOW_DAYS, OUTCOMES, Window
 from sume_cli.times import iso, parse_since
 
+# Codes one run may filter on: each is a value of its write's condition, twice.
+MAX_ERROR_CODES = 40
 # The window and filter options, as (flag, dest): any of them needs --since.
 _WINDOW_OPTIONS = (
     ("--until", "until"),
@@ -102,7 +104,8 @@ def _window_options_given(args: argparse.Namespace) -> str | None:
 
 def _window(args: argparse.Namespace, now: int) -> Window:
     since = parse_since(args.since, now)
-    until = parse_since(args.until, now) if args.until is not None else now
+    # Half-open: by default the window holds the current second too.
+    until = parse_since(args.until, now, "--until") if args.until is not None else now + 1
     if since > now:
         raise OpsError(f"--since {args.since!r} is in the future", USAGE)
     if until < since:
@@ -197,19 +200,39 @@ def cmd_replay_window(ops: Ops, args: argparse.Namespace) -> int:
         tuple(args.error_codes or ()),
         tuple(args.events or ()),
     )
+    # The write's condition holds them (DynamoDB's IN takes at most 100 values).
+    if len(filters.error_codes) > MAX_ERROR_CODES:
+        raise OpsError(f"--error-code: at most {MAX_ERROR_CODES} codes", USAGE)
     found = plan(ops.jobs, window, filters, run_id(reason), ops.read_shards)
     again = _again(ops, found, reason)
     if args.dry_run:
         return _dry_run(found, reason, again, args)
     progress = Progress(len(found.matched))
     queue = JobQueue(ops.client("sqs"), ops.stack.names.queue_url)
+    sweep_after = ops.sweep_after().seconds
     try:
-        replay_all(ops.jobs, queue, found, reason, Pace(rate), progress, _on_each(rate))
+        replay_all(
+            ops.jobs, queue, found, reason, Pace(rate), progress, sweep_after, _on_each(rate)
+        )
     except BaseException:
         _summary(found, reason, progress, args, complete=False)
-        note(f"stopped after {progress.handled} of {progress.total}: to continue, run {again}")
+        note(
+            f"stopped after {progress.handled} of {progress.total}{_unsent(progress)}: "
+            f"to continue, run {again}"
+        )
         raise
     return _summary(found, reason, progress, args, complete=True)
+
+
+def _unsent(progress: Progress) -> str:
+    """The jobs a stop left replayed but not queued: owed, found by the sweeper."""
+    if not progress.unsent:
+        return ""
+    owed = ", ".join(
+        f"{job_id} replayed but not queued: the sweeper queues it from {iso(due)}"
+        for job_id, due in progress.unsent.items()
+    )
+    return f" ({owed})"
 
 
 def _dry_run(found: Plan, reason: str, again: str, args: argparse.Namespace) -> int:
@@ -250,6 +273,7 @@ def _summary(
                 "replayed": progress.replayed,
                 "already_replayed": skipped,
                 "refused": progress.refused,
+                "not_queued": list(progress.unsent),
                 "complete": complete,
             }
         )
@@ -259,6 +283,7 @@ def _summary(
             f"already replayed by this run: {len(skipped)}; refused: {len(progress.refused)}"
         )
         for job_id, state in progress.refused.items():
-            out(f"  refused {job_id}: it is {state} now, no longer finished")
+            why = "no longer matches the filters" if state in REPLAYABLE else "no longer finished"
+            out(f"  refused {job_id}: it is {state} now, {why}")
         _cost(found)
     return CHECK_FAILED if progress.refused else OK

@@ -23,7 +23,8 @@ def _report_window(args: argparse.Namespace, now: int) -> report.Window:
     if args.limit < 0:
         raise OpsError("--limit must be at least 0", USAGE)
     overdue_after = parse_duration(args.overdue_after, "--overdue-after")
-    return report.Window(since, now, now - overdue_after)
+    # Half-open: the window holds the current second too.
+    return report.Window(since, now + 1, now - overdue_after)
 
 
 def _listed(listed: report.Listed, rest: str) -> str:

@@ -91,7 +91,7 @@ def test_a_burst_while_the_worker_is_paused_is_stored_and_worked_once_after_resu
 
     capsys.readouterr()
     assert resume_worker() == 0
-    assert f"; {BURST} message(s) waiting in {stack.prefix}-jobs" in capsys.readouterr().out
+    assert f"; {BURST} job(s) waiting" in capsys.readouterr().out
     while set(states(stack, job_ids).values()) != {State.PROCESSED}:
         time.sleep(0.2)  # pytest's timeout bounds a hang
     while sum(stack.announced()[job_id] for job_id in job_ids) < BURST:

@@ -9,7 +9,7 @@ from typing import Any
 from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME, Metric
 from tests.infra.conftest import ROOT, Stage, ref_name
 
-PAUSED = ("WorkerPaused", "PollerPaused")
+PAUSED = ("WorkerPaused", "PollerPaused", "PollerRoundsPaused")
 
 
 def test_alarms_cover_every_failure_and_notify_the_topic(dev: Stage, prod: Stage) -> None:
@@ -223,7 +223,11 @@ def test_work_left_paused_pages_whoever_turned_it_off(dev: Stage, prod: Stage) -
     # prod sets paused_alarm_minutes (synth_stages); dev has the default, four hours.
     for stage, stage_name, minutes in ((dev, "dev", 240), (prod, "prod", 120)):
         alarms = stage.alarms()
-        for name, work in (("WorkerPaused", "worker"), ("PollerPaused", "poller")):
+        for name, work in (
+            ("WorkerPaused", "worker"),
+            ("PollerPaused", "poller"),
+            ("PollerRoundsPaused", "poller"),
+        ):
             props = alarms[name]
             expression, _ = metric_math(props)
             # Each five-minute step in which nothing started the work is 1; all of
@@ -240,18 +244,25 @@ def test_work_left_paused_pages_whoever_turned_it_off(dev: Stage, prod: Stage) -
             assert f"for {minutes} minutes" in text
             assert f"`sume-webhooks --stage {stage_name} resume {work}`" in text
             assert f"`sume-webhooks --stage {stage_name} report`" in text
-        _, worker = metric_math(alarms["WorkerPaused"])
-        assert worker["work"]["Expression"] == "FILL(received, 0) + FILL(empty, 0)"
-        reads = {q: worker[q]["MetricStat"] for q in ("received", "empty")}
-        assert {q: r["Metric"]["MetricName"] for q, r in reads.items()} == {
-            "received": "NumberOfMessagesReceived",
-            "empty": "NumberOfEmptyReceives",
-        }
-        for read in reads.values():
-            (queue,) = read["Metric"]["Dimensions"]
-            assert queue["Name"] == "QueueName"
-            assert ref_name(queue["Value"]) == "JobsQueue"
-            assert (read["Stat"], read["Period"]) == ("Sum", 300)
+        # A mapping reads its queue without pause while enabled: the worker's the jobs
+        # queue, the poller's rounds the shards queue (paused there by hand, its
+        # schedule still ticking, only this alarm sees it).
+        for name, queue_name in (
+            ("WorkerPaused", "JobsQueue"),
+            ("PollerRoundsPaused", "PollerScheduleShards"),
+        ):
+            _, reader = metric_math(alarms[name])
+            assert reader["work"]["Expression"] == "FILL(received, 0) + FILL(empty, 0)"
+            reads = {q: reader[q]["MetricStat"] for q in ("received", "empty")}
+            assert {q: r["Metric"]["MetricName"] for q, r in reads.items()} == {
+                "received": "NumberOfMessagesReceived",
+                "empty": "NumberOfEmptyReceives",
+            }
+            for read in reads.values():
+                (queue,) = read["Metric"]["Dimensions"]
+                assert queue["Name"] == "QueueName"
+                assert ref_name(queue["Value"]) == queue_name
+                assert (read["Stat"], read["Period"]) == ("Sum", 300)
         _, poller = metric_math(alarms["PollerPaused"])
         ticks = poller["work"]["MetricStat"]
         assert (ticks["Metric"]["Namespace"], ticks["Metric"]["MetricName"]) == (

@@ -47,6 +47,8 @@ def test_the_poller_may_do_only_what_its_code_does(dev: Stage) -> None:
         # The round's assignments: sent by the tick, taken by the runs.
         "PollerScheduleShards": CONSUME | SEND,
         "PollerScheduleLeases": {"dynamodb:PutItem", "dynamodb:UpdateItem"},
+        # The sweep holds owed work while the worker is paused.
+        worker_switch(dev): {"lambda:GetEventSourceMapping"},
     }
 
 
@@ -118,3 +120,32 @@ def test_the_poller_takes_registrations_from_their_queue(dev: Stage, prod: Stage
         assert stage.event_source("RegistrationsQueue")["ScalingConfig"] == {
             "MaximumConcurrency": cap
         }
+
+
+def worker_mapping(stage: Stage) -> str:
+    """The logical id of the worker's jobs queue mapping."""
+    (mapping_id,) = [
+        key
+        for key, mapping in stage.of_type("AWS::Lambda::EventSourceMapping").items()
+        if ref_name(mapping["Properties"]["EventSourceArn"]) == "JobsQueue"
+    ]
+    return mapping_id
+
+
+def worker_switch(stage: Stage) -> str:
+    """The worker's mapping's ARN, as ``Stage.permissions`` names resources."""
+    return "arn:AWS::Partition:lambda:AWS::Region:AWS::AccountId:event-source-mapping:" + ref_name(
+        {"Ref": worker_mapping(stage)}
+    )
+
+
+def test_the_sweep_reads_only_the_workers_switch(dev: Stage) -> None:
+    # The worker's jobs queue mapping, by its id; the poller may read that one only.
+    variables = dev.function("Poller")["Environment"]["Variables"]
+    assert variables["WORKER_EVENT_SOURCE_MAPPING"] == {"Ref": worker_mapping(dev)}
+    lambda_calls = {
+        resource: actions
+        for resource, actions in dev.permissions("Poller").items()
+        if any(action.startswith("lambda:") for action in actions)
+    }
+    assert lambda_calls == {worker_switch(dev): {"lambda:GetEventSourceMapping"}}

@@ -1463,3 +1463,18 @@ def test_a_reader_that_stops_early_gets_no_traceback(endpoint, table, capsys, mo
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert "BrokenPipeError" not in err
+
+
+def test_a_redrive_empties_the_dlq_of_two_messages_for_one_job(cli, table, names, endpoint):
+    # Two messages for one job are normal after a resend: both were there before the
+    # redrive started, so both move, and the DLQ is empty (DlqNotEmpty clears).
+    received(table, "job_twice_dead")
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    for body in ("job_twice_dead", "job_twice_dead", "job_once_dead"):
+        sqs.send_message(QueueUrl=names.dlq_url, MessageBody=body)
+    code, out, _ = cli("dlq", "redrive")
+    assert code == 0
+    assert "moved 3 message(s) back to the jobs queue" in out
+    assert cli("dlq", "peek")[1].strip() == "the DLQ is empty"
+    moved = sqs.receive_message(QueueUrl=names.queue_url, MaxNumberOfMessages=10)["Messages"]
+    assert sorted(m["Body"] for m in moved) == ["job_once_dead", "job_twice_dead", "job_twice_dead"]

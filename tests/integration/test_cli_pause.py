@@ -76,7 +76,7 @@ def test_pause_the_worker_twice_then_resume_twice(stack, capsys):
 
     code, out, _ = cli(stack, capsys, "resume", "worker")
     assert code == 0
-    assert out.startswith("worker resumed after 0m (origin down, INC-7); 0 message(s) waiting")
+    assert out.startswith("worker resumed after 0m (origin down, INC-7); 0 job(s) waiting")
     assert mapping_states(stack)["jobs"] == "Enabled"
     code, out, _ = cli(stack, capsys, "resume", "worker")
     assert (code, out) == (0, "worker is not paused: nothing to resume\n")
@@ -101,10 +101,15 @@ def test_resume_counts_what_waited_not_what_is_left_once_the_worker_reads(
         )
         return turned
 
+    # The same job's message twice (a resend, or a sweep while paused): jobs, not
+    # messages, are what waits.
+    stack.client("sqs").send_message(QueueUrl=stack.names.queue_url, MessageBody=job_ids[0])
     monkeypatch.setattr(pause, "turn_all", turn_then_read)
     code, out, _ = cli(stack, capsys, "resume", "worker")
     assert code == 0
-    assert out.startswith("worker resumed after 0m (origin down); 2 message(s) waiting")
+    assert out.startswith(
+        "worker resumed after 0m (origin down); 2 job(s) waiting (3 message(s) in "
+    )
 
 
 def test_pausing_the_poller_stops_its_schedule_and_its_round_not_its_intake(stack, capsys):
@@ -173,6 +178,16 @@ def test_a_switch_turned_by_hand_is_seen_and_resumed(stack, capsys):
     assert out.startswith("worker was running already (resumed by hand): removed its pause record")
     code, out, _ = cli(stack, capsys, "pause", "worker", "--reason", "again", "--json")
     assert json.loads(out)["reason"] == "again"
+    cli(stack, capsys, "resume", "worker")
+
+    # Resumed by hand, then paused again: the new pause writes its own record.
+    cli(stack, capsys, "pause", "worker", "--reason", "first cause")
+    lambda_.update_event_source_mapping(UUID=mapping["UUID"], Enabled=True)
+    code, out, _ = cli(stack, capsys, "pause", "worker", "--reason", "second cause", "--json")
+    told = json.loads(out)
+    assert (code, told["paused"], told["reason"]) == (0, True, "second cause")
+    code, _, err = cli(stack, capsys, *REPORT)
+    assert ": second cause; resume: " in err and "first cause" not in err
     cli(stack, capsys, "resume", "worker")
 
     # A record not as the CLI writes it is named, not guessed from.

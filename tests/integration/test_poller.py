@@ -16,10 +16,12 @@ from botocore.exceptions import ClientError
 import receiver
 import worker
 from bench.counting import CallCounter
+from devstack import switches
+from devstack.switches import create_switches
 from sume.contract.envelope import parse
 from sume.core import aws as clients
 from sume.core import runtime
-from sume.core.names import due_shard, report_bucket
+from sume.core.names import Env, due_shard, report_bucket
 from sume.polling import compose
 from sume.polling.compose import build_poller
 from sume.polling.poller import RunSummary
@@ -562,6 +564,7 @@ def test_handler_stops_before_the_deadline_and_reports_in_metrics(aws, sume, mon
         "complete",
         "shards",
         "taken",
+        "held",
     }
     assert (tight["polled"], tight["rescheduled"], tight["complete"]) == (0, 0, False)
     assert tight["remaining"] >= 1
@@ -807,3 +810,42 @@ def test_status_url_secrets_stay_out_of_the_logs(aws, sume, short_polls, logs):
     assert summary["polled"] == 3
     assert [line["message"] for line in logs.lines()].count("status poll failed") == 3
     assert "s3cr3t" not in logs.text
+
+
+def test_a_paused_workers_owed_jobs_are_held_not_queued_again_every_round(aws, sume, monkeypatch):
+    # The worker's mapping as AWS keeps it; the sweeper asks it before it sweeps.
+    switches.install()
+    turned = create_switches(clients.client, aws, "sweep-held")
+    monkeypatch.setenv(Env.WORKER_EVENT_SOURCE_MAPPING, turned.worker)
+    lambda_ = clients.client("lambda")
+    lambda_.update_event_source_mapping(UUID=turned.worker, Enabled=False)
+    jobs = table(aws)
+    event = parse(json.dumps(job_body("job_held")).encode())
+    assert jobs.record(event, Source.WEBHOOK, T0, sweep_at=T0 + 120).new  # type: ignore[arg-type]
+    clock = Clock(T0 + 120)
+    run = make_poller(clock)
+    # Round after round while paused: owed, held, never queued again.
+    for later in (0, 600, 3600):
+        clock.now = T0 + 120 + later
+        summary = run.run(lambda: FOREVER)
+        assert (summary.swept, summary.held) == (0, 1)
+    assert drain_queue(aws) == []
+    item = jobs.get("job_held")
+    assert item is not None and (item.due_at, item.sweeps) == (T0 + 120, None)
+
+    # Resumed: the next round sweeps it, once.
+    lambda_.update_event_source_mapping(UUID=turned.worker, Enabled=True)
+    clock.now = T0 + 4000
+    assert (run.run(lambda: FOREVER).swept, run.run(lambda: FOREVER).swept) == (1, 0)
+    assert drain_queue(aws) == ["job_held"]
+
+
+def test_a_switch_that_cannot_be_read_holds_nothing(aws, sume, monkeypatch):
+    # No such mapping (or no permission): the sweep is the safety net, it sweeps.
+    monkeypatch.setenv(Env.WORKER_EVENT_SOURCE_MAPPING, "00000000-0000-0000-0000-000000000000")
+    jobs = table(aws)
+    event = parse(json.dumps(job_body("job_swept_anyway")).encode())
+    assert jobs.record(event, Source.WEBHOOK, T0, sweep_at=T0 + 120).new  # type: ignore[arg-type]
+    summary = make_poller(Clock(T0 + 120)).run(lambda: FOREVER)
+    assert (summary.swept, summary.held) == (1, 0)
+    assert drain_queue(aws) == ["job_swept_anyway"]

@@ -18,15 +18,16 @@ import pytest
 import poller
 import receiver
 import worker
-from devstack import moto_mrsc
+from devstack import moto_mrsc, switches
 from devstack.moto_mrsc import Replication
 from devstack.resources import create_resources, environment, subscribe_queue
+from devstack.switches import create_switches
 from infra.spec import ResourceNames
-from sume.contract.envelope import stored_event
+from sume.contract.envelope import JobEvent, parse, stored_event
 from sume.core import runtime
 from sume.core.names import EXPIRY_EVENT, Env
 from sume.core.settings import DAY_SECONDS
-from sume.polling.compose import build_expiry, build_fanout, build_shard_run
+from sume.polling.compose import build_expiry, build_fanout, build_poller, build_shard_run
 from sume.polling.registry import Registry
 from sume.polling.settings import ExpirySettings, FanOutSettings, PollerSettings
 from sume.store.expiry import JobExpiry
@@ -36,8 +37,9 @@ from sume.store.payloads import INLINE_BODY_LIMIT
 from sume.working import compose as worker_compose
 from sume.working.compose import build_worker
 from sume.working.settings import WorkerSettings
-from tests.builders import LambdaContext, delivery_event, job_body, sqs_event
+from tests.builders import LambdaContext, delivery_event, job_body, raw_of, sqs_event
 from tests.httpserver import LoopbackServer
+from tests.integration.conftest import SHARDS
 
 HOME, OTHER = "us-east-1", "us-east-2"
 
@@ -310,3 +312,47 @@ def test_a_job_replayed_between_the_read_and_the_delete_is_kept(aws, monkeypatch
     assert expire() == {"read": 1, "deleted": 0, "kept": 1, "complete": True}
     job = jobs.get("job_replayed")
     assert job is not None and job.state == State.RECEIVED
+
+
+def test_a_pause_of_both_regions_keeps_the_other_regions_sweeper_off_the_owed_jobs(
+    aws, other, monkeypatch
+):
+    # The two regions' workers, each its mapping; `pause worker` turns both off
+    # (tests/integration/test_cli_pause_regions.py), each sweep asks its own.
+    switches.install()
+    home_switch = create_switches(clients_of(HOME), aws, "home").worker
+    other_switch = create_switches(clients_of(OTHER), other, "other").worker
+    now = int(time.time())
+    event = parse(raw_of(job_body("job_owed_home")))
+    assert isinstance(event, JobEvent)
+    jobs = JobsTable(boto3.client("dynamodb", region_name=HOME), aws.table, SHARDS)
+    # Recorded in the home region, its message waiting in the home region's queue.
+    assert jobs.record(event, Source.WEBHOOK, now - 600, sweep_at=now - 300).new
+
+    def other_round() -> Any:
+        env = {
+            **os.environ,
+            **environment(other),
+            Env.JOBS_TABLE_NAME: aws.table,
+            Env.WORKER_EVENT_SOURCE_MAPPING: other_switch,
+        }
+        sweeper = build_poller(PollerSettings.from_env(env), clients_of(OTHER))
+        return sweeper.run(lambda: 10_000.0, now, range(SHARDS))
+
+    def queued_in_other() -> list[str]:
+        sqs = boto3.client("sqs", region_name=OTHER)
+        got = sqs.receive_message(QueueUrl=other.queue_url, MaxNumberOfMessages=10)
+        return [m["Body"] for m in got.get("Messages", [])]
+
+    lambda_of = {region: boto3.client("lambda", region_name=region) for region in (HOME, OTHER)}
+    lambda_of[HOME].update_event_source_mapping(UUID=home_switch, Enabled=False)
+    lambda_of[OTHER].update_event_source_mapping(UUID=other_switch, Enabled=False)
+    summary = other_round()
+    assert (summary.swept, summary.held) == (0, 1)
+    assert queued_in_other() == []
+
+    # Paused in the home region alone (as before): the other region's sweeper takes
+    # the home region's owed job to its own worker.
+    lambda_of[OTHER].update_event_source_mapping(UUID=other_switch, Enabled=True)
+    assert other_round().swept == 1
+    assert queued_in_other() == ["job_owed_home"]

@@ -15,11 +15,11 @@ import boto3
 import pytest
 
 from bench.counting import CallCounter
-from sume.core.settings import DEFAULT_SWEEP_AFTER_SECONDS
 from sume.store.job import State
 from sume.store.jobs import JobsTable
 from sume.store.queue import JobQueue
 from sume_cli import replaying
+from sume_cli.context import local_sweep_after
 from sume_cli.replaying import run_id
 from sume_cli.times import iso
 from tests.integration import test_report as reported
@@ -165,7 +165,8 @@ def test_the_replay_audits_each_job_once_and_a_second_run_replays_none(cli, outa
         assert (job.state, job.replay, job.attempts) == (State.RECEIVED, True, 0)
         assert (job.replays, job.replay_reason, job.replay_runs) == (1, REASON, [run_id(REASON)])
         assert job.replayed_at is not None and job.replayed_at >= NOW
-        assert job.due_at == job.replayed_at + DEFAULT_SWEEP_AFTER_SECONDS
+        # Owed at the local stack's sweep delay, should the send have failed.
+        assert job.due_at == job.replayed_at + local_sweep_after().seconds
         # A new announcement number: the replay's ending is announced as a new one.
         assert job.sequence == (old.sequence or 0) + 1
     assert outage.get("job_gone_404").replays is None
@@ -240,12 +241,13 @@ def test_a_send_lost_after_the_write_leaves_the_job_to_the_sweeper_and_is_not_re
         patched.setattr(JobQueue, "send", send_then_die)
         code, _, err = cli("replay", *SELECT, *FAST, "--reason", REASON)
     assert code == 130
-    assert "stopped after 1 of 4" in err
+    # Counted, and named: replayed, owed, not queued.
+    assert "stopped after 2 of 4 (job_out_b replayed but not queued: " in err
     lost = outage.get("job_out_b")
     assert lost is not None and lost.state == State.RECEIVED and lost.replays == 1
     # Owed, in the due-work index: the sweeper queues it when its due time comes.
     assert (
-        lost.due_shard is not None and lost.due_at == lost.replayed_at + DEFAULT_SWEEP_AFTER_SECONDS
+        lost.due_shard is not None and lost.due_at == lost.replayed_at + local_sweep_after().seconds
     )
 
     code, out, err = cli("replay", *SELECT, *FAST, "--reason", REASON, "--output", "json")

@@ -124,6 +124,8 @@ class Env:
     POLL_SHARDS_QUEUE_URL: Final = "POLL_SHARDS_QUEUE_URL"
     SHARD_LEASES_TABLE_NAME: Final = "SHARD_LEASES_TABLE_NAME"
     POLL_SHARDS_PER_RUN: Final = "POLL_SHARDS_PER_RUN"
+    # The poller's sweep holds owed work while this mapping (the worker's) is off.
+    WORKER_EVENT_SOURCE_MAPPING: Final = "WORKER_EVENT_SOURCE_MAPPING"
     # Two regions only: the failover domain's health route, and Route 53's primary.
     FAILOVER_HEALTH_URL: Final = "FAILOVER_HEALTH_URL"
     FAILOVER_PRIMARY_REGION: Final = "FAILOVER_PRIMARY_REGION"

@@ -12,6 +12,7 @@ from sume.net.fetch import SafeHttp
 from sume.polling.awaiting import AwaitingGauge
 from sume.polling.expiry import Expiry
 from sume.polling.fanout import FanOut, ShardLeases, ShardQueue, ShardRun
+from sume.polling.held import WorkerSwitch, never_paused
 from sume.polling.poller import Poller
 from sume.polling.registering import Registry
 from sume.polling.registration import Registrations
@@ -47,6 +48,10 @@ def build_poller(settings: PollerSettings, clients: Clients = aws.client) -> Pol
         status.check,
         settings.policy,
         max_parallel_polls=settings.max_parallel_polls,
+        # The Lambda client only when a run has owed work to sweep.
+        worker_paused=WorkerSwitch(lambda: clients("lambda"), settings.worker_mapping).paused
+        if settings.worker_mapping
+        else never_paused,
     )
 
 

@@ -36,6 +36,7 @@ from sume.core.errors import ConfigurationError
 from sume.core.observability import logger
 from sume.core.runtime import TimeLeft
 from sume.net.policy import REFUSED_HOST
+from sume.polling.held import never_paused
 from sume.polling.settings import POLL_FINISH_SECONDS, PollPolicy
 from sume.polling.status import NOT_TERMINAL, StatusResult, Verdict
 from sume.store.announcing import Announcer, LostAnnouncement
@@ -60,6 +61,7 @@ class Tally(enum.StrEnum):
     CONFIGURATION_ERRORS = "configuration_errors"
     SKIPPED_STATE = "skipped_state"
     LEASED = "leased"
+    HELD = "held"
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,8 @@ class RunSummary:
     """The shards this run worked."""
     taken: tuple[int, ...] = ()
     """Shards of its assignment another run held (``sume.polling.fanout``): not worked."""
+    held: int = 0
+    """Owed work not swept: the worker is paused (``sume.polling.held``)."""
 
     def as_dict(self) -> dict[str, Any]:
         """As JSON has it (the handler's answer, the log line): the shards as lists."""
@@ -107,7 +111,12 @@ class Poller:
         check_status: StatusCheck,
         policy: PollPolicy,
         max_parallel_polls: int,
+        worker_paused: Callable[[], bool] = never_paused,
     ) -> None:
+        """``worker_paused``: asked once a run, before its first sweep."""
+        self._worker_paused = worker_paused
+        self._held: bool | None = None
+        """This run's answer of ``worker_paused``, once asked."""
         self._jobs = jobs
         self._intake = intake
         self._queue = queue
@@ -125,6 +134,7 @@ class Poller:
             return remaining() - margin
 
         tally: Counter[str] = Counter()
+        self._held = None  # asked again, at this run's first sweep
         complete = True
         # Starting shard rotates between rounds, so when the backlog outlasts
         # a run's time no shard is always served last.
@@ -158,6 +168,7 @@ class Poller:
             configuration_errors=tally[Tally.CONFIGURATION_ERRORS],
             complete=complete,
             shards=tuple(shards),
+            held=tally[Tally.HELD],
         )
 
     def _drain(
@@ -376,6 +387,12 @@ class Poller:
             # due again when that lease ends, which is after this round.
             self._jobs.await_lease(job_id, job.due_at, job.lease_until or 0)
             return (Tally.LEASED,)
+        if self._held is None:
+            self._held = self._worker_paused()
+        if self._held:
+            # Its message waits in the queue: another each round would be one
+            # more a job by the time the worker resumes. Still due: swept after.
+            return (Tally.HELD,)
         # Send first: a crash before the deferral only means another send
         # next run, while the reverse order could hide the job for a while.
         self._queue.send(job_id)

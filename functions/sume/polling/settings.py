@@ -94,6 +94,9 @@ class PollerSettings:
     peer_payloads: PeerPayloads | None = None
     event_bus_name: str | None = None
     """The stack's bus, where a run announces the jobs it gives up."""
+    worker_mapping: str | None = None
+    """The UUID of this region's worker's event source mapping: while it is off
+    (``sume-webhooks pause worker``) the sweep holds owed work (``sume.polling.held``)."""
 
     @property
     def sweep_after_seconds(self) -> int:
@@ -121,6 +124,7 @@ class PollerSettings:
             redeliver_grace_seconds=redeliver_grace_seconds(env),
             peer_payloads=PeerPayloads.from_env(env),
             event_bus_name=optional(env, Env.EVENT_BUS_NAME),
+            worker_mapping=optional(env, Env.WORKER_EVENT_SOURCE_MAPPING),
             policy=PollPolicy(
                 initial_seconds=poll_initial_seconds(env),
                 max_interval_seconds=integer(

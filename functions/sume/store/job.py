@@ -116,6 +116,9 @@ class Job:
     replay_runs: list[str] | None = None
     """The window replays (``sume-webhooks replay --since``) that replayed the job, by run
     id (a string set): a run replays a job at most once, however often it is run."""
+    replay_id: str | None = None
+    """A random id of the write of the latest replay: botocore's resend of a replay that
+    landed (its answer lost) finds its own id, and the replay is still queued (ops CLI)."""
     parked_at: int | None = None
     """When the worker parked the job on its message's last receive: the message is in
     the DLQ, and the sweeper leaves the job alone until the DLQ's retention is over."""

@@ -4,6 +4,8 @@ a lost job's announcement owed (``announce-owed``).
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from sume.core.bounded import bounded_text
@@ -11,6 +13,49 @@ from sume.core.names import due_shard
 from sume.store.conditions import IS_FINISHED
 from sume.store.job import MAX_REPLAY_REASON_BYTES, Job, JobAttr, State
 from sume.store.table import TableBase
+
+
+@dataclass(frozen=True)
+class ReplayOnly:
+    """What a window replay asks of a job, each filter given must match (any of its
+    values): checked on the plan's read, and again by the replay's write, so a job
+    that stopped matching in between (replayed by id and processed, say) is refused.
+    """
+
+    states: tuple[str, ...] = ()
+    outcomes: tuple[str, ...] = ()
+    error_codes: tuple[str, ...] = ()
+    """A ``processing_error`` job's code, or its last retried error's."""
+    events: tuple[str, ...] = ()
+
+    def condition(self, values: dict[str, Any], names: dict[str, str]) -> str:
+        """The filters as a condition expression, adding what it names to ``values``
+        and ``names``; empty when no filter is given."""
+
+        def among(spelled: str, key: str, given: tuple[str, ...]) -> str:
+            keys = [f":only_{key}{i}" for i in range(len(given))]
+            values.update({k[1:]: v for k, v in zip(keys, given, strict=True)})
+            return f"{spelled} IN ({', '.join(keys)})"
+
+        parts = []
+        if self.states:
+            parts.append(among("#state", "state", self.states))
+        if self.outcomes:
+            names["#only_outcome"] = JobAttr.OUTCOME
+            parts.append(among("#only_outcome", "outcome", self.outcomes))
+        if self.events:
+            parts.append(among("#event", "event", self.events))
+        if self.error_codes:
+            names |= {
+                "#only_pe": JobAttr.PROCESSING_ERROR,
+                "#only_le": JobAttr.LAST_ERROR,
+                "#only_code": "code",
+            }
+            values["only_error_state"] = State.PROCESSING_ERROR.value
+            codes = among("#only_pe.#only_code", "code", self.error_codes)
+            last = codes.replace("#only_pe.", "#only_le.", 1)
+            parts.append(f"#state = :only_error_state AND ({codes} OR {last})")
+        return " AND ".join(f"({part})" for part in parts)
 
 
 class OperatorWrites(TableBase):
@@ -23,6 +68,7 @@ class OperatorWrites(TableBase):
         sweep_at: int,
         reason: str | None = None,
         run: str | None = None,
+        only: ReplayOnly | None = None,
     ) -> Job | None:
         """Make a finished job's follow-up work owed again, on an operator's request.
 
@@ -30,10 +76,15 @@ class OperatorWrites(TableBase):
         and ``reason`` (cut to ``MAX_REPLAY_REASON_BYTES``). The records of the
         artifacts already stored stay until the new copies replace them.
         A window replay passes its ``run`` id: the same write adds it to
-        ``replay_runs``, and is refused when the run already replayed the job.
+        ``replay_runs``, and is refused when the run already replayed the job;
+        and its filters (``only``), refused when the job no longer matches them.
+        The write carries a fresh ``replay_id``: botocore's resend of a replay
+        that landed (its answer lost) is refused, finds its own id in the stored
+        item, and is the replay, as the receiver's ``intake_id`` is.
         Returns the job as the replay left it; None when it was not finished
-        (or this run already replayed it).
+        (or this run already replayed it, or it no longer matches).
         """
+        replay_id = uuid.uuid4().hex
         values: dict[str, Any] = {
             "processed": State.PROCESSED.value,
             "processing_error": State.PROCESSING_ERROR.value,
@@ -44,6 +95,7 @@ class OperatorWrites(TableBase):
             "yes": True,
             "zero": 0,
             "one": 1,
+            "replay_id": replay_id,
         }
         sets = [
             "#state = :received",
@@ -53,6 +105,7 @@ class OperatorWrites(TableBase):
             f"{JobAttr.ATTEMPTS} = :zero",
             f"{JobAttr.DUE_SHARD} = :shard",
             f"{JobAttr.DUE_AT} = :due",
+            f"{JobAttr.REPLAY_ID} = :replay_id",
         ]
         # The last round's transient failure says nothing about this one.
         removed = [JobAttr.EXPIRES_AT, JobAttr.LAST_ERROR, JobAttr.LAST_ERROR_AT]
@@ -70,9 +123,17 @@ class OperatorWrites(TableBase):
             values |= {"run": run, "runs": {run}}
             added.append(f"{JobAttr.REPLAY_RUNS} :runs")
             condition += f" AND NOT contains({JobAttr.REPLAY_RUNS}, :run)"
+        names: dict[str, str] = {}
+        if only is not None and (matches := only.condition(values, names)):
+            condition += f" AND {matches}"
         update = f"SET {', '.join(sets)} ADD {', '.join(added)} REMOVE {', '.join(removed)}"
-        done, job = self._conditional(job_id, update, condition, values, ReturnValues="ALL_NEW")
-        return job if done else None
+        extra: dict[str, Any] = {"ExpressionAttributeNames": names} if names else {}
+        done, job = self._conditional(
+            job_id, update, condition, values, read_stored=True, ReturnValues="ALL_NEW", **extra
+        )
+        if done or (job is not None and job.replay_id == replay_id):
+            return job
+        return None
 
     def owe_lost_announcement(self, job_id: str, now: int) -> bool:
         """Make a lost job's announcement owed, for a job lost before it was announced.

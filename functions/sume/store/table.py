@@ -76,7 +76,8 @@ class TableBase:
         }
         if condition:
             request["ConditionExpression"] = condition
-        if names := expression_names(expression):
+        # A caller's own aliases (``kwargs``) beside those of the reserved words.
+        if names := {**expression_names(expression), **kwargs.get("ExpressionAttributeNames", {})}:
             request["ExpressionAttributeNames"] = names
         if values:
             request["ExpressionAttributeValues"] = expression_values(**values)
