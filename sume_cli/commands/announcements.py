@@ -58,7 +58,9 @@ def cmd_announcements_replay(ops: Ops, args: argparse.Namespace) -> int:
             raise OpsError(f"--job {job_id!r}: {exc}", USAGE) from None
     now = time.time()
     since = parse_since(args.since, now)
-    until = int(now) if args.until is None else min(parse_since(args.until, now), int(now))
+    until = int(now)
+    if args.until is not None:
+        until = min(parse_since(args.until, now, "--until"), until)
     names = ops.stack.names
     events = ops.client("events")
     target = announcements.find_target(
