@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -49,8 +50,6 @@ BLOCK_BOUND = 600
 
 
 def free_port() -> int:
-    import socket
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
