@@ -125,11 +125,26 @@ class MakeRun:
 
 @pytest.fixture(scope="module")
 def where(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # `make` in the scratch root would sync the .venv it links to, installing the
-    # project from there: the .venv must be as `make install` (`make test`) left it.
-    synced = (ROOT / ".venv" / ".synced").stat().st_mtime
-    for made_from in ("pyproject.toml", "uv.lock", "Makefile"):
-        assert (ROOT / made_from).stat().st_mtime <= synced, f"{made_from} is newer: make install"
+    # `make` in the scratch root would install into what it links to (the .venv,
+    # node_modules), from there: all of it must be as `make test` left it.
+    up_to_date = subprocess.run(
+        [
+            "make",
+            "-q",
+            ".venv/.synced",
+            "node_modules/.bin/cdk",
+            "tools/schema-check/node_modules/.bin/quicktype",
+        ],
+        cwd=ROOT,
+        env=shell_environment(),
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert up_to_date.returncode == 0, (
+        "`make install schema-tools` has work to do (make test does it first), or it would"
+        " bootstrap uv: put uv on PATH"
+    )
     return scratch_root(tmp_path_factory.mktemp("root"))
 
 
