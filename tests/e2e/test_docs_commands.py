@@ -23,6 +23,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +48,9 @@ TIMINGS = {
 # Generous bounds on waits for what a working stack does in seconds; none is asserted.
 STARTUP_BOUND = 600
 BLOCK_BOUND = 600
+# A block may install packages (npm ci) or run the demo: pytest-timeout's bound per
+# test, made for a test's own work, is lifted to the blocks' own.
+pytestmark = pytest.mark.timeout(STARTUP_BOUND + BLOCK_BOUND)
 
 
 def free_port() -> int:
@@ -63,6 +67,16 @@ def shell_environment() -> dict[str, str]:
     return {"PATH": path, **{k: os.environ[k] for k in keep if k in os.environ}}
 
 
+# `make run` with SIGINT as a terminal leaves it: a test run started in the background
+# (`make test &`) hands its children SIGINT ignored, and Ctrl-C would then stop nothing.
+MAKE_RUN = [
+    sys.executable,
+    "-c",
+    "import os, signal; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execvp('make', ['make', 'run'])",
+]
+
+
 class MakeRun:
     """`make run` in a process group of its own; what it prints, line by line."""
 
@@ -75,9 +89,10 @@ class MakeRun:
             "PYTHONUNBUFFERED": "1",
         }
         self.process = subprocess.Popen(
-            ["make", "run"],
+            MAKE_RUN,
             cwd=where,
             env=env,
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -115,9 +130,15 @@ class MakeRun:
     def output(self) -> str:
         return "\n".join(self.lines)
 
+    def running(self) -> None:
+        """Still up, or how it ended: a block's refused connection would not say."""
+        code = self.process.poll()
+        assert code is None, f"make run ended ({code}) before the block:\n{self.output()}"
+
     def stop(self) -> None:
         """Ctrl-C, as a terminal sends it to the whole foreground group: make dies of
         it, the stack stops and says so."""
+        self.running()
         os.killpg(self.process.pid, signal.SIGINT)
         self.process.wait(timeout=STARTUP_BOUND)
         assert self.lines[-1:] == ["stopped."], self.output()
@@ -174,10 +195,12 @@ def as_run(block: Block, ports: dict[str, int]) -> str:
 def test_the_block_runs_as_written(
     block: Block, make_run: MakeRun, where: Path, ports: dict[str, int]
 ) -> None:
+    make_run.running()
     done = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", as_run(block, ports)],
         cwd=where,
         env=shell_environment(),
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         check=False,

@@ -35,6 +35,12 @@ ENUMS = {
 }
 
 
+# Four node processes (make, then quicktype three times): on a loaded machine they
+# outlast pytest-timeout's bound per test, made for a test's own work.
+BOUND = 300
+pytestmark = pytest.mark.timeout(BOUND + 60)
+
+
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The documented commands' output, run as written from a copy of the repository's root."""
@@ -45,9 +51,10 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run(
         ["bash", "-euo", "pipefail", "-c", script],
         cwd=where,
+        stdin=subprocess.DEVNULL,
         check=True,
         capture_output=True,
-        timeout=300,
+        timeout=BOUND,
     )
     return where
 
