@@ -132,6 +132,10 @@ $(SCHEMA_TOOLS): $(SCHEMA_CHECK)/package.json $(SCHEMA_CHECK)/package-lock.json
 	npm ci --prefix $(SCHEMA_CHECK) --no-audit --no-fund --silent
 	@touch $@
 
+.PHONY: schema-tools
+## schema-tools: the pinned quicktype and ajv in tools/schema-check/ (docs/integrating.md: bindings, validate.mjs)
+schema-tools: $(SCHEMA_TOOLS)
+
 ## check-aws: are there AWS credentials (and a region)? no AWS call; deploy & co. run it first
 check-aws: install
 	@$(PY) -m sume_cli.preflight

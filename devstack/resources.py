@@ -9,10 +9,18 @@ from infra import spec
 from infra.spec import ResourceNames
 from sume.core.names import Env
 
+# The local stack's (`make run`) names start with it.
+LOCAL_PREFIX = "sume-local"
+
+
+def signing_secret_name(prefix: str = LOCAL_PREFIX) -> str:
+    """The secret holding the signing secret(s) the receiver checks."""
+    return f"{prefix}-signing-secret"
+
 
 def create_resources(
     session: Any,
-    prefix: str = "sume-local",
+    prefix: str = LOCAL_PREFIX,
     endpoint_url: str | None = None,
     signing_secret: str | None = None,
     api_token: str | None = None,
@@ -79,7 +87,7 @@ def create_resources(
     signing_arn = api_token_arn = None
     if signing_secret:
         signing_arn = secrets.create_secret(
-            Name=f"{prefix}-signing-secret", SecretString=signing_secret
+            Name=signing_secret_name(prefix), SecretString=signing_secret
         )["ARN"]
     if api_token:
         api_token_arn = secrets.create_secret(

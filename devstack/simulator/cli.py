@@ -69,10 +69,41 @@ class AttemptPrinter:
 
 
 def _secrets(args: argparse.Namespace) -> list[str]:
+    if args.local_stack:
+        return local_stack_secrets(args.local_stack)
     chosen = args.secret or [os.environ.get(Env.SUME_COM_WEBHOOK_SIGNING_SECRET, "")]
     if not all(chosen):
-        raise SystemExit("give --secret (twice while rotating) or SUME_COM_WEBHOOK_SIGNING_SECRET")
+        raise SystemExit(
+            "give --secret (twice while rotating), --local-stack or SUME_COM_WEBHOOK_SIGNING_SECRET"
+        )
     return chosen
+
+
+def local_stack_secrets(endpoint: str) -> list[str]:
+    """The signing secret(s) a local stack keeps in its moto at ``endpoint``, as its
+    receiver reads them: what a reader of the banner would otherwise copy by hand."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from devstack.resources import signing_secret_name
+    from devstack.settings import FAKE_CREDENTIALS, REGION
+    from sume.core.errors import ConfigurationError
+    from sume.core.secrets import parse_secrets
+
+    name = signing_secret_name()
+    client = boto3.session.Session(
+        aws_access_key_id=FAKE_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        region_name=REGION,
+    ).client("secretsmanager", endpoint_url=endpoint)
+    try:
+        value = client.get_secret_value(SecretId=name)["SecretString"]
+        return [s.decode() for s in parse_secrets(value)]
+    except (BotoCoreError, ClientError, ConfigurationError) as exc:
+        raise SystemExit(
+            f"cannot read the local stack's signing secret {name} at {endpoint}: {exc} "
+            "(is `make run` going, with this moto endpoint in its banner?)"
+        ) from None
 
 
 def _sume(args: argparse.Namespace, **options: Any) -> Sume:
@@ -142,11 +173,18 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser, spacing: float) -> None:
-        p.add_argument(
+        signing = p.add_mutually_exclusive_group()
+        signing.add_argument(
             "--secret",
             action="append",
             help="signing secret; give it twice to sign with two (rotation). "
             "Default: $SUME_COM_WEBHOOK_SIGNING_SECRET",
+        )
+        signing.add_argument(
+            "--local-stack",
+            metavar="MOTO_ENDPOINT",
+            help="sign with the secret the local stack keeps at this moto endpoint "
+            "(`make run`: http://127.0.0.1:5000)",
         )
         p.add_argument("--spacing", type=float, default=spacing, help="seconds between attempts")
         p.add_argument("--timeout", type=float, default=TIMEOUT_SECONDS, help="per attempt")

@@ -134,3 +134,23 @@ def test_send_without_a_secret_refuses_to_run(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
     with pytest.raises(SystemExit, match="secret"):
         cli.main(["send", "http://127.0.0.1:9/webhooks/sume"])
+
+
+def test_send_with_local_stack_names_the_secret_it_could_not_read(stack: DevStack) -> None:
+    """This stack's names have a prefix of their own, so its moto holds no
+    sume-local-signing-secret: the simulator says what it looked for, and where
+    (the secret read by `make run`'s names is run by tests/e2e/test_docs_commands.py)."""
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["send", stack.url, "--local-stack", stack.endpoint_url])
+    message = str(stopped.value)
+    assert message.startswith(
+        f"cannot read the local stack's signing secret sume-local-signing-secret at "
+        f"{stack.endpoint_url}: "
+    )
+    assert "ResourceNotFoundException" in message
+
+
+def test_send_takes_a_secret_or_a_local_stack_not_both() -> None:
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["send", "http://127.0.0.1:9/", "--secret", "s", "--local-stack", "http://x"])
+    assert stopped.value.code == 2

@@ -149,3 +149,58 @@ def test_a_registration_and_its_refusal_are_valid_and_made_wrong_are_not(
         [REGISTRATION_REFUSED_DETAIL_TYPE, {**refused, "registration_event_id": 7}],
     ]
     assert accepted(tmp_path, wrong) == []
+
+
+def test_each_problem_names_the_property_at_fault(tmp_path):
+    """An integrator reads which property to fix, even one that is missing or extra."""
+    detail = {"job_id": "job_1", "status_url": URL, "metadata": {"order": "o-7"}}
+    wrong: list[list[Any]] = [
+        [REGISTRATION_DETAIL_TYPE, {**detail, "metdata": {}}],
+        [REGISTRATION_DETAIL_TYPE, {"status_url": URL}],
+        [REGISTRATION_DETAIL_TYPE, {**detail, "status_url": "ftp://x/y"}],
+        [REGISTRATION_DETAIL_TYPE, {**detail, "metadata": [1]}],
+        [None, {"detail-type": REGISTRATION_DETAIL_TYPE, "detail": {"status_url": URL}}],
+    ]
+    answers = problems(tmp_path, wrong)
+    assert answers[:4] == [
+        ["/metdata: must NOT have additional properties"],
+        ["/job_id: must have required property 'job_id'"],
+        ['/status_url: must match pattern "^[Hh][Tt][Tt][Pp][Ss]?://"'],
+        ["/metadata: must be object,null"],
+    ]
+    assert "/detail/job_id: must have required property 'job_id'" in answers[4]
+
+
+def test_the_command_line_runs_the_documented_code(tmp_path):
+    """validate.mjs checks with events.mjs, which is the documented code, character
+    for character; it names each problem's property and answers by exit status."""
+    assert (SCHEMA_CHECK / "events.mjs").read_text() == code_block("### Validating with ajv", "js")
+    good = {"job_id": "job_1", "status_url": URL}
+    (tmp_path / "good.json").write_text(json.dumps(good))
+    (tmp_path / "bad.json").write_text(json.dumps({**good, "metdata": {}}))
+    (tmp_path / "event.json").write_text(json.dumps({"detail-type": "Sume Job Lost"}))
+    (tmp_path / "broken.json").write_text("{")
+
+    def validate(*args: str) -> tuple[int, str]:
+        done = subprocess.run(
+            ["node", str(SCHEMA_CHECK / "validate.mjs"), *args],
+            check=False,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return done.returncode, done.stdout + done.stderr
+
+    detail = ["--detail", REGISTRATION_DETAIL_TYPE]
+    assert validate(*detail, "good.json") == (0, "good.json: ok\n")
+    assert validate(*detail, "good.json", "bad.json") == (
+        1,
+        "good.json: ok\nbad.json: /metdata: must NOT have additional properties\n",
+    )
+    status, out = validate("event.json")
+    assert status == 1
+    assert "event.json: /detail: must have required property 'detail'" in out.splitlines()
+    assert validate(*detail, "broken.json")[0] == 2
+    assert validate("--detail", "Sume Job Nothing", "good.json")[0] == 2
+    assert validate()[0] == 2
