@@ -174,9 +174,16 @@ class Follower:
     """Reads the job events the log groups received since ``since``, each once."""
 
     def __init__(
-        self, logs: Any, groups: Iterable[str], since: float, lag_seconds: float = LAG_SECONDS
+        self,
+        logs: Any,
+        groups: Iterable[str],
+        since: float,
+        lag_seconds: float = LAG_SECONDS,
+        page_size: int | None = None,
     ) -> None:
+        """``page_size``: lines a page holds (default: CloudWatch's, 10,000)."""
         self._logs = logs
+        self._page = {"limit": page_size} if page_size else {}
         self._groups = list(groups)
         self._since_ms = int(since * 1000)
         self._lag_ms = int(lag_seconds * 1000)
@@ -212,6 +219,7 @@ class Follower:
             "logGroupName": group,
             "startTime": self._start[group],
             "filterPattern": FILTER_PATTERN,
+            **self._page,
         }
         events: list[dict[str, Any]] = []
         for _ in range(MAX_PAGES):
