@@ -164,7 +164,8 @@ class DevStack:
         runtime.reset()
 
         receiver = importlib.import_module("receiver")
-        self._ship_logs()
+        if self.settings.ship_logs:
+            self._ship_logs()
         try:
             self._http = HttpApiServer(
                 (HOST, self.settings.port),

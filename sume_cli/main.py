@@ -215,7 +215,12 @@ def build_parser() -> argparse.ArgumentParser:  # noqa: PLR0915 - a statement or
 
     _work_commands(commands, command)
 
-    add_tail_arguments(command(commands, "tail", cmd_tail, "follow the job events, one line each"))
+    json_alias(
+        add_tail_arguments(
+            command(commands, "tail", cmd_tail, "follow the job events live, one line each")
+        ),
+        "same as --output json: one JSON object a line",
+    )
 
     dlq_parser = command(commands, "dlq", None, "the dead-letter queues (jobs, registrations)")
     dlq_commands = dlq_parser.add_subparsers(dest="dlq_command", required=True, metavar="ACTION")

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from infra import spec
 from sume_cli import USAGE, OpsError
 from sume_cli.context import Ops
@@ -31,34 +33,32 @@ class Terminated(Exception):
     """SIGTERM: stop as Ctrl-C does."""
 
 
-def add_tail_arguments(parser: argparse.ArgumentParser) -> None:
+def add_tail_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument(
         "--since",
         help="first the events since then (10m, 2h, 7d or an ISO time, UTC), then follow; "
         "default: from now",
     )
-    parser.add_argument(
-        "--json",
-        dest="output",
-        action="store_const",
-        const="json",
-        default=argparse.SUPPRESS,
-        help="same as --output json: one JSON object per line",
-    )
+    return parser
 
 
 def stage_log_groups(cloudformation: Any, stack_name: str) -> list[str]:
     """The stage's functions' log groups, from its stack's resources."""
-    groups = [
-        r["PhysicalResourceId"]
-        for page in cloudformation.get_paginator("list_stack_resources").paginate(
-            StackName=stack_name
-        )
-        for r in page["StackResourceSummaries"]
-        if r["ResourceType"] == "AWS::Logs::LogGroup"
-        and r["LogicalResourceId"].startswith(FUNCTION_LOGS)
-        and r.get("PhysicalResourceId")
-    ]
+    pages = cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack_name)
+    try:
+        groups = [
+            r["PhysicalResourceId"]
+            for page in pages
+            for r in page["StackResourceSummaries"]
+            if r["ResourceType"] == "AWS::Logs::LogGroup"
+            and r["LogicalResourceId"].startswith(FUNCTION_LOGS)
+            and r.get("PhysicalResourceId")
+        ]
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "ValidationError":
+            raise
+        region = cloudformation.meta.region_name
+        raise OpsError(f"no stack {stack_name} in {region}: is the stage deployed there?") from None
     if not groups:
         raise OpsError(f"stack {stack_name} has no log group of its functions")
     return sorted(groups)

@@ -264,6 +264,13 @@ def test_a_stage_s_log_groups_are_its_functions_ones() -> None:
     assert groups == ["receiver-logs", "worker-logs"]
 
 
+def test_a_stage_not_deployed_is_named() -> None:
+    with mock_aws():
+        cloudformation = boto3.client("cloudformation", region_name="eu-west-1")
+        with pytest.raises(OpsError, match=r"^no stack SumeWebhooks-nope in eu-west-1: is"):
+            stage_log_groups(cloudformation, "SumeWebhooks-nope")
+
+
 def test_a_local_stack_without_its_log_groups_is_named(cloudwatch: Any) -> None:
     for group in sorted(local_log_groups("sume-x").values())[:2]:
         cloudwatch.create_log_group(logGroupName=group)
