@@ -1,9 +1,10 @@
 """The functions' log lines into the local stack's CloudWatch Logs, as Lambda ships them.
 
-Each function logs, at INFO as deployed, to its own log group on moto
-(``/aws/lambda/<prefix>-receiver``, ``-worker``, ``-poller``), so what reads a
-stage's logs (``sume-webhooks tail``, ``aws logs tail``) reads the local stack's
-the same way. The console shows only what ``POWERTOOLS_LOG_LEVEL`` asks (errors
+Each function logs to its own log group on moto (``/aws/lambda/<prefix>-receiver``,
+``-worker``, ``-poller``) its job events (at INFO, as deployed) and its warnings and
+errors, so what reads a stage's logs (``sume-webhooks tail``, ``aws logs tail``) reads
+the local stack's the same way. Its other INFO lines stay out: they are mostly the
+poller's rounds. The console shows only what ``POWERTOOLS_LOG_LEVEL`` asks (errors
 by default).
 
 The three functions share one process and one Powertools logger here: a line goes
@@ -23,6 +24,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
+
+from sume.core.names import JOB_EVENT
 
 # Lambda names a container's stream by day, version and container; one container here.
 STREAM = "local"
@@ -66,6 +69,10 @@ class LogShipper(logging.Handler):
         self._thread.start()
 
     def emit(self, record: logging.LogRecord) -> None:
+        # The poller's rounds say a dozen INFO lines every tick: kept all day in
+        # moto's memory, they would grow it by hundreds of MB and slow every read.
+        if record.levelno < logging.WARNING and getattr(record, JOB_EVENT, None) is None:
+            return
         try:
             line = self.format(record)
             group = getattr(_invocation, "log_group", None) or self._named_in(line)
@@ -121,9 +128,9 @@ class LogShipper(logging.Handler):
 def ship(
     logs: Any, groups: dict[str, str], logger: logging.Logger, console_level: str
 ) -> Callable[[], None]:
-    """Ship the functions' lines at INFO and above into ``groups`` (function name to log
-    group) while their console (``logger``'s first handler) shows ``console_level`` and
-    above; returns what undoes it, after a last flush."""
+    """Ship the functions' job events, warnings and errors into ``groups`` (function name
+    to log group) while their console (``logger``'s first handler) shows
+    ``console_level`` and above; returns what undoes it, after a last flush."""
     console = logger.handlers[0]
     levels = (logger.level, console.level)
     shown = logging.getLevelName(console_level.upper())

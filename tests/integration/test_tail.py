@@ -5,6 +5,7 @@ each line once, lines made searchable late, long histories), output and exit cod
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import logging
 import time
@@ -19,6 +20,7 @@ from moto import mock_aws
 import poller
 import receiver
 import worker
+from devstack.logs import invoking, ship
 from sume.core.names import JOB_EVENT, Happened
 from sume.polling.registration import Registration
 from sume.receiving.webhook import Receipt, Rejected
@@ -239,6 +241,39 @@ def test_the_poller_writes_registrations_recoveries_and_losses(
         ("refused", None, "registration invalid_job_id: no job_id; in the registrations DLQ"),
         ("lost", "job_unknown", "no answer after 1 poll(s), last poll error http_404"),
     ]
+
+
+def test_the_local_stack_ships_job_events_and_warnings_to_each_function_s_log_group(
+    cloudwatch: Any,
+) -> None:
+    """What the local stack puts in moto's CloudWatch Logs (devstack.logs)."""
+    logger = logging.getLogger("tail-shipping-test")
+    console = logging.StreamHandler(io.StringIO())
+    logger.addHandler(console)
+    groups = {"fn-a": "/aws/lambda/a", "fn-b": "/aws/lambda/b"}
+    unship = ship(cloudwatch, groups, logger, "ERROR")
+    with invoking("/aws/lambda/a"):
+        logger.info("round done")  # no job event: stays out
+        logger.info("job processed", extra={JOB_EVENT: "processed", "job_id": "job_a"})
+        logger.warning("job will be retried")
+    with invoking("/aws/lambda/b"):
+        logger.error("job lost")
+    logger.error("outside any invocation, naming none")
+    unship()
+    messages = {
+        group: [e["message"] for e in cloudwatch.filter_log_events(logGroupName=group)["events"]]
+        for group in GROUPS
+    }
+    assert messages == {
+        "/aws/lambda/a": ["job processed", "job will be retried"],
+        "/aws/lambda/b": ["job lost"],
+    }
+    # The console kept its level, and has it back once shipping stops.
+    assert console.stream.getvalue().splitlines() == [
+        "job lost",
+        "outside any invocation, naming none",
+    ]
+    assert (logger.level, console.level) == (logging.NOTSET, logging.NOTSET)
 
 
 # Finding the log groups, and the command's output.
