@@ -176,6 +176,7 @@ def measure(deliveries: int, senders: int = SENDERS, rounds: int = ROUNDS) -> Th
         moto_port=0,
         worker=False,
         poller=False,
+        ship_logs=False,
         # Duplicates stay plain duplicates however long the run takes.
         lambda_env={Env.REDELIVER_GRACE_SECONDS: "3600"},
     )

@@ -18,6 +18,7 @@ from infra import spec
 from sume.core.names import DETAIL_TYPES, REGISTRATION_REFUSED_DETAIL_TYPE
 from sume.store.job import State
 from sume.store.jobs import JobsTable
+from sume_cli.tailing import line
 
 OUTCOME_OF_DETAIL_TYPE = {v: k for k, v in DETAIL_TYPES.items()}
 MAX_SHOWN_MESSAGE = 120
@@ -70,10 +71,10 @@ def printer(stream: TextIO = sys.stdout) -> Callable[[Entry], None]:
     lock = threading.Lock()
 
     def echo(entry: Entry) -> None:
-        clock = time.strftime("%H:%M:%S", time.localtime(entry.at))
-        line = f"{clock} {entry.kind:<10} {entry.job_id or '-':<24} {entry.detail}\n"
+        # Laid out as `sume-webhooks tail` lays out a job event.
+        text = line(entry.at, entry.kind, entry.job_id, entry.detail) + "\n"
         with lock:
-            stream.write(line)
+            stream.write(text)
             stream.flush()
 
     return echo

@@ -47,6 +47,10 @@ class DevStackSettings:
     worker: bool = True
     poller: bool = True
     """False: no timer; call ``DevStack.poll()`` by hand."""
+    ship_logs: bool = True
+    """The functions' job events, warnings and errors go to moto's CloudWatch Logs, as
+    Lambda ships them (``devstack.logs``). False: the console only (the bench's bursts, where
+    the shipping would compete with what is measured)."""
     lambda_env: dict[str, str] = field(default_factory=dict)
     """Extra or overriding Lambda environment (e.g. shorter timings for tests)."""
     region: str = REGION

@@ -31,6 +31,7 @@ from devstack.apigw import HttpApiServer, http_api_event
 from devstack.eventsources import QueueTap, Schedule, SqsEventSource
 from devstack.journal import Entry, Journal, Observers
 from devstack.lambda_context import LambdaContext
+from devstack.logs import invoking, ship
 from devstack.resources import (
     create_resources,
     describe_stack,
@@ -60,6 +61,7 @@ from sume.core.names import (
 from sume.core.settings import TableSettings, due_shards, integer
 from sume.store.compose import build_jobs
 from sume.store.jobs import JobsTable
+from sume_cli.stackinfo import local_log_groups
 
 # Seconds between attempts in the banner's "Send one" line: with Sume's minute,
 # a wrong secret would mean nine silent minutes before the simulator gives up.
@@ -102,6 +104,7 @@ class DevStack:
         self.worker_mapping: str | None = None
         """The worker's event source mapping (``devstack.switches``), as the stack's."""
         self.journal_queue_url = ""
+        self._unship: Callable[[], None] | None = None
 
     # Lifecycle
 
@@ -171,6 +174,8 @@ class DevStack:
         runtime.reset()
 
         receiver = importlib.import_module("receiver")
+        if self.settings.ship_logs:
+            self._ship_logs()
         try:
             self._http = HttpApiServer(
                 (HOST, self.settings.port),
@@ -299,6 +304,9 @@ class DevStack:
         if self._http:
             self._http.stop()
             self._http = None
+        if self._unship:
+            self._unship()
+            self._unship = None
         if self._moto:
             self._moto.stop()
             self._moto = None
@@ -471,7 +479,8 @@ class DevStack:
 
         def invoke(event: dict[str, Any], context: Any) -> Any:
             try:
-                return handler(event, context)
+                with invoking(context.log_group_name):
+                    return handler(event, context)
             finally:
                 # With metrics disabled Powertools never flushes; clear what
                 # one invocation added so nothing accumulates across them.
@@ -494,6 +503,18 @@ class DevStack:
                 return handler(event, context)
 
         return invoke
+
+    def _ship_logs(self) -> None:
+        """The functions log to their log groups on moto, as Lambda ships their lines."""
+        from sume.core.observability import logger
+
+        assert self.names is not None
+        self._unship = ship(
+            self.client("logs"),
+            local_log_groups(self.prefix),
+            logging.getLogger(logger.name),
+            os.environ.get("POWERTOOLS_LOG_LEVEL") or "ERROR",
+        )
 
     def _subscribe_journal(self) -> str:
         """The journal's own rule and queue on the bus, as any consumer of the

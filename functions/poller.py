@@ -22,7 +22,7 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from sume.core.errors import RETRYABLE
-from sume.core.names import EXPIRY_EVENT, Metric
+from sume.core.names import EXPIRY_EVENT, Happened, Metric
 from sume.core.observability import count, logger, metrics, retried, tracer
 from sume.core.runtime import time_left
 from sume.polling import compose
@@ -43,6 +43,7 @@ def observe_registration(registration: Registration) -> None:
         count(Metric.REGISTRATIONS_REJECTED)
         logger.error(
             "registration refused; the event is in the registrations DLQ",
+            job_event=Happened.REFUSED,
             reason=registration.refused,
             error=registration.message,
             job_id=job_id,
@@ -50,7 +51,7 @@ def observe_registration(registration: Registration) -> None:
         )
     elif registration.new:
         count(Metric.JOBS_REGISTERED)
-        logger.info("job registered", job_id=job_id, source=source)
+        logger.info("job registered", job_event=Happened.REGISTERED, job_id=job_id, source=source)
     else:
         count(Metric.REGISTRATIONS_OF_KNOWN_JOBS)
         logger.info("registration of a known job: nothing changed", job_id=job_id, source=source)

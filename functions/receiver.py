@@ -8,7 +8,7 @@ from typing import Any
 
 from sume.core import runtime
 from sume.core.errors import RETRYABLE, ConfigurationError
-from sume.core.names import HEALTH_PATH, HEALTH_REGION, Metric
+from sume.core.names import HEALTH_PATH, HEALTH_REGION, Happened, Metric
 from sume.core.observability import count, logger, metrics, tracer
 from sume.receiving import compose
 from sume.receiving.http import (
@@ -23,6 +23,13 @@ from sume.receiving.webhook import Receipt, Rejected
 # is shared by every container restored from the snapshot. It builds no client
 # and reads no secret or clock (all on first use); only ``random`` needs redrawing.
 runtime.after_restore(runtime.reseed)
+
+# The job events a delivery's answer makes (`sume-webhooks tail` follows them).
+HAPPENED = {
+    "new": Happened.RECEIVED,
+    "duplicate": Happened.DUPLICATE,
+    "conflict": Happened.CONFLICT,
+}
 
 
 def accepted(receipt: Receipt) -> HttpResponse:
@@ -43,6 +50,8 @@ def accepted(receipt: Receipt) -> HttpResponse:
         logger.set_correlation_id(receipt.job_id)
     logger.info(
         "delivery accepted",
+        # None (a test ping, an unknown event) leaves the key out: no job event.
+        job_event=HAPPENED.get(receipt.result),
         result=receipt.result,
         job_id=receipt.job_id,
         sume_event=receipt.event,
@@ -61,7 +70,12 @@ def rejected(error: Rejected) -> HttpResponse:
     if error.status == 401:
         count(Metric.SIGNATURE_REJECTIONS)
     count(Metric.rejected(error.reason))
-    logger.warning("delivery rejected", status=error.status, reason=error.reason)
+    logger.warning(
+        "delivery rejected",
+        job_event=Happened.REJECTED,
+        status=error.status,
+        reason=error.reason,
+    )
     headers = {"allow": "POST"} if error.status == 405 else {}
     return HttpResponse(error.status, {"error": error.reason}, headers)
 

@@ -24,7 +24,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from sume.core.errors import RETRYABLE, ConfigurationError
 from sume.core.ids import InvalidJobId, check_job_id
-from sume.core.names import Metric
+from sume.core.names import Happened, Metric
 from sume.core.observability import count, logger, metrics, tracer
 from sume.core.runtime import time_left
 from sume.working import compose
@@ -43,10 +43,15 @@ batch = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=F
 
 
 def observe(result: JobResult) -> None:
+    # Each job event names its job itself: in the local stack, where the three
+    # functions share one logger, another thread may clear the appended keys.
+    job_id = result.job_id
     if result.action is Action.LEFT_TO_SWEEPER:
         count(Metric.WORKER_RETRIES)
         logger.warning(
             "last receive of the message: acknowledged, the sweeper queues the job again",
+            job_event=Happened.SWEEPER,
+            job_id=job_id,
             reason=result.reason,
             attempts=result.attempts,
         )
@@ -65,20 +70,27 @@ def observe(result: JobResult) -> None:
         count(OUTCOME_METRICS[str(result.outcome)])
         logger.info(
             "job processed",
+            job_event=Happened.REPLAYED if result.replay else Happened.PROCESSED,
+            job_id=job_id,
             outcome=result.outcome,
             artifacts=len(result.artifacts),
             artifacts_copied=result.artifacts_copied,
             bytes_copied=result.bytes_copied,
             attempts=result.attempts,
+            sequence=result.sequence,
         )
     else:
         count(Metric.PROCESSING_ERRORS)
         logger.error(
             "job processing error",
+            job_event=Happened.PROCESSING_ERROR,
+            job_id=job_id,
             code=result.reason,
             outcome=result.outcome,
             artifacts_copied=result.artifacts_copied,
             attempts=result.attempts,
+            replay=result.replay or None,
+            sequence=result.sequence,
         )
     if result.details_dropped:
         logger.error(
@@ -120,6 +132,8 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
         cause = exc.__cause__ or exc
         logger.error(
             "job parked on its message's last receive; the message goes to the DLQ",
+            job_event=Happened.DLQ,
+            job_id=job_id,
             error=failure_details(cause),
             kind=type(cause).__name__,
             receives=receives,
@@ -136,7 +150,14 @@ def record_handler(record: SQSRecord, lambda_context: Any = None) -> None:
         count(Metric.WORKER_RETRIES)
         # Not repr(exc): a fetch error's redacted form keeps presigned
         # query strings out of the logs.
-        logger.warning("job will be retried", error=failure_details(exc), kind=type(exc).__name__)
+        logger.warning(
+            "job will be retried",
+            job_event=Happened.RETRY,
+            job_id=job_id,
+            error=failure_details(exc),
+            kind=type(exc).__name__,
+            receives=receives,
+        )
         raise
     except Exception:
         count(Metric.WORKER_FAILURES)

@@ -40,6 +40,7 @@ from sume_cli.commands.replay import add_replay_arguments, cmd_replay_any
 from sume_cli.commands.report import cmd_announce_owed, cmd_report
 from sume_cli.commands.secrets import cmd_secrets_retire, cmd_secrets_rotate, cmd_secrets_status
 from sume_cli.commands.send_test import cmd_send_test
+from sume_cli.commands.tail import add_tail_arguments, cmd_tail
 from sume_cli.context import LOCAL_ENDPOINT_HINT, Ops, not_an_aws_api
 from sume_cli.listing import DEFAULT_STATE, STATES
 from sume_cli.output import JSON, TABLE, note
@@ -234,6 +235,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_replay_arguments(replay)
 
     _work_commands(commands, command)
+
+    json_alias(
+        add_tail_arguments(
+            command(commands, "tail", cmd_tail, "follow the job events live, one line each")
+        ),
+        "same as --output json: one JSON object a line",
+    )
 
     dlq_parser = command(commands, "dlq", None, "the dead-letter queues (jobs, registrations)")
     dlq_commands = dlq_parser.add_subparsers(dest="dlq_command", required=True, metavar="ACTION")

@@ -20,6 +20,14 @@ from infra.spec import ResourceNames
 
 # The default prefix of devstack.resources.create_resources, used by the local stack.
 LOCAL_PREFIX = "sume-local"
+# The local stack's functions: each named ``<prefix>-<function>``, and logging to
+# ``/aws/lambda/<prefix>-<function>`` on moto, as Lambda names a function's log group.
+LOCAL_FUNCTIONS = ("receiver", "worker", "poller")
+
+
+def local_log_groups(prefix: str) -> dict[str, str]:
+    """Each of the local stack's functions by name, and its log group."""
+    return {f"{prefix}-{name}": f"/aws/lambda/{prefix}-{name}" for name in LOCAL_FUNCTIONS}
 
 
 class DiscoveryError(Exception):

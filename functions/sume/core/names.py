@@ -8,6 +8,7 @@ in one place and every side imports them instead of repeating strings.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import time
 from typing import Final
@@ -99,6 +100,28 @@ EXPIRY_EVENT: Final = "expire_ended_jobs"
 
 METRICS_NAMESPACE: Final = "SumeWebhooks"
 SERVICE_NAME: Final = "sume-webhooks"
+
+# The key that marks a log line as one job event (``job_event=Happened.X`` in the
+# logger's call), and the events it names: each is one line of one function's
+# log, at INFO or above, which ``sume-webhooks tail`` follows (docs/cli.md).
+JOB_EVENT: Final = "job_event"
+
+
+class Happened(enum.StrEnum):
+    RECEIVED = "received"
+    DUPLICATE = "duplicate"
+    CONFLICT = "conflict"
+    REJECTED = "rejected"
+    RETRY = "retry"
+    SWEEPER = "sweeper"
+    DLQ = "dlq"
+    PROCESSED = "processed"
+    REPLAYED = "replayed"
+    PROCESSING_ERROR = "processing_error"
+    RECOVERED = "recovered"
+    LOST = "lost"
+    REGISTERED = "registered"
+    REFUSED = "refused"
 
 
 class Env:

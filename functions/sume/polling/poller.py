@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sume.core.errors import ConfigurationError
+from sume.core.names import Happened
 from sume.core.observability import logger
 from sume.core.runtime import TimeLeft
 from sume.net.policy import REFUSED_HOST
@@ -295,6 +296,8 @@ class Poller:
             new = intake.outcome is Outcome.NEW
             logger.info(
                 "status poll found the job finished",
+                # Only a new record is a job event; the rest was there already.
+                job_event=Happened.RECOVERED if new else None,
                 job_id=job_id,
                 sume_event=result.event.event,
                 recovered=new,
@@ -358,6 +361,7 @@ class Poller:
             return ()
         logger.error(
             "job lost: no terminal event before the cut-off",
+            job_event=Happened.LOST,
             job_id=job_id,
             registered_at=lost.registered_at,
             polls=lost.poll_attempts,

@@ -476,6 +476,8 @@ class JobProcessor:
             bytes_copied=progress.bytes,
             attempts=job.attempts or 1,
             details_dropped=dropped,
+            replay=bool(job.replay),
+            sequence=announced.sequence,
         )
 
     def _finish(

@@ -33,3 +33,7 @@ class JobResult:
     attempts: int = 0
     details_dropped: bool = False
     """DynamoDB refused the full finish: the item holds the state and codes only."""
+    replay: bool = False
+    """The work was an operator's replay (``sume-webhooks replay``)."""
+    sequence: int | None = None
+    """The number of the announcement it sent (processed or processing error)."""
