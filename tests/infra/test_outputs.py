@@ -21,6 +21,8 @@ def test_outputs_have_the_stable_names_the_ops_cli_reads(dev: Stage, prod: Stage
         spec.OUTPUT_REGISTRATION_DETAIL_TYPE,
         spec.OUTPUT_REGISTRATION_POLICY,
         spec.OUTPUT_SCHEMA_REGISTRY,
+        spec.OUTPUT_CAPACITY,
+        spec.OUTPUT_CAPACITY_BOUND_BY,
     }
     for stage in (dev, prod):
         outputs = stage.template["Outputs"]
@@ -49,3 +51,21 @@ def test_outputs_have_the_stable_names_the_ops_cli_reads(dev: Stage, prod: Stage
         assert ref_name(policy) == "RegistrationsPutPolicy"
         registry = outputs[spec.OUTPUT_SCHEMA_REGISTRY]["Value"]
         assert ref_name(registry) == "SchemasRegistry"
+
+
+def test_each_stage_says_what_it_takes_and_what_binds_first(dev: Stage, prod: Stage) -> None:
+    """A default account's dev stage: Lambda's quota binds first; the prod stage's own
+    throttle burst (40 requests/s, Sume's worst case at 2 jobs/s) binds before any quota."""
+    said = {
+        stage.name: (
+            stage.template["Outputs"][spec.OUTPUT_CAPACITY]["Value"],
+            stage.template["Outputs"][spec.OUTPUT_CAPACITY_BOUND_BY]["Value"],
+        )
+        for stage in (dev, prod)
+    }
+    assert said == {
+        dev.name: ("40", "Lambda concurrent executions (1000)"),
+        prod.name: ("2", "throttle_burst (40)"),
+    }
+    description = dev.template["Outputs"][spec.OUTPUT_CAPACITY]["Description"]
+    assert description == "Sume jobs/s this stage takes at the worst case (800 requests/s)"
