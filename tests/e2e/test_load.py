@@ -9,7 +9,7 @@ from collections import Counter
 from devstack.load import Origin, Tally, check, plan, send, settle
 from devstack.stack import DevStack
 
-# Bounds on waiting, not expectations of speed.
+# Bounds on waiting, not expectations of speed: give up after this long without progress.
 SETTLE_SECONDS = 120.0
 
 
