@@ -47,7 +47,9 @@ from sume.core.ids import key_segment
 MIX: dict[str, float] = {"new": 0.5, "retry": 0.15, "twin": 0.1, "redeliver": 0.1, "forged": 0.15}
 MAX_ATTEMPTS = 10
 TIMEOUT_SECONDS = 10.0
-RETRY_SPACING_SECONDS = 1.0
+# Sume spaces attempts a minute apart; 5 s here (as `make run`'s "Send one" line), so a
+# run ends soon, yet retries do not pile onto a stack that is already behind.
+RETRY_SPACING_SECONDS = 5.0
 # Sume retries a job's delivery shortly after its first; a Redeliver comes later.
 RECENT_JOBS = 20
 ARTIFACT_BYTES = 1024

@@ -57,13 +57,10 @@ def test_raising_what_binds_shows_what_binds_next() -> None:
             "an SQS event source's 1000 instances (worker_max_concurrency) (1000)",
         ),
         ({"worker_max_concurrency": "1000"}, 250, "API Gateway throttle burst rate (5000)"),
-        (
-            {"api_burst_quota": "20000", "api_rate_quota": "20000"},
-            307,
-            "DynamoDB table-level write throughput (40000)",
-        ),
+        ({"api_burst_quota": "20000"}, 307, "DynamoDB table-level write throughput (40000)"),
         # A single-region stage's region is chosen at deploy: the lowest PutEvents quota.
         ({"dynamodb_table_quota": "100000"}, 400, "EventBridge PutEvents throttle limit (400)"),
+        ({"eventbridge_put_events_quota": "100000"}, 500, "API Gateway throttle rate (10000)"),
     ]
     given: dict[str, str] = {}
     for raised, jobs, bound in steps:
