@@ -156,6 +156,10 @@ class Quota:
     service_code: str
     quota_code: str
 
+    def check(self, needed: int, available: int, region: str | None) -> Check:
+        """This quota at one peak: ``needed`` of ``available``, and the request for it."""
+        return Check(self.name, needed, available, self.request(needed, region))
+
     def request(self, value: int, region: str | None) -> str:
         where = f" --region {region}" if region else ""
         return (
@@ -323,7 +327,7 @@ def checks(peak: int, account: Account, fixed: Fixed) -> list[Check]:
         (API_RATE, account.api_rate, fixed.throttle_rate, "throttle_rate"),
     ):
         if setting is None:
-            found.append(Check(quota.name, worst, limit, quota.request(worst, region)))
+            found.append(quota.check(worst, limit, region))
         else:
             found.append(Check(key, worst, setting, f"set -c {key}={worst} or more"))
     # Lambda: the receiver's reservation, the event sources' caps, the poller's tick.
@@ -352,36 +356,20 @@ def checks(peak: int, account: Account, fixed: Fixed) -> list[Check]:
                     f" if each takes less than the {seconds} s planned",
                 )
             )
-    reserved = (
-        receiver
-        if fixed.receiver_reserved_concurrency is None
-        else (fixed.receiver_reserved_concurrency)
-    )
-    if fixed.receiver_reserved_concurrency:
+    reserved = fixed.receiver_reserved_concurrency
+    if reserved is None:
+        reserved = receiver
+    elif reserved:
         key = "receiver_reserved_concurrency"
         found.append(Check(key, receiver, reserved, f"set -c {key}={receiver} or more"))
     others = worker + registrations + fixed.poller_runs + 1
     # With nothing reserved (0, a new account's small quota) the receiver shares what
     # the caps leave, unplanned: only the caps must fit.
     pool = reserved + max(others, LAMBDA_MIN_UNRESERVED) if reserved else others
-    found.append(
-        Check(
-            LAMBDA_CONCURRENCY.name,
-            pool,
-            account.lambda_concurrency,
-            LAMBDA_CONCURRENCY.request(pool, region),
-        )
-    )
+    found.append(LAMBDA_CONCURRENCY.check(pool, account.lambda_concurrency, region))
     # DynamoDB: the table's write units, and the index's over its shards.
     writes = planned_write_units(peak, rate)
-    found.append(
-        Check(
-            DYNAMODB_TABLE.name,
-            writes,
-            account.dynamodb_table,
-            DYNAMODB_TABLE.request(writes, region),
-        )
-    )
+    found.append(DYNAMODB_TABLE.check(writes, account.dynamodb_table, region))
     index = index_write_units(peak, rate)
     shards = math.ceil(index / PARTITION_WRITE_UNITS)
     found.append(
@@ -395,7 +383,7 @@ def checks(peak: int, account: Account, fixed: Fixed) -> list[Check]:
     )
     # EventBridge: one announcement a job, at the worker's pace (the peak).
     puts = peak * PUT_EVENTS_PER_JOB
-    found.append(Check(PUT_EVENTS.name, puts, account.put_events, PUT_EVENTS.request(puts, region)))
+    found.append(PUT_EVENTS.check(puts, account.put_events, region))
     return found
 
 
