@@ -14,6 +14,9 @@ STAGE ?= dev
 CONTEXT ?=
 # Arguments for the bench, e.g. ARGS=--quick or ARGS="--only artifacts,poller"
 ARGS ?=
+# make load: requests a second, and for how long
+RATE ?= 20
+SECONDS ?= 30
 # cdk.json runs the app with the .venv's Python, so a bare `cdk` works too.
 CDK := node_modules/.bin/cdk
 INTEGRATOR_JS := examples/integrator-js/node_modules/.package-lock.json
@@ -53,7 +56,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export CDK_HOME := $(CURDIR)/.cache/cdk
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/$(VENV)
 
-.PHONY: help install test test-fast lint format run demo bench synth check-aws bootstrap diff deploy destroy clean
+.PHONY: help install test test-fast lint format run demo bench load synth check-aws bootstrap diff deploy destroy clean
 
 ## help: this list
 help:
@@ -106,6 +109,10 @@ demo: install
 ## bench: AWS calls, CPU, cold start, throughput, cost, artifact copies, poller capacity, index writes (ARGS=--quick, ARGS="--only artifacts,poller")
 bench: install
 	$(PY) -m bench $(ARGS)
+
+## load: signed deliveries at RATE a second for SECONDS on a local stack, then the outcome check (RATE=20 SECONDS=30)
+load: install
+	$(PY) -m devstack.load --rate $(RATE) --seconds $(SECONDS)
 
 ## synth: cdk synth of STAGE (dev) into cdk.out/, offline, no AWS account needed
 synth: install

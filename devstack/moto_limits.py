@@ -3,7 +3,7 @@
 moto stores what AWS would refuse: DynamoDB items nested deeper than 32
 levels or larger than 400 KB (and it applies part of an over-size UpdateItem
 before refusing it), SQS message bodies with characters outside XML's
-allowed set, EventBridge entries over 256 KB, S3 keys over 1,024 bytes, and it
+allowed set, EventBridge entries of 1 MB or more, S3 keys over 1,024 bytes, and it
 answers a Query of a global secondary index whose ProjectionExpression names an
 attribute the index does not project (AWS refuses it: "... does not project
 [...]"); a filter naming such an attribute is refused here too (the filter
@@ -34,7 +34,11 @@ from devstack import moto_atomic, moto_numbers, moto_replay
 from sume.core.bounded import DYNAMODB_MAX_DEPTH, nests_deeper
 from sume.store.sizing import MAX_ITEM_BYTES, item_size, typed, utf8_size
 
-EVENTBRIDGE_MAX_ENTRIES_BYTES: Final = 256 * 1024
+# EventBridge takes events up to 1 MB since 2026-01-29 (256 KB before; AWS
+# Compute blog, "serverless services now support payloads up to 1 MB"). Read
+# as 1,000,000 bytes, the smaller of its two readings, so nothing passes here
+# that AWS might refuse. SQS's 1 MiB message is moto's own limit already.
+EVENTBRIDGE_MAX_ENTRIES_BYTES: Final = 1_000_000
 S3_MAX_KEY_BYTES: Final = 1024
 
 NESTING_MESSAGE: Final = (
@@ -233,7 +237,7 @@ def _limit_events() -> None:
 
     def check(call: dict[str, Any]) -> None:
         # AWS refuses the whole call, not the entry: "the total entry size
-        # must be less than 256KB".
+        # must be less than" the limit.
         if put_events_size(call["events"]) >= EVENTBRIDGE_MAX_ENTRIES_BYTES:
             raise ValidationException(EVENTS_SIZE_MESSAGE)
 

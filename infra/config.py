@@ -19,21 +19,27 @@ from infra.capacity import (
     DEFAULT_DYNAMODB_TABLE_QUOTA,
     DEFAULT_LAMBDA_CONCURRENCY_QUOTA,
     DEFAULT_PEAK_JOBS_PER_SECOND,
-    LAMBDA_MIN_UNRESERVED,
     MAX_EVENT_SOURCE_CONCURRENCY,
+    MAX_PEAK_JOBS_PER_SECOND,
     MIN_EVENT_SOURCE_CONCURRENCY,
     NEW_TABLE_READ_UNITS,
     NEW_TABLE_WRITE_UNITS,
-    RECEIVER_PLANNED_SECONDS,
     REGISTRATION_PLANNED_SECONDS,
     SUME_MAX_ATTEMPTS,
     WORKER_PLANNED_SECONDS_PER_JOB,
+    Account,
+    Capacity,
+    Fixed,
+    capacity,
     default_throttle,
     event_source_cap,
     planned_write_units,
     poller_runs,
+    put_events_quota,
     receiver_concurrency,
+    refusal,
     sume_worst_case_rate,
+    weakest,
 )
 from infra.spec import DEFAULT_POLL_RATE_MINUTES, POLLER_TIMEOUT
 from sume.core.names import DUE_SHARDS, MAX_DUE_SHARDS
@@ -112,9 +118,11 @@ DEFAULTS: Mapping[str, Any] = {
     # None: derived from sume_peak_jobs_per_second by event_source_cap.
     "worker_max_concurrency": None,
     "registrations_max_concurrency": None,
-    # None: derived from the throttle by receiver_concurrency; 0: none reserved.
+    # None: derived from sume_peak_jobs_per_second by receiver_concurrency; 0: none reserved.
     "receiver_reserved_concurrency": None,
     "lambda_concurrency_quota": DEFAULT_LAMBDA_CONCURRENCY_QUOTA,
+    # None: the region's default (infra/capacity.py, PUT_EVENTS_QUOTAS).
+    "eventbridge_put_events_quota": None,
     # None: what Sume's worst case needs (planned_write_units; no reads), when
     # a new table could not serve it at once; 0: none.
     "table_warm_writes_per_second": None,
@@ -184,6 +192,8 @@ class StageConfig:
     table_warm_writes_per_second: int | None
     table_warm_reads_per_second: int | None
     """Warm throughput of the jobs table and its index; None: DynamoDB's own."""
+    capacity: Capacity
+    """The most Sume jobs a second the stage takes at the worst case, and what binds next."""
 
     @property
     def is_dev(self) -> bool:
@@ -195,7 +205,10 @@ class StageConfig:
         stage: str,
         lookup: Callable[[str], Any],
         overrides: Mapping[str, Any] | None = None,
+        regions: tuple[str, ...] = (),
     ) -> StageConfig:
+        """The stage's settings; ``regions``: those of a two-region stage (each is checked
+        alone, as it takes the whole load after a failover), empty for one region."""
         if not STAGE_PATTERN.match(stage):
             raise ConfigError(
                 f"stage {stage!r} must be lowercase letters, digits and '-', "
@@ -241,7 +254,7 @@ class StageConfig:
             raise ConfigError(
                 "context worker_batch_size over 10 needs worker_batching_window_seconds >= 1"
             )
-        peak = number("sume_peak_jobs_per_second", 1, 1_000_000)
+        peak = number("sume_peak_jobs_per_second", 1, MAX_PEAK_JOBS_PER_SECOND)
         throttle_rate, throttle_burst = _throttle(values, number, peak)
         status_hosts = _host_list(values, "status_allowed_hosts")
         if not status_hosts and not is_dev_stage(stage):
@@ -261,12 +274,25 @@ class StageConfig:
         if values["due_shards_previous"] is not None:
             previous = number("due_shards_previous", 1, MAX_DUE_SHARDS)
         per_run = number("poller_shards_per_run", 1, MAX_DUE_SHARDS)
-        reserved = _receiver_reservation(
+        reserved = _receiver_reservation(values, number, peak)
+        found = _capacity(
             values,
             number,
-            throttle_rate,
-            throttle_burst,
-            worker_cap + registrations_cap + poller_runs(shards, previous, per_run),
+            peak,
+            regions,
+            Fixed(
+                poller_runs=poller_runs(shards, previous, per_run),
+                due_shards=shards,
+                throttle_rate=_given(values, "throttle_rate", throttle_rate),
+                throttle_burst=_given(values, "throttle_burst", throttle_burst),
+                worker_max_concurrency=_given(values, "worker_max_concurrency", worker_cap),
+                registrations_max_concurrency=_given(
+                    values, "registrations_max_concurrency", registrations_cap
+                ),
+                receiver_reserved_concurrency=_given(
+                    values, "receiver_reserved_concurrency", reserved or 0
+                ),
+            ),
         )
         migration = values["due_index_migration"] or None
         if migration not in DUE_INDEX_MIGRATION:
@@ -303,6 +329,7 @@ class StageConfig:
             due_index_migration=migration,
             receiver_reserved_concurrency=reserved,
             **_warm_throughput(values, number, planned_write_units(peak, throttle_rate)),
+            capacity=found,
         )
 
 
@@ -331,24 +358,21 @@ def _silence(number: Number, poll_rate_minutes: int) -> SilenceAlarms:
 
 
 def _throttle(values: Mapping[str, Any], number: Number, peak: int) -> tuple[int, int]:
-    """The stage's (rate, burst): derived from the capacity estimate unless set, never below it."""
+    """The stage's (rate, burst): derived from the capacity estimate unless set, never below it.
+
+    A derived one the account's quotas cannot hold is the capacity plan's to
+    refuse (``_capacity``), naming the quota.
+    """
     rate_quota = number("api_rate_quota", 1, 10_000_000)
     burst_quota = number("api_burst_quota", 1, 10_000_000)
     needed = sume_worst_case_rate(peak)
-    if needed > min(rate_quota, burst_quota):
-        raise ConfigError(
-            f"context sume_peak_jobs_per_second={peak} needs {needed} requests/s at once "
-            f"({SUME_MAX_ATTEMPTS} attempts x {CONCURRENT_COPIES} concurrent copies), above "
-            f"API Gateway's account quota (api_rate_quota {rate_quota}, api_burst_quota "
-            f"{burst_quota}): request an increase in Service Quotas, then set them"
-        )
     rate, burst = default_throttle(peak, rate_quota, burst_quota)
     if values["throttle_rate"] is not None:
         rate = number("throttle_rate", 1, rate_quota)
     if values["throttle_burst"] is not None:
         burst = number("throttle_burst", 1, burst_quota)
     for key, value in (("throttle_rate", rate), ("throttle_burst", burst)):
-        if value < needed:
+        if values[key] is not None and value < needed:
             raise ConfigError(
                 f"context {key} ({value}) is below Sume's worst case of {needed} requests/s "
                 f"for sume_peak_jobs_per_second={peak} ({SUME_MAX_ATTEMPTS} attempts x "
@@ -360,18 +384,49 @@ def _throttle(values: Mapping[str, Any], number: Number, peak: int) -> tuple[int
 def _event_source_cap(
     values: Mapping[str, Any], number: Number, key: str, peak: int, seconds_each: float
 ) -> int:
-    """An event source's maximum concurrency: what the estimate needs, unless set."""
+    """An event source's maximum concurrency: what the estimate needs, unless set.
+
+    A derived one past SQS's 1,000 is the capacity plan's to refuse.
+    """
     if values[key] is not None:
         return number(key, MIN_EVENT_SOURCE_CONCURRENCY, MAX_EVENT_SOURCE_CONCURRENCY)
-    needed = event_source_cap(peak, seconds_each)
-    if needed > MAX_EVENT_SOURCE_CONCURRENCY:
-        raise ConfigError(
-            f"context {key}: sume_peak_jobs_per_second={peak} at {seconds_each} s planned each "
-            f"needs {needed} instances, above an SQS event source's "
-            f"{MAX_EVENT_SOURCE_CONCURRENCY}: set {key} "
-            f"({MIN_EVENT_SOURCE_CONCURRENCY}..{MAX_EVENT_SOURCE_CONCURRENCY}) if each takes less"
+    return event_source_cap(peak, seconds_each)
+
+
+def _given(values: Mapping[str, Any], key: str, value: int) -> int | None:
+    """``value`` when the context set ``key``; None when it is derived from the peak."""
+    return value if values[key] is not None else None
+
+
+def _capacity(
+    values: Mapping[str, Any],
+    number: Number,
+    peak: int,
+    regions: tuple[str, ...],
+    fixed: Fixed,
+) -> Capacity:
+    """What the stage takes in each of its regions' quotas; past it, one line naming the
+    quota that binds first and the Service Quotas request that lifts it."""
+    put_events = values["eventbridge_put_events_quota"]
+    accounts = [
+        Account(
+            region=region,
+            api_rate=number("api_rate_quota", 1, 10_000_000),
+            api_burst=number("api_burst_quota", 1, 10_000_000),
+            lambda_concurrency=number("lambda_concurrency_quota", 10, 10_000_000),
+            dynamodb_table=number("dynamodb_table_quota", 1, 10_000_000),
+            put_events=put_events_quota(region)
+            if put_events is None
+            else number("eventbridge_put_events_quota", 1, 10_000_000),
         )
-    return needed
+        for region in (regions or (None,))
+    ]
+    found = [capacity(account, fixed) for account in accounts]
+    stage = weakest(found)
+    if peak > stage.jobs_per_second:
+        account = accounts[found.index(stage)]
+        raise ConfigError(refusal(peak, stage, account, fixed))
+    return stage
 
 
 def _warm_throughput(values: Mapping[str, Any], number: Number, writes: int) -> dict[str, Any]:
@@ -413,34 +468,19 @@ def _warm_throughput(values: Mapping[str, Any], number: Number, writes: int) -> 
     }
 
 
-def _receiver_reservation(
-    values: Mapping[str, Any], number: Number, rate: int, burst: int, sqs_caps: int
-) -> int | None:
-    """The receiver's reserved concurrency: what the throttle admits, unless set; 0 is none."""
-    quota = number("lambda_concurrency_quota", 10, 10_000_000)
-    needed = receiver_concurrency(rate, burst)
-    reserved = needed
-    if values["receiver_reserved_concurrency"] is not None:
-        reserved = number("receiver_reserved_concurrency", 0, 10_000_000)
-        if 0 < reserved < needed:
-            raise ConfigError(
-                f"context receiver_reserved_concurrency ({reserved}) is below the {needed} "
-                f"receivers the API throttle can keep busy (throttle_burst {burst} + "
-                f"throttle_rate {rate} x {RECEIVER_PLANNED_SECONDS} s): Lambda would throttle "
-                "deliveries the API admitted (0 reserves none)"
-            )
-    # The event sources' caps (the poller's runs among them), and its tick, come
-    # out of what is left.
-    others = sqs_caps + 1
-    floor = max(others, LAMBDA_MIN_UNRESERVED) if reserved else others
-    if quota - reserved < floor:
+def _receiver_reservation(values: Mapping[str, Any], number: Number, peak: int) -> int | None:
+    """The receiver's reserved concurrency: Sume's worst case at a cold start, unless set;
+    0 is none. Whether the account's quota holds it is the capacity plan's to check."""
+    needed = receiver_concurrency(peak)
+    if values["receiver_reserved_concurrency"] is None:
+        return needed
+    reserved = number("receiver_reserved_concurrency", 0, 10_000_000)
+    if 0 < reserved < needed:
         raise ConfigError(
-            f"context lambda_concurrency_quota ({quota}) less the receiver's reserved "
-            f"concurrency ({reserved}) leaves {quota - reserved}, below the {floor} needed "
-            f"(Lambda keeps {LAMBDA_MIN_UNRESERVED} unreserved; worker_max_concurrency + "
-            "registrations_max_concurrency + the poller's runs and tick): raise the account's "
-            "quota and set lambda_concurrency_quota, or -c receiver_reserved_concurrency=0 to "
-            "reserve none"
+            f"context receiver_reserved_concurrency ({reserved}) is below the {needed} "
+            f"receivers Sume's worst case keeps busy at a cold start "
+            f"(sume_peak_jobs_per_second={peak}): Lambda would throttle Sume's deliveries "
+            "(0 reserves none)"
         )
     return reserved or None
 

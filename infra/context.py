@@ -76,7 +76,8 @@ def stage_settings(context: Mapping[str, Any], stage: str | None = None) -> Stag
     """The stage's settings from its whole context, every key checked; ConfigError if not."""
     check_keys(context)
     name = stage or context.get("stage") or DEFAULT_STAGE
+    plan = RegionPlan.from_context(context.get)
+    regions = plan.regions if plan else ()
     return StageSettings(
-        config=StageConfig.from_context(str(name), context.get),
-        plan=RegionPlan.from_context(context.get),
+        config=StageConfig.from_context(str(name), context.get, regions=regions), plan=plan
     )

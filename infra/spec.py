@@ -280,6 +280,10 @@ LOCAL_URLS: Final = {
 # Outputs for people rather than the ops CLI: where alarms go, what to open.
 OUTPUT_ALARM_TOPIC: Final = "AlarmTopicArn"
 OUTPUT_DASHBOARD: Final = "DashboardName"
+# What the stage takes (infra/capacity.py): Sume jobs a second at the worst case,
+# and the quota (or limit) that binds first past it.
+OUTPUT_CAPACITY: Final = "CapacityJobsPerSecond"
+OUTPUT_CAPACITY_BOUND_BY: Final = "CapacityBoundBy"
 
 # Outputs for applications that register jobs by event (what to put, and the
 # managed policy that lets them put it) or read the events' schemas.

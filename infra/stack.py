@@ -316,6 +316,15 @@ class SumeWebhooksStack(Stack):
             ),
             spec.OUTPUT_ALARM_TOPIC: (monitoring.topic.topic_arn, "Alarm notifications"),
             spec.OUTPUT_DASHBOARD: (monitoring.dashboard.dashboard_name, "CloudWatch dashboard"),
+            spec.OUTPUT_CAPACITY: (
+                str(config.capacity.jobs_per_second),
+                f"Sume jobs/s this stage takes at the worst case "
+                f"({config.capacity.requests_per_second} requests/s)",
+            ),
+            spec.OUTPUT_CAPACITY_BOUND_BY: (
+                config.capacity.bound_by(),
+                "What binds first past that: raise it (docs/operations.md, Capacity plan)",
+            ),
         }
         for key, (value, description) in outputs.items():
             CfnOutput(self, key, value=value, description=description)

@@ -265,7 +265,9 @@ def test_the_default_throttle_is_sized_from_sumes_worst_case() -> None:
     config = _config(sume_peak_jobs_per_second="20", lambda_concurrency_quota="2000")
     assert (config.throttle_rate, config.throttle_burst) == (500, 1000)
     # The burst stays within API Gateway's account quota, which must hold Sume's worst case.
-    config = _config(sume_peak_jobs_per_second="200", lambda_concurrency_quota="20000")
+    config = _config(
+        sume_peak_jobs_per_second="200", lambda_concurrency_quota="20000", due_shards="32"
+    )
     assert (config.throttle_rate, config.throttle_burst) == (5000, 5000)
     assert _config(sume_peak_jobs_per_second="1", throttle_rate="20").throttle_rate == 20
     # 10,000 requests/s of Sume's worst case: only with the account's quotas raised.
@@ -276,17 +278,21 @@ def test_the_default_throttle_is_sized_from_sumes_worst_case() -> None:
         lambda_concurrency_quota="30000",
         dynamodb_table_quota="80000",
         worker_max_concurrency="1000",
+        due_shards="64",
+        eventbridge_put_events_quota="1000",
     )
     assert (config.throttle_rate, config.throttle_burst) == (12500, 10000)
     assert _config(api_rate_quota="45", api_burst_quota="40").throttle_rate == 45
 
 
-def test_the_receiver_reserves_what_the_throttle_admits_and_the_poller_is_capped() -> None:
+def test_the_receiver_reserves_sumes_worst_case_at_a_cold_start_and_the_poller_is_capped() -> None:
     config = _config()
-    assert config.receiver_reserved_concurrency == receiver_concurrency(50, 100) == 150
+    # 40 requests/s, each busy for a restore and a delivery (0.82 s): 32.7 on
+    # average, plus four standard deviations.
+    assert config.receiver_reserved_concurrency == receiver_concurrency(2) == 56
     assert config.registrations_max_concurrency == 2
-    # It follows the throttle, derived or set, and 0 turns the reservation off.
-    assert _config(throttle_rate="60", throttle_burst="80").receiver_reserved_concurrency == 140
+    # It follows the peak, not the throttle, and 0 turns the reservation off.
+    assert _config(throttle_rate="60", throttle_burst="80").receiver_reserved_concurrency == 56
     assert _config(receiver_reserved_concurrency="400").receiver_reserved_concurrency == 400
     assert _config(receiver_reserved_concurrency="0").receiver_reserved_concurrency is None
     # A new account's small quota: nothing reserved, the caps still fit, the
@@ -299,7 +305,9 @@ def test_the_receiver_reserves_what_the_throttle_admits_and_the_poller_is_capped
     }
     assert _config(**small, poller_shards_per_run="8").receiver_reserved_concurrency is None
     assert poller_runs(16, None, 8) == 2
-    with pytest.raises(ConfigError, match=r"leaves 10, below the 24 needed .*poller's runs"):
+    with pytest.raises(
+        ConfigError, match=r"Lambda concurrent executions binds \(24 needed, 10 available\)"
+    ):
         _config(**small)
 
 
@@ -328,7 +336,7 @@ def test_a_due_index_migration_is_a_named_step() -> None:
 def test_the_event_sources_are_capped_for_the_estimate() -> None:
     # Instances = items a second x seconds each: 5 s a job, 0.1 s a registration, at least 2.
     assert (WORKER_PLANNED_SECONDS_PER_JOB, REGISTRATION_PLANNED_SECONDS) == (5, 0.1)
-    for peak, worker, registrations in (("1", 5, 2), ("2", 10, 2), ("50", 250, 5)):
+    for peak, worker, registrations in (("1", 5, 2), ("2", 10, 2), ("30", 150, 3)):
         config = _config(sume_peak_jobs_per_second=peak, receiver_reserved_concurrency="0")
         assert (config.worker_max_concurrency, config.registrations_max_concurrency) == (
             worker,
@@ -350,7 +358,7 @@ def test_the_jobs_table_is_warmed_only_past_what_a_new_table_serves() -> None:
     )
     # 30 jobs/s plans 3,900 units, within a new table's 4,000; 50 jobs/s (1,000
     # requests/s of Sume's worst case) plans 6,500.
-    wide = {"receiver_reserved_concurrency": "0"}
+    wide = {"receiver_reserved_concurrency": "0", "lambda_concurrency_quota": "2000"}
     assert _config(sume_peak_jobs_per_second="30", **wide).table_warm_writes_per_second is None
     config = _config(sume_peak_jobs_per_second="50", **wide)
     assert config.table_warm_writes_per_second == planned_write_units(50, 1250) == 6500
@@ -399,19 +407,29 @@ def test_synth_of_a_prod_stage_without_status_allowed_hosts_fails_naming_the_key
         ("dev", {"registrations_max_concurrency": "1"}, "registrations_max_concurrency"),
         (
             "dev",
-            {"receiver_reserved_concurrency": "149"},
-            r"receiver_reserved_concurrency \(149\) is below the 150 receivers",
+            {"receiver_reserved_concurrency": "55"},
+            r"receiver_reserved_concurrency \(55\) is below the 56 receivers",
+        ),
+        # Past the capacity: the quota that binds first and the request that lifts it.
+        (
+            "dev",
+            {"sume_peak_jobs_per_second": "41"},
+            r"^context sume_peak_jobs_per_second=41 is past what this stage takes, 40 jobs/s "
+            r"\(800 requests/s at Sume's worst case\): Lambda concurrent executions binds "
+            r"\(1002 needed, 1000 available\): request 1002 in Service Quotas \(aws "
+            r"service-quotas request-service-quota-increase --service-code lambda --quota-code "
+            r"L-B99A9384 --desired-value 1002\), then set -c lambda_concurrency_quota=1002$",
         ),
         (
             "dev",
-            {"sume_peak_jobs_per_second": "20"},
-            r"lambda_concurrency_quota \(1000\) less the receiver's reserved concurrency "
-            r"\(1500\) leaves -500, below the 119 needed",
+            {"worker_max_concurrency": "950"},
+            r"Lambda concurrent executions binds \(1025 needed, 1000 available\)",
         ),
         (
             "dev",
-            {"worker_max_concurrency": "900"},
-            r"leaves 850, below the 919 needed",
+            {"sume_peak_jobs_per_second": "129", "lambda_concurrency_quota": "20000"},
+            r"the due-work index's 16 shards binds \(16125 needed, 16000 available\): no quota "
+            r"raises a partition's 1000 write units/s: set -c due_shards=17",
         ),
         ("dev", {"lambda_concurrency_quota": "5"}, "lambda_concurrency_quota must be within"),
         ("dev", {"throttle_rate": "39"}, r"throttle_rate \(39\) is below .* worst case of 40"),
@@ -419,21 +437,31 @@ def test_synth_of_a_prod_stage_without_status_allowed_hosts_fails_naming_the_key
         ("dev", {"sume_peak_jobs_per_second": "0"}, "sume_peak_jobs_per_second must be within"),
         (
             "dev",
-            {"sume_peak_jobs_per_second": "500"},
-            r"sume_peak_jobs_per_second=500 needs 10000 requests/s at once .* above API "
-            r"Gateway's account quota \(api_rate_quota 10000, api_burst_quota 5000\)",
+            {
+                "sume_peak_jobs_per_second": "251",
+                "lambda_concurrency_quota": "100000",
+                "due_shards": "64",
+                "worker_max_concurrency": "1000",
+                "eventbridge_put_events_quota": "10000",
+            },
+            r"takes, 250 jobs/s .* API Gateway throttle burst rate binds \(5020 needed, 5000 "
+            r"available\): request 5020 .*--service-code apigateway --quota-code L-CDF5615A ",
         ),
         (
             "dev",
-            {"sume_peak_jobs_per_second": "51", "throttle_rate": "1100", "api_burst_quota": "1000"},
-            "api_burst_quota 1000",
+            {"sume_peak_jobs_per_second": "30", "api_burst_quota": "500"},
+            r"API Gateway throttle burst rate binds \(600 needed, 500 available\)",
         ),
         ("dev", {"throttle_rate": "60", "api_rate_quota": "55"}, "throttle_rate must be within"),
         (
             "dev",
-            {"sume_peak_jobs_per_second": "201", "lambda_concurrency_quota": "20000"},
-            r"worker_max_concurrency: sume_peak_jobs_per_second=201 at 5 s planned each needs "
-            r"1005 instances, above an SQS event source's 1000",
+            {
+                "sume_peak_jobs_per_second": "201",
+                "lambda_concurrency_quota": "20000",
+                "due_shards": "64",
+            },
+            r"an SQS event source's 1000 instances \(worker_max_concurrency\) binds \(1005 "
+            r"needed, 1000 available\): no quota raises it",
         ),
         (
             "dev",
@@ -456,9 +484,10 @@ def test_synth_of_a_prod_stage_without_status_allowed_hosts_fails_naming_the_key
                 "sume_peak_jobs_per_second": "200",
                 "lambda_concurrency_quota": "20000",
                 "dynamodb_table_quota": "20000",
+                "due_shards": "64",
             },
-            r"table_warm_writes_per_second \(26000, planned for Sume's worst case\) is above "
-            r"dynamodb_table_quota \(20000",
+            r"DynamoDB table-level write throughput binds \(26000 needed, 20000 available\): "
+            r"request 26000 .*--quota-code L-AB614373",
         ),
         ("dev", {"api_client_error_threshold": "0"}, "api_client_error_threshold"),
         ("dev", {"poll_recovery_share_percent": "0"}, "poll_recovery_share_percent must be"),

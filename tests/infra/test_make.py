@@ -112,6 +112,15 @@ def test_a_setting_that_cannot_be_deployed_stops_the_synth_with_one_line(tmp_pat
             "docs/operations.md lists them",
         ),
         ("-c due_shards=0", "error: context due_shards must be within 1..1000, got 0"),
+        # Past what a default account takes: the quota that binds and its request.
+        (
+            "-c sume_peak_jobs_per_second=41",
+            "error: context sume_peak_jobs_per_second=41 is past what this stage takes, 40 "
+            "jobs/s (800 requests/s at Sume's worst case): Lambda concurrent executions binds "
+            "(1002 needed, 1000 available): request 1002 in Service Quotas (aws service-quotas "
+            "request-service-quota-increase --service-code lambda --quota-code L-B99A9384 "
+            "--desired-value 1002), then set -c lambda_concurrency_quota=1002",
+        ),
     ],
 )
 def test_a_misspelt_or_out_of_range_setting_stops_the_synth_before_the_cdk_starts(

@@ -220,9 +220,9 @@ def test_put_events_size_follows_the_aws_rule() -> None:
     assert put_events_size([entry(100, Time=None, Resources=[])]) == 105
 
 
-def test_put_events_of_256_kb_or_more_is_refused_whole(client: Client) -> None:
+def test_put_events_of_1_mb_or_more_is_refused_whole(client: Client) -> None:
     events = client("events")
-    limit = 256 * 1024
+    limit = 1_000_000
     refused(
         lambda: events.put_events(Entries=[entry(limit - 28)]),
         "ValidationException",
@@ -234,6 +234,17 @@ def test_put_events_of_256_kb_or_more_is_refused_whole(client: Client) -> None:
         "ValidationException",
     )
     assert events.put_events(Entries=[entry(limit - 29)])["FailedEntryCount"] == 0
+
+
+def test_an_sqs_message_takes_1_mib_as_aws_now_does(client: Client) -> None:
+    """SQS's limit is 1 MiB since 2025-08 (moto's own check): the local stack follows it."""
+    sqs = client("sqs")
+    url = sqs.create_queue(QueueName=unique("big"))["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x" * 1024 * 1024)
+    refused(
+        lambda: sqs.send_message(QueueUrl=url, MessageBody="x" * (1024 * 1024 + 1)),
+        "InvalidParameterValue",
+    )
 
 
 def test_events_reach_a_queue_target_whole_with_their_account(client: Client) -> None:

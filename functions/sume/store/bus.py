@@ -15,10 +15,13 @@ from sume.core.bounded import encode
 from sume.core.errors import RetryableError
 from sume.core.names import EVENT_SOURCE
 
-# EventBridge's entry limit is 256 KiB for Source, DetailType, Detail, Time and
-# Resources together; Detail and Resources get this much, and the rest of the
-# entry is far under the 16 KiB this leaves.
-MAX_ENTRY_BYTES = 240 * 1024
+# EventBridge's entry limit is 1 MB for Source, DetailType, Detail, Time and
+# Resources together (256 KB until 2026-01-29), read as 1,000,000 bytes;
+# Detail and Resources get this much, and the rest of the entry is far under
+# the 16,960 bytes this leaves. A job item (400 KB) holds fewer artifact
+# records than this takes, so the cut is a bound by construction, not a limit
+# an announcement meets.
+MAX_ENTRY_BYTES = 960 * 1024
 
 
 class AnnounceFailed(RetryableError):

@@ -18,7 +18,10 @@ from sume.core.names import Metric
 from sume.core.observability import count, logger
 
 # DynamoDB caps an item at 400 KB including attribute names and the other
-# attributes; the raw body stays inline below this, with ample headroom.
+# attributes; the raw body stays inline below this, with ample headroom for
+# the artifact records, the error and the registration's metadata. The 1 MB
+# that SQS, EventBridge and asynchronous Lambda now take does not move it:
+# the job's message is its job_id, and no announcement carries the body.
 INLINE_BODY_LIMIT = 256 * 1024
 # How long the answer to Sume waits for the other region's copy once this
 # region's is written: well inside the receiver's 8 s, and far above a

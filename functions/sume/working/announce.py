@@ -15,7 +15,7 @@ canceled, processing error); ``LostAnnouncement`` a job the poller gave up
 The entry's ``resources`` are the S3 object ARNs of the artifacts the detail
 lists, in the same order, as AWS services name what an event is about.
 
-EventBridge refuses an entry over 256 KB, and a refused announcement would be
+EventBridge refuses an entry over 1 MB, and a refused announcement would be
 retried forever, so the entry is bounded by construction: Sume's ``error``
 goes through ``sume.core.bounded.announced_error``, ``event`` and ``status`` are
 cut, metadata was bounded at registration (64 KiB as ASCII-escaped JSON, the
