@@ -144,3 +144,17 @@ def test_a_disabled_schedule_does_not_tick_but_a_tick_by_hand_runs() -> None:
     enabled = True
     schedule.step()
     assert len(ticks) == 2
+
+
+def test_a_tick_with_nothing_due_is_skipped_but_a_tick_by_hand_runs() -> None:
+    """An idle stack ran a whole round (a run per shard group) every tick."""
+    ticks: list[dict[str, Any]] = []
+    due = False
+    schedule = Schedule(lambda event, context: ticks.append(event), 1, "fn", 30, due=lambda: due)
+    schedule.step()
+    assert ticks == []
+    schedule.run_once()
+    assert len(ticks) == 1
+    due = True
+    schedule.step()
+    assert len(ticks) == 2
