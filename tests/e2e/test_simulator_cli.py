@@ -134,3 +134,18 @@ def test_send_without_a_secret_refuses_to_run(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delenv("SUME_COM_WEBHOOK_SIGNING_SECRET", raising=False)
     with pytest.raises(SystemExit, match="secret"):
         cli.main(["send", "http://127.0.0.1:9/webhooks/sume"])
+
+
+@pytest.mark.parametrize("command", [[], ["send"], ["scenario"]])
+def test_help_is_plain_text_with_the_exit_statuses(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--help was the package's docstring reflowed, reStructuredText markup and all."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main([*command, "--help"])
+    assert exited.value.code == 0
+    text = capsys.readouterr().out
+    assert "``" not in text and "::" not in text
+    assert text.startswith(f"usage: python -m devstack.simulator {' '.join(command)}".rstrip())
+    statuses = text.partition("exit status:\n")[2].splitlines()[:4]
+    assert [line.split()[0] for line in statuses] == ["0", "1", "2", "130"]
