@@ -147,3 +147,28 @@ def test_make_run_prints_its_banner_first_then_one_line_per_job_event(make_run: 
     make_run.process.send_signal(signal.SIGINT)  # Ctrl-C
     assert make_run.rest() == (["stopping...", "stopped."], "")
     assert make_run.process.wait(PATIENCE_SECONDS) == 0
+
+
+def test_make_demo_prints_its_tables_and_nothing_else() -> None:
+    demo = subprocess.run(
+        [sys.executable, "-m", "devstack.demo"],
+        env=shell_environment(),
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE_SECONDS * 2,
+        check=False,
+    )
+    assert (demo.returncode, demo.stderr) == (0, "")
+    lines = demo.stdout.splitlines()
+    assert not [line for line in lines if line.startswith("{")]
+    assert lines[0].startswith("local stack up: http://127.0.0.1:")
+    assert lines[1].startswith("Sume simulator: ")
+    # Then the tables, each after an empty line, and the verdict: no line per job event.
+    assert (lines[2], lines[3]) == ("", "What Sume saw:")
+    assert lines[-1].startswith("OK: every job processed exactly once")
+    what_sume_saw, per_job, summary, verdict = "\n".join(lines[3:]).split("\n\n")
+    assert len(what_sume_saw.splitlines()) == 1 + 11  # a row per case
+    assert per_job.split()[:2] == ["job", "outcome"]
+    assert len(per_job.splitlines()) == 1 + 9  # a row per job
+    assert summary.split()[:2] == ["jobs", "deliveries"]
+    assert len(verdict.splitlines()) == 2  # the time it took, then OK
