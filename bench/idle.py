@@ -2,7 +2,7 @@
 (a shell's environment, no POWERTOOLS_* set), left alone after its banner, and the CPU
 its whole process tree used over that stretch, read from /proc.
 
-Idle, the event sources wait in one-second long polls and the poller's timer asks
+Idle, the event sources wait in long polls (10 s) and the poller's timer asks
 whether anything is due; a figure well above the target means a loop is back.
 """
 

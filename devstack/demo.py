@@ -15,7 +15,7 @@ import os
 import sys
 import time
 
-from devstack.cli import start_problem
+from devstack.cli import exit_now, start_problem
 from devstack.journal import printer
 from devstack.settings import DevStackSettings
 from devstack.simulator import Sume, SumeJob, scenario
@@ -111,4 +111,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_now(main())

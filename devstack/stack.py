@@ -129,9 +129,8 @@ class DevStack:
             # The process running that server makes it faithful (moto_atomic, moto_limits).
             self.endpoint_url = self.settings.moto_endpoint
         else:
-            from moto.server import ThreadedMotoServer
-
             from devstack import moto_atomic, moto_limits, switches
+            from devstack.loopback import moto_server
 
             moto_atomic.install()
             moto_limits.install()
@@ -139,10 +138,7 @@ class DevStack:
             # moto's werkzeug logs every AWS call; the journal says what matters.
             logging.getLogger("werkzeug").setLevel(logging.ERROR)
             ensure_free(self.settings.moto_port, "moto")
-            self._moto = ThreadedMotoServer(
-                ip_address=HOST, port=self.settings.moto_port, verbose=False
-            )
-            self._moto.start()
+            self._moto = moto_server(self.settings.moto_port)
             self.moto_port = int(self._moto.get_host_and_port()[1])
             self.endpoint_url = f"http://{HOST}:{self.moto_port}"
         self._apply_env(self.client_environment())
@@ -285,8 +281,8 @@ class DevStack:
 
     def stop(self) -> None:
         global _running  # noqa: PLW0603
-        # All halted at once, then awaited: each may be inside a one-second long
-        # poll, which would otherwise be waited out once per loop.
+        # All halted at once, then the work under way awaited (not the long polls:
+        # Loop.stop); moto goes after it.
         self.halt()
         for loop in reversed(self._loops):
             loop.stop()
