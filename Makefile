@@ -64,6 +64,7 @@ help:
 		printf "make %-10s %s\n", name, $$0 }' $(MAKEFILE)
 
 $(CURDIR)/.tools/bin/uv:
+	@echo "Installing uv $(UV_VERSION) (the Python package manager) into .tools/ with pip: about 10 s, once"
 	python3 -m venv .tools
 	.tools/bin/pip install --quiet "uv==$(UV_VERSION)"
 
@@ -71,8 +72,12 @@ $(CURDIR)/.tools/bin/uv:
 # CI) every Python process would otherwise compile botocore, moto and aws_cdk
 # again (about 1.5 s of CPU each, in every process the tests start). The
 # Makefile is a prerequisite so that a change here reaches an existing .venv.
+# Not --quiet: on a cold cache the download and the compile take minutes, and uv's
+# progress (and the list of what it installed) is the only sign of life meanwhile.
 $(VENV)/.synced: pyproject.toml uv.lock $(MAKEFILE) | $(UV)
-	$(UV) sync --frozen --all-extras --quiet --compile-bytecode
+	@echo "Setting up .venv from uv.lock (boto3, Powertools, moto, the CDK, the test tools):" \
+		"about 2 min the first time on a cold cache, seconds after"
+	$(UV) sync --frozen --all-extras --compile-bytecode
 	@touch $@
 
 ## install: the .venv from uv.lock (uv is bootstrapped with pip when absent), the pinned CDK CLI (so `npx cdk` works) and DynamoDB Local
@@ -98,12 +103,14 @@ format: install
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+# The local stack and the demo need the .venv only: the CDK CLI (npm) is for deploys;
+# DynamoDB Local only with DYNAMODB=local.
 ## run: local stack on moto: the webhook receiver on http://127.0.0.1:8080 (PORT=..., DYNAMODB=local)
-run: install
+run: $(VENV)/.synced $(if $(filter local,$(DYNAMODB)),$(DYNAMODB_LOCAL))
 	SUME_LOCAL_DYNAMODB=$(DYNAMODB) $(PY) -m devstack
 
 ## demo: local stack + Sume simulator scenario, checks the invariants
-demo: install
+demo: $(VENV)/.synced
 	$(PY) -m devstack.demo
 
 ## bench: AWS calls, CPU, cold start, throughput, cost, artifact copies, poller capacity, index writes (ARGS=--quick, ARGS="--only artifacts,poller")

@@ -23,6 +23,7 @@ from bench import (  # noqa: E402
     coldstart,
     cost_section,
     cpu,
+    idle,
     indexes,
     jobcost,
     jobpaths,
@@ -61,7 +62,17 @@ QUICK = Size(
     capacity.QUICK_ITEMS,
     capacity.QUICK_WINDOW_SECONDS,
 )
-SECTIONS = ("calls", "cpu", "cold", "throughput", "artifacts", "poller", "indexes", "jobs")
+SECTIONS = (
+    "calls",
+    "cpu",
+    "cold",
+    "throughput",
+    "artifacts",
+    "poller",
+    "indexes",
+    "jobs",
+    "idle",
+)
 
 
 def progress(started: float, what: str) -> None:
@@ -106,7 +117,8 @@ def _summary(targets: Targets, seconds: float) -> None:
         print("Not measurable yet: " + "; ".join(unmeasured) + ".")
 
 
-def main(argv: list[str] | None = None) -> int:
+# One block per section, in the report's order: long, but read straight down.
+def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915
     parser = _parser()
     args = parser.parse_args(argv)
     size = QUICK if args.quick else FULL
@@ -152,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         progress(started, "9. cost per million jobs, per path (moto in-process)")
         runs, empty_round = jobpaths.measure()
         jobcost.render_section(runs, empty_round, targets)
+    if "idle" in chosen:
+        progress(started, "10. the idle local stack's CPU (make run, left alone)")
+        idle.render(idle.measure(idle.stretch(args.quick)), targets)
     if args.profile:
         print("## cProfile: ours, new deliveries (own time)\n\n```")
         print(cpu.profile("ours", "new", size.cpu_batch))

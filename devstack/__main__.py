@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
+from devstack.cli import exit_now, main
 
-from devstack.cli import main
-
-sys.exit(main())
+exit_now(main())

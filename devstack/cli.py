@@ -10,6 +10,7 @@ import sys
 import threading
 from collections.abc import Mapping
 from types import FrameType
+from typing import NoReturn
 
 from devstack import dynamodb_local
 from devstack.journal import printer
@@ -26,6 +27,17 @@ def start_problem(
     if isinstance(exc, PortTaken):
         return f"cannot start: {exc}: set {port_variables[exc.role]} to a free one"
     return f"cannot start: {exc}"
+
+
+def exit_now(code: int) -> NoReturn:
+    """Exit with ``code`` once the stack has stopped.
+
+    What is left then is the interpreter taking moto's and botocore's heap apart:
+    seconds on a busy laptop before the shell's prompt comes back after Ctrl-C.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _port(name: str, default: int) -> int:
@@ -85,4 +97,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_now(main())

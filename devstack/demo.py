@@ -2,9 +2,10 @@
 
 Starts a local stack on ephemeral ports (so it never collides with a running
 ``make run``), plays the scenario of ``devstack.simulator.scenario``, waits (bounded)
-until the stack has settled, prints what happened and a summary table, and
-exits 1 when an invariant broke: every job processed exactly once, every
-artifact stored, nothing in the DLQ, nothing lost.
+until the stack has settled, prints what Sume saw and a summary table (and
+nothing else: ``--journal`` adds the stack's line per job event), and exits 1
+when an invariant broke: every job processed exactly once, every artifact
+stored, nothing in the DLQ, nothing lost.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import sys
 import time
 
-from devstack.cli import start_problem
+from devstack.cli import exit_now, start_problem
 from devstack.journal import printer
 from devstack.settings import DevStackSettings
 from devstack.simulator import Sume, SumeJob, scenario
@@ -39,12 +40,19 @@ def wait_processed(stack: DevStack, job: SumeJob, timeout: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devstack.demo", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m devstack.demo",
+        description="A local stack and the Sume simulator on every delivery path; exits 1 "
+        "when a job was not processed exactly once, an artifact is missing, or something "
+        "is left in the DLQ.",
+    )
     parser.add_argument("--port", type=int, default=int(os.environ.get("DEMO_PORT", "0")))
     parser.add_argument("--moto-port", type=int, default=int(os.environ.get("DEMO_MOTO_PORT", "0")))
     parser.add_argument("--spacing", type=float, default=0.3, help="Sume's attempt spacing (s)")
     parser.add_argument("--timeout", type=float, default=90.0, help="bound on settling (s)")
-    parser.add_argument("--quiet", action="store_true", help="no line per job event")
+    parser.add_argument(
+        "--journal", action="store_true", help="also print a line per job event as it flows"
+    )
     args = parser.parse_args(argv)
 
     settings = DevStackSettings(
@@ -56,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         lambda_env=DEMO_TIMINGS,
     )
     started = time.monotonic()
-    stack = DevStack(settings, echo=None if args.quiet else printer())
+    stack = DevStack(settings, echo=printer() if args.journal else None)
     try:
         stack.start()
     except (OSError, ConfigurationError) as exc:
@@ -64,7 +72,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         print(f"local stack up: {stack.url} (moto {stack.endpoint_url})")
-        print(f"Sume simulator: 10 attempts per delivery, {args.spacing:g}s apart, 10s timeout")
+        print(
+            f"Sume simulator: 10 attempts per delivery, {args.spacing:g}s apart, 10s timeout;"
+            " playing the scenario..."
+        )
         with Sume(
             stack.url,
             [stack.signing_secret],
@@ -100,4 +111,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_now(main())

@@ -8,11 +8,12 @@ one invocation at a time (a handler module's globals are per container).
 from __future__ import annotations
 
 import abc
+import contextlib
 import json
 import threading
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +22,12 @@ from devstack.resources import queue_arn
 
 Handler = Callable[[dict[str, Any], Any], Any]
 REGION = "us-east-1"
+# Lambda's SQS pollers wait 20 s; 10 keeps a message's wait the same (moto wakes a long
+# poll when a message arrives) and an idle stack's calls few. A stop does not wait
+# for a long poll (``Loop.stop``).
+LONG_POLL_SECONDS = 10
+# How soon a disabled mapping's source sees it enabled again (``resume``).
+DISABLED_RECHECK_SECONDS = 1.0
 
 
 class Loop(abc.ABC):
@@ -31,6 +38,14 @@ class Loop(abc.ABC):
     def __init__(self) -> None:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._working = threading.Lock()
+
+    @contextlib.contextmanager
+    def working(self) -> Iterator[bool]:
+        """Held while a step works what it took (``stop`` waits for it); True unless
+        the loop was halted meanwhile, when the step must work nothing."""
+        with self._working:
+            yield not self._stop.is_set()
 
     @abc.abstractmethod
     def step(self) -> None:
@@ -57,13 +72,16 @@ class Loop(abc.ABC):
         self._thread.start()
 
     def halt(self) -> None:
-        """Take no further step; the one under way finishes (``stop`` waits for it)."""
+        """Take no further step; the work under way finishes (``stop`` waits for it)."""
         self._stop.set()
 
     def stop(self) -> None:
+        """Halt, and wait for the work under way: not for a long poll, which would
+        hold a stop for its whole wait. The thread ends when its poll returns, and
+        works nothing it took (``working``)."""
         self.halt()
-        if self._thread:
-            self._thread.join()
+        with self._working:
+            pass
 
 
 def _lambda_attributes(message: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +146,7 @@ class SqsEventSource(Loop):
         timeout_seconds: float,
         retry_delay_seconds: int,
         batch_size: int = 10,
-        wait_seconds: int = 1,
+        wait_seconds: int = LONG_POLL_SECONDS,
         observer: BatchObserver | None = None,
         enabled: Enabled | None = None,
     ) -> None:
@@ -151,7 +169,7 @@ class SqsEventSource(Loop):
     def poll_once(self) -> int:
         """Receive one batch and invoke the handler with it; returns its size."""
         if self._enabled is not None and not self._enabled():
-            self._stop.wait(self._wait)
+            self._stop.wait(DISABLED_RECHECK_SECONDS)
             return 0
         messages = self._sqs.receive_message(
             QueueUrl=self._url,
@@ -162,10 +180,15 @@ class SqsEventSource(Loop):
         ).get("Messages", [])
         if not messages:
             return 0
-        if self._enabled is not None and not self._enabled():
-            # Disabled while this receive waited: the batch goes back unworked.
-            self._release(messages, 0)
-            return 0
+        with self.working() as go:
+            if not go or (self._enabled is not None and not self._enabled()):
+                # Halted or disabled while this receive waited: back unworked.
+                with contextlib.suppress(Exception):  # moto may be gone (stopped)
+                    self._release(messages, 0)
+                return 0
+            return self._work(messages)
+
+    def _work(self, messages: list[dict[str, Any]]) -> int:
         ids = {m["MessageId"] for m in messages}
         error: BaseException | None = None
         try:
@@ -230,6 +253,8 @@ class Schedule(Loop):
     would break the worker's announcements. So the schedule is a timer here,
     which ``enabled`` turns off as the rule's state would (``devstack.switches``
     keeps that rule, on the default bus, where no announcement goes).
+    ``due`` says whether a round would find anything: a timer's tick with
+    nothing due is skipped (a tick by hand always runs).
     """
 
     name = "poller"
@@ -244,12 +269,14 @@ class Schedule(Loop):
         region: str = REGION,
         busy: Callable[[], bool] | None = None,
         enabled: Enabled | None = None,
+        due: Callable[[], bool] | None = None,
     ) -> None:
         super().__init__()
         self._enabled = enabled
         self._handler = handler
         self._region = region
         self._busy = busy
+        self._due = due
         self._interval = interval_seconds
         self._function = function_name
         self._timeout = timeout_seconds
@@ -260,6 +287,17 @@ class Schedule(Loop):
         return self._interval
 
     def step(self) -> None:
+        with self.working() as go:
+            if go:
+                self._tick()
+
+    def _tick(self) -> None:
+        # A round costs a run per shard group (claims, queries, frees): ticking every
+        # few seconds with nothing due kept an idle stack a third of a core busy. In
+        # AWS the tick comes every 5 minutes and nobody pays for an empty round.
+        # Asked first: it is the one question an idle stack's ticks ask.
+        if self._due is not None and not self._due():
+            return
         # In AWS a round's runs (at most the 120 s timeout) end long before the
         # next 5-minute tick; here ticks come every second or so, and a tick over
         # a round still running would only pile up assignments the runs refuse or
@@ -297,8 +335,9 @@ class QueueTap(Loop):
 
     def step(self) -> None:
         messages = self._sqs.receive_message(
-            QueueUrl=self._url, MaxNumberOfMessages=10, WaitTimeSeconds=1
+            QueueUrl=self._url, MaxNumberOfMessages=10, WaitTimeSeconds=LONG_POLL_SECONDS
         ).get("Messages", [])
-        for message in messages:
-            self._on_message(json.loads(message["Body"]))
-            self._sqs.delete_message(QueueUrl=self._url, ReceiptHandle=message["ReceiptHandle"])
+        with self.working() as go:
+            for message in messages if go else []:
+                self._on_message(json.loads(message["Body"]))
+                self._sqs.delete_message(QueueUrl=self._url, ReceiptHandle=message["ReceiptHandle"])

@@ -16,12 +16,14 @@ from botocore.exceptions import ClientError
 
 from infra import spec
 from sume.core.names import DETAIL_TYPES, REGISTRATION_REFUSED_DETAIL_TYPE
-from sume.store.job import State
+from sume.store.job import Job, JobAttr, Source, State
 from sume.store.jobs import JobsTable
 from sume_cli.tailing import line
 
 OUTCOME_OF_DETAIL_TYPE = {v: k for k, v in DETAIL_TYPES.items()}
 MAX_SHOWN_MESSAGE = 120
+# The items a poller run may have changed: registered for polling, or swept.
+POLLED_OR_SWEPT = f"attribute_exists({JobAttr.POLL_ATTEMPTS}) OR attribute_exists({JobAttr.SWEEPS})"
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,8 @@ class Entry:
     at: float
     kind: str
     """received, duplicate, conflict, test, ignored, rejected, error, retry, dlq, sweeper,
-    poll, processed, recovered, processing_error, registered, refused"""
+    poll, swept, processed, recovered, processing_error, replayed, lost, registered,
+    refused, announced"""
     job_id: str | None
     detail: str
 
@@ -64,6 +67,10 @@ def _announced_again(detail: Mapping[str, Any]) -> str:
         return ""
     lost = f", after lost at {detail['lost_at']}" if detail.get("lost_at") else ""
     return f" (announcement #{sequence}{lost})"
+
+
+def _clock(at: float | None) -> str:
+    return "-" if at is None else time.strftime("%H:%M:%S", time.localtime(at))
 
 
 def printer(stream: TextIO = sys.stdout) -> Callable[[Entry], None]:
@@ -101,6 +108,10 @@ class Observers:
         self._retry_delay_seconds = retry_delay_seconds
         self.announcements: list[dict[str, Any]] = []
         self._announced = threading.Lock()
+        # Per job, as the journal last saw it after a poller run: its polls, its
+        # sweeps, whether its recovery by a poll was told.
+        self._seen: dict[str, tuple[int, int, bool]] = {}
+        self._polls_lock = threading.Lock()
 
     def seen(self) -> list[dict[str, Any]]:
         """Every announcement seen on the bus, in the order it came."""
@@ -188,15 +199,49 @@ class Observers:
                 self.journal.add("registered", job_id, f"by event; the job is {state}")
 
     def on_poll(self, result: Any) -> None:
-        if isinstance(result, dict) and any(
-            isinstance(v, int) and not isinstance(v, bool) and v for v in result.values()
-        ):
-            detail = " ".join(
-                f"{k}={v}"
-                for k, v in result.items()
-                if isinstance(v, int) and not isinstance(v, bool) and v
-            )
-            self.journal.add("poll", None, detail)
+        """A poller run's answer: a line per job it polled or swept, as the job's item
+        now tells (the answer counts them only), and one for steps that failed."""
+        if not isinstance(result, dict):
+            return
+        if any(result.get(k) for k in ("polled", "swept", "lost")):
+            for job in self._polled_or_swept():
+                self._journal_run(job)
+        failed = {k: result.get(k) for k in ("errors", "configuration_errors") if result.get(k)}
+        if failed:
+            counts = " ".join(f"{k}={v}" for k, v in failed.items())
+            self.journal.add("poll", None, f"{counts}: the functions' error log names the jobs")
+
+    def _polled_or_swept(self) -> list[Job]:
+        jobs, start = [], None
+        table = self._jobs()
+        while True:
+            page = table.read_page("scan", {"FilterExpression": POLLED_OR_SWEPT}, start)
+            jobs += page.jobs
+            if not (start := page.start):
+                return jobs
+
+    def _journal_run(self, job: Job) -> None:
+        """A line for what a poller run did to the job since the journal last looked:
+        a poll (with Sume's answer), a sweep."""
+        if job.poll_attempts is None and job.sweeps is None:
+            return  # never registered for polling, never swept
+        with self._polls_lock:
+            polls, sweeps, recovered = self._seen.get(job.job_id, (0, 0, False))
+            if (job.sweeps or 0) > sweeps:
+                self.journal.add("swept", job.job_id, f"owed work re-enqueued (it was {job.state})")
+            if job.source == Source.POLL and not recovered:
+                recovered = True
+                self.journal.add("poll", job.job_id, f"Sume: {job.event}; stored, work queued")
+            elif (job.poll_attempts or 0) > polls:
+                answer = job.last_poll_error or "not finished"
+                if job.state == State.LOST:
+                    then = "no more polls: lost"
+                else:
+                    then = f"next poll at {_clock(job.due_at)}"
+                self.journal.add(
+                    "poll", job.job_id, f"Sume: {answer}; {then} (poll {job.poll_attempts})"
+                )
+            self._seen[job.job_id] = (job.poll_attempts or 0, job.sweeps or 0, recovered)
 
     def on_announcement(self, event: dict[str, Any]) -> None:
         detail = event.get("detail") or {}
@@ -208,6 +253,11 @@ class Observers:
                 "announced", job_id, f"registration refused, {detail.get('reason')}: {message}"
             )
             return
+        job = self._jobs().get(job_id, consistent=False) if isinstance(job_id, str) else None
+        if job is not None:
+            # The poller run that led here (a recovery, a give-up) may be answered
+            # after its announcement came: its poll line goes first.
+            self._journal_run(job)
         outcome = OUTCOME_OF_DETAIL_TYPE.get(event.get("detail-type", ""), "?")
         artifacts = detail.get("artifacts") or []
         words = outcome + (f", {len(artifacts)} artifact(s) stored" if artifacts else "")
@@ -225,14 +275,10 @@ class Observers:
         elif outcome == "processing_error" and isinstance(problem, dict):
             message = str(problem.get("message", ""))[:MAX_SHOWN_MESSAGE]
             self.journal.add("processing_error", job_id, f"{problem.get('code')}: {message}{again}")
-        elif self._source_of(job_id) == "poll":
+        elif job is not None and job.source == Source.POLL:
             self.journal.add("recovered", job_id, f"by status_url poll: {words}{again}")
         else:
             self.journal.add("processed", job_id, words + again)
         # Counted after the journal line, so whoever sees the count sees the line.
         with self._announced:
             self.announcements.append(event)
-
-    def _source_of(self, job_id: str | None) -> str | None:
-        job = self._jobs().get(job_id, consistent=False) if job_id else None
-        return job.source if job else None

@@ -102,3 +102,20 @@ class Served:
 
     def __exit__(self, *exc: object) -> None:
         self.http.stop()
+
+
+def moto_server(port: int) -> Any:
+    """moto's threaded server on loopback, started (port 0: ephemeral).
+
+    Its stop does not wait for the requests under way: socketserver joins every
+    request thread at close, and an event source's long poll is served to its end
+    (``devstack.eventsources``), which would hold each stop for seconds.
+    """
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address=HOST, port=port, verbose=False)
+    server.start()
+    # A ThreadedWSGIServer, typed as the base class, which has no threads to join.
+    threaded: Any = server._server
+    threaded.block_on_close = False
+    return server

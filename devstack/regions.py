@@ -129,9 +129,8 @@ class Regions:
         self.stop()
 
     def start(self) -> Regions:
-        from moto.server import ThreadedMotoServer
-
         from devstack import moto_atomic, moto_limits, moto_mrsc, switches
+        from devstack.loopback import moto_server
 
         moto_atomic.install()
         moto_limits.install()
@@ -143,8 +142,7 @@ class Regions:
         # the stack); each is told its settings once the one before it is up.
         spawned = [self._spawn() for _ in self.order]
         try:
-            self._moto = ThreadedMotoServer(ip_address=HOST, port=0, verbose=False)
-            self._moto.start()
+            self._moto = moto_server(0)
             self.endpoint_url = "http://{}:{}".format(*self._moto.get_host_and_port())
             # One after the other: the home region creates the table the others use.
             for name, process in zip(self.order, spawned, strict=True):

@@ -52,12 +52,14 @@ from infra import spec
 from infra.spec import ResourceNames
 from sume.core import runtime
 from sume.core.names import (
+    DUE_AT,
     DUE_INDEX,
     MAX_DUE_SHARDS,
     REGISTRATION_DETAIL_TYPE,
     WEBHOOK_PATH,
     Env,
 )
+from sume.core.observability import logger
 from sume.core.settings import TableSettings, due_shards, integer
 from sume.store.compose import build_jobs
 from sume.store.jobs import JobsTable
@@ -88,6 +90,7 @@ class DevStack:
         self._loops: list[Any] = []
         self._schedule: Schedule | None = None
         self._saved_env: dict[str, str | None] = {}
+        self._saved_log_level: int | None = None
         self._clients: dict[str, Any] = {}
         self._session: boto3.session.Session | None = None
         self._clients_lock = threading.Lock()
@@ -134,9 +137,8 @@ class DevStack:
             # The process running that server makes it faithful (moto_atomic, moto_limits).
             self.endpoint_url = self.settings.moto_endpoint
         else:
-            from moto.server import ThreadedMotoServer
-
             from devstack import moto_atomic, moto_limits, switches
+            from devstack.loopback import moto_server
 
             moto_atomic.install()
             moto_limits.install()
@@ -144,10 +146,7 @@ class DevStack:
             # moto's werkzeug logs every AWS call; the journal says what matters.
             logging.getLogger("werkzeug").setLevel(logging.ERROR)
             ensure_free(self.settings.moto_port, "moto")
-            self._moto = ThreadedMotoServer(
-                ip_address=HOST, port=self.settings.moto_port, verbose=False
-            )
-            self._moto.start()
+            self._moto = moto_server(self.settings.moto_port)
             self.moto_port = int(self._moto.get_host_and_port()[1])
             self.endpoint_url = f"http://{HOST}:{self.moto_port}"
         if self.settings.dynamodb == dynamodb_local.ENGINE:
@@ -172,6 +171,7 @@ class DevStack:
         self._apply_env(self.lambda_environment())
         check_settings(os.environ)
         runtime.reset()
+        self._set_log_level()
 
         receiver = importlib.import_module("receiver")
         if self.settings.ship_logs:
@@ -250,6 +250,7 @@ class DevStack:
             region=self.settings.region,
             busy=lambda: self._waiting(shards_queue_url) > 0,
             enabled=turned.rule,
+            due=self._anything_due,
         )
         if self.settings.poller:
             self._loops.append(self._schedule)
@@ -295,8 +296,8 @@ class DevStack:
 
     def stop(self) -> None:
         global _running  # noqa: PLW0603
-        # All halted at once, then awaited: each may be inside a one-second long
-        # poll, which would otherwise be waited out once per loop.
+        # All halted at once, then the work under way awaited (not the long polls:
+        # Loop.stop); moto goes after it.
         self.halt()
         for loop in reversed(self._loops):
             loop.stop()
@@ -316,6 +317,9 @@ class DevStack:
         self._clients.clear()
         self._session = None
         self._restore_env()
+        if self._saved_log_level is not None:
+            logger.setLevel(self._saved_log_level)
+            self._saved_log_level = None
         runtime.reset()
         with _running_lock:
             if _running is self:
@@ -372,6 +376,18 @@ class DevStack:
         for key, value in values.items():
             self._save(key)
             os.environ[key] = value
+
+    def _set_log_level(self) -> None:
+        """The functions' logger at the level their environment now names.
+
+        In Lambda the environment is there before the first import; here the
+        functions' logger was made when ``sume.core.observability`` was first
+        imported (by this module, or by whatever imported it first), reading
+        POWERTOOLS_LOG_LEVEL before the stack set it.
+        """
+        if self._saved_log_level is None:
+            self._saved_log_level = logger.log_level
+        logger.setLevel(os.environ["POWERTOOLS_LOG_LEVEL"])
 
     def _save(self, key: str) -> None:
         if key not in self._saved_env:
@@ -433,6 +449,25 @@ class DevStack:
             table_name=self.names.table,
             dynamodb=self.client("dynamodb"),
         )
+
+    def _anything_due(self) -> bool:
+        """Whether a round would find work: an item of the due-work index whose time has
+        come (a poll, a sweep, a lease's end). A scan of the sparse index, paged."""
+        assert self.names is not None
+        request: dict[str, Any] = {
+            "TableName": self.names.table,
+            "IndexName": self.jobs().due_index,
+            "FilterExpression": f"{DUE_AT} <= :now",
+            "ExpressionAttributeValues": {":now": {"N": str(int(time.time()))}},
+            "Select": "COUNT",
+        }
+        while True:
+            page = self.client("dynamodb").scan(**request)
+            if page["Count"]:
+                return True
+            if "LastEvaluatedKey" not in page:
+                return False
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def _waiting(self, queue_url: str) -> int:
         """Messages no consumer has taken yet (in-flight and retried ones aside)."""
@@ -533,6 +568,47 @@ class DevStack:
         assert self.names is not None
         n = self.names
         env = self.lambda_environment()
+        secret_origin = (
+            "from SUME_COM_WEBHOOK_SIGNING_SECRET"
+            if self.settings.signing_secret
+            else "generated dev secret"
+        )
+        rows = [
+            ("webhook URL", self.url),
+            ("signing secret", f"{self.signing_secret}   ({secret_origin})"),
+            ("Sume API token", f"{self.api_token}   (bearer for status_url polls)"),
+            ("moto endpoint", self.endpoint_url),
+            *(
+                [("DynamoDB Local", f"{self.dynamodb_endpoint_url}   (the tables; DYNAMODB=local)")]
+                if self.dynamodb_endpoint_url
+                else []
+            ),
+            ("jobs table", f"{n.table}   (GSI {DUE_INDEX})"),
+            ("jobs queue", n.queue_url),
+            ("jobs DLQ", f"{n.dlq_url}   (after {spec.MAX_RECEIVES} receives)"),
+            ("artifacts bucket", n.artifacts_bucket),
+            ("payloads bucket", n.payloads_bucket),
+            ("event bus", n.event_bus),
+            (
+                "registrations",
+                f"put '{REGISTRATION_DETAIL_TYPE}' on the bus; "
+                f"refused ones wait in {n.registrations_dlq_url}",
+            ),
+            # Where the two values above are kept, as the functions read them.
+            ("signing secret ARN", n.signing_secret_arn),
+            ("API token ARN", n.api_token_secret_arn),
+            (
+                "announcements",
+                f"make your own rule on the bus, pattern {json.dumps(spec.ANNOUNCEMENTS_PATTERN)}, "
+                "and queue (docs/integrating.md#on-the-local-stack)",
+            ),
+            # Both region variables: boto3 and the AWS CLI read AWS_DEFAULT_REGION, the
+            # SDK for JavaScript only AWS_REGION.
+            (
+                "any AWS SDK/CLI:",
+                " ".join(f"{k}={v}" for k, v in self.client_environment().items()),
+            ),
+        ]
         if self.dynamodb_endpoint_url:
             yield (
                 "Sume webhooks: local stack on moto, its tables on Amazon's DynamoDB Local "
@@ -540,39 +616,8 @@ class DevStack:
             )
         else:
             yield "Sume webhooks: local stack on moto (no AWS account involved)"
-        yield f"  webhook URL       {self.url}"
-        secret_origin = (
-            "from SUME_COM_WEBHOOK_SIGNING_SECRET"
-            if self.settings.signing_secret
-            else ("generated dev secret")
-        )
-        yield f"  signing secret    {self.signing_secret}   ({secret_origin})"
-        yield f"  Sume API token    {self.api_token}   (bearer for status_url polls)"
-        yield f"  moto endpoint     {self.endpoint_url}"
-        if self.dynamodb_endpoint_url:
-            yield f"  DynamoDB Local    {self.dynamodb_endpoint_url}   (the tables; DYNAMODB=local)"
-        yield f"  jobs table        {n.table}   (GSI {DUE_INDEX})"
-        yield f"  jobs queue        {n.queue_url}"
-        yield f"  jobs DLQ          {n.dlq_url}   (after {spec.MAX_RECEIVES} receives)"
-        yield f"  artifacts bucket  {n.artifacts_bucket}"
-        yield f"  payloads bucket   {n.payloads_bucket}"
-        yield f"  event bus         {n.event_bus}"
-        yield (
-            f"  registrations     put '{REGISTRATION_DETAIL_TYPE}' on the bus; "
-            f"refused ones wait in {n.registrations_dlq_url}"
-        )
-        yield f"  signing secret    {n.signing_secret_arn}"
-        yield f"  API token secret  {n.api_token_secret_arn}"
-        yield (
-            "  announcements     make your own rule on the bus, pattern "
-            f"{json.dumps(spec.ANNOUNCEMENTS_PATTERN)}, and queue "
-            "(docs/integrating.md#on-the-local-stack)"
-        )
-        # Both region variables: boto3 and the AWS CLI read AWS_DEFAULT_REGION, the
-        # SDK for JavaScript only AWS_REGION.
-        yield "  any AWS SDK/CLI:  " + " ".join(
-            f"{k}={v}" for k, v in self.client_environment().items()
-        )
+        for label, value in rows:
+            yield f"  {label:<19} {value}"
         yield (
             "LOCAL ONLY: "
             + " ".join(f"{k}={v}" for k, v in LOCAL_ONLY.items())

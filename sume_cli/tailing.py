@@ -55,10 +55,15 @@ _BOILERPLATE = frozenset(
 )
 
 
+# The widest kind, processing_error, and a typical job id: the columns line up.
+KIND_WIDTH = 16
+JOB_ID_WIDTH = 24
+
+
 def line(at: float, kind: str, job_id: str | None, detail: str) -> str:
     """One job event for people: local time, what happened, the job, the rest."""
     clock = time.strftime("%H:%M:%S", time.localtime(at))
-    return f"{clock} {kind:<10} {job_id or '-':<24} {detail}"
+    return f"{clock} {kind:<{KIND_WIDTH}} {job_id or '-':<{JOB_ID_WIDTH}} {detail}"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""``python -m devstack.simulator``: the simulator's command line, usage in the package's doc.
+"""``python -m devstack.simulator``: the simulator's command line (``--help`` says how to use it).
 
 Kept apart from the simulator so that ``devstack.simulator.scenario``, which plays Sume
 through the simulator, and the ``scenario`` command, which runs it, do not
@@ -11,11 +11,11 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 import time
 import uuid
 from typing import Any
 
-from devstack import simulator
 from devstack.simulator import (
     ERRORS,
     MAX_ATTEMPTS,
@@ -28,6 +28,19 @@ from devstack.simulator import (
 from sume.core.names import Env
 
 INTERRUPTED = 130
+DESCRIPTION = textwrap.fill(
+    "Plays Sume by its contract: every attempt signed afresh (sume-v1), up to "
+    f"{MAX_ATTEMPTS} attempts at a fixed spacing, a {TIMEOUT_SECONDS:g} s timeout, any "
+    "non-2xx retried, a 2xx stops. It serves the jobs' status_url and artifact links "
+    "on loopback."
+)
+EPILOG = f"""exit status:
+  0    a delivery was acknowledged (2xx)
+  1    Sume gave up: every attempt refused or unanswered (also: no secret to sign with)
+  2    usage: bad arguments
+  {INTERRUPTED}  stopped with Ctrl-C (nothing more is sent)
+
+The signing secret and the URL of a local stack are in the banner `make run` prints."""
 # Answers in a row after which a wrong secret, not a glitch, is the likely cause.
 MISMATCH_RUN = 3
 # The receiver's answer when no secret it holds made the signature.
@@ -168,7 +181,10 @@ def _scenario(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m devstack.simulator", description=simulator.__doc__
+        prog="python -m devstack.simulator",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -189,21 +205,40 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--spacing", type=float, default=spacing, help="seconds between attempts")
         p.add_argument("--timeout", type=float, default=TIMEOUT_SECONDS, help="per attempt")
 
-    send = sub.add_parser("send", help="send one signed event to any URL, with Sume's retries")
-    send.add_argument("url")
+    send = sub.add_parser(
+        "send",
+        help="send one signed event to any URL, with Sume's retries",
+        description=textwrap.fill(
+            "Send one signed event to URL (any receiver, local or deployed), with "
+            "Sume's retries; each attempt is printed as it is answered."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    send.add_argument("url", help="the webhook URL")
     send.add_argument(
         "--event",
         default="job.completed",
         choices=["job.completed", "job.failed", "job.canceled", "webhook.test"],
+        help="the event to send (default job.completed)",
     )
-    send.add_argument("--job-id")
+    send.add_argument("--job-id", help="default: a fresh job_<16 hex digits>")
     send.add_argument("--artifact", action="append", default=[], help="artifact URL (repeat)")
-    send.add_argument("--attempts", type=int, default=MAX_ATTEMPTS)
+    send.add_argument(
+        "--attempts", type=int, default=MAX_ATTEMPTS, help=f"at most (default {MAX_ATTEMPTS})"
+    )
     common(send, SPACING_SECONDS)
     send.set_defaults(run=_send)
 
     run = sub.add_parser(
-        "scenario", help="every delivery path against a receiver (e.g. one `make run` serves)"
+        "scenario",
+        help="every delivery path against a receiver (e.g. one `make run` serves)",
+        description=textwrap.fill(
+            "Play make demo's scenario against a running receiver, serving the "
+            "status_url and artifacts on loopback while the stack catches up."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("url", nargs="?", default="http://127.0.0.1:8080/webhooks/sume")
     run.add_argument(

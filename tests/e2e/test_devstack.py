@@ -210,3 +210,37 @@ def test_the_journal_prints_a_replay_as_a_replay(stack: DevStack) -> None:
         time.sleep(0.05)
     lines = [(e.kind, e.detail) for e in stack.journal.entries() if e.job_id == job.job_id]
     assert lines[-2:] == [("processed", "completed"), ("replayed", "completed (announcement #2)")]
+
+
+def journal_of(stack: DevStack, job_id: str, last: str) -> list[tuple[str, str]]:
+    """The job's journal lines once one of kind ``last`` is among them."""
+    while not stack.journal.entries(last) or last not in [
+        e.kind for e in stack.journal.entries() if e.job_id == job_id
+    ]:
+        time.sleep(0.05)
+    return [(e.kind, e.detail) for e in stack.journal.entries() if e.job_id == job_id]
+
+
+def test_each_status_poll_is_one_line_naming_the_job_and_what_sume_answered(
+    stack: DevStack,
+) -> None:
+    """Poll lines used to be one per run, counts only (``polled=1 rescheduled=1``)."""
+    with Sume(stack.url, [stack.signing_secret]) as sume:
+        running = sume.new_job(finished=False)
+        done = sume.new_job(event="job.failed")
+        for job in (running, done):
+            stack.expect(job.job_id, job.status_url)
+        found = journal_of(stack, done.job_id, "recovered")
+        given_up = journal_of(stack, running.job_id, "lost")
+    assert found == [
+        ("poll", "Sume: job.failed; stored, work queued"),
+        ("recovered", "by status_url poll: failed"),
+    ]
+    *polls, lost = given_up
+    *rescheduled, last = polls
+    assert [kind for kind, _ in polls] == ["poll"] * len(polls)
+    for number, (_, detail) in enumerate(rescheduled, start=1):
+        assert detail.startswith("Sume: not finished; next poll at ")
+        assert detail.endswith(f" (poll {number})")
+    assert last[1] == f"Sume: not finished; no more polls: lost (poll {len(polls)})"
+    assert lost == ("lost", f"announced: no answer after {len(polls)} poll(s)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from typing import Any
 
@@ -11,6 +12,9 @@ import pytest
 from devstack.eventsources import Schedule, SqsEventSource
 from devstack.stack import DevStack
 from infra import spec
+
+# Generous: waits on events, never a measure of speed.
+PATIENCE = 60
 
 
 @pytest.fixture
@@ -144,3 +148,52 @@ def test_a_disabled_schedule_does_not_tick_but_a_tick_by_hand_runs() -> None:
     enabled = True
     schedule.step()
     assert len(ticks) == 2
+
+
+def test_a_tick_with_nothing_due_is_skipped_but_a_tick_by_hand_runs() -> None:
+    """An idle stack ran a whole round (a run per shard group) every tick."""
+    ticks: list[dict[str, Any]] = []
+    due = False
+    schedule = Schedule(lambda event, context: ticks.append(event), 1, "fn", 30, due=lambda: due)
+    schedule.step()
+    assert ticks == []
+    schedule.run_once()
+    assert len(ticks) == 1
+    due = True
+    schedule.step()
+    assert len(ticks) == 2
+
+
+class HeldQueue:
+    """An SQS client whose long poll returns only when the test lets it."""
+
+    def __init__(self) -> None:
+        self.polling, self.answer, self.released = (threading.Event() for _ in range(3))
+        self.visibility: list[int] = []
+
+    def get_queue_attributes(self, **request: Any) -> dict[str, Any]:
+        return {"Attributes": {"QueueArn": "arn:aws:sqs:us-east-1:123456789012:held"}}
+
+    def receive_message(self, **request: Any) -> dict[str, Any]:
+        self.polling.set()
+        self.answer.wait()
+        return {"Messages": [{"MessageId": "m1", "ReceiptHandle": "r1", "Body": "job"}]}
+
+    def change_message_visibility_batch(self, **request: Any) -> None:
+        self.visibility += [entry["VisibilityTimeout"] for entry in request["Entries"]]
+        self.released.set()
+
+
+def test_a_stop_does_not_wait_out_a_long_poll_and_what_it_brings_goes_back_unworked() -> None:
+    """With one-second polls a stop waited a second; a 10 s poll would hold it 10 s."""
+    sqs, worked = HeldQueue(), []
+    loop = SqsEventSource(sqs, "held", lambda event, context: worked.append(event), "fn", 30, 0)
+    loop.start()
+    assert sqs.polling.wait(PATIENCE)
+    stopping = threading.Thread(target=loop.stop)
+    stopping.start()
+    stopping.join(PATIENCE)  # the poll is still held: a stop that waited for it never ends
+    assert not stopping.is_alive()
+    sqs.answer.set()
+    assert sqs.released.wait(PATIENCE)
+    assert (sqs.visibility, worked) == ([0], [])

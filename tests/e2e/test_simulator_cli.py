@@ -154,3 +154,18 @@ def test_send_takes_a_secret_or_a_local_stack_not_both() -> None:
     with pytest.raises(SystemExit) as stopped:
         cli.main(["send", "http://127.0.0.1:9/", "--secret", "s", "--local-stack", "http://x"])
     assert stopped.value.code == 2
+
+
+@pytest.mark.parametrize("command", [[], ["send"], ["scenario"]])
+def test_help_is_plain_text_with_the_exit_statuses(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--help was the package's docstring reflowed, reStructuredText markup and all."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main([*command, "--help"])
+    assert exited.value.code == 0
+    text = capsys.readouterr().out
+    assert "``" not in text and "::" not in text
+    assert text.startswith(f"usage: python -m devstack.simulator {' '.join(command)}".rstrip())
+    statuses = text.partition("exit status:\n")[2].splitlines()[:4]
+    assert [line.split()[0] for line in statuses] == ["0", "1", "2", "130"]
