@@ -131,8 +131,8 @@ class DevStack:
             raise
         return self
 
-    def _start(self) -> None:
-        ensure_free(self.settings.port, "webhook")
+    def _start_engines(self) -> None:
+        """moto (embedded, or another process's), and DynamoDB Local when asked for."""
         if self.settings.moto_endpoint:
             # The process running that server makes it faithful (moto_atomic, moto_limits).
             self.endpoint_url = self.settings.moto_endpoint
@@ -152,6 +152,10 @@ class DevStack:
         if self.settings.dynamodb == dynamodb_local.ENGINE:
             self._dynamodb = dynamodb_local.DynamoDBLocal().start()
             self.dynamodb_endpoint_url = self._dynamodb.endpoint_url
+
+    def _start(self) -> None:
+        ensure_free(self.settings.port, "webhook")
+        self._start_engines()
         self._apply_env(self.client_environment())
 
         self.names = create_resources(
