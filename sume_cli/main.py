@@ -41,6 +41,7 @@ from sume_cli.commands.report import cmd_announce_owed, cmd_report
 from sume_cli.commands.secrets import cmd_secrets_retire, cmd_secrets_rotate, cmd_secrets_status
 from sume_cli.commands.send_test import cmd_send_test
 from sume_cli.context import LOCAL_ENDPOINT_HINT, Ops, not_an_aws_api
+from sume_cli.invocation import Invocation, deployment, program
 from sume_cli.listing import DEFAULT_STATE, STATES
 from sume_cli.output import JSON, TABLE, note
 from sume_cli.pause import WORKS
@@ -303,6 +304,7 @@ def run(args: argparse.Namespace) -> int:
         prefix=args.prefix or LOCAL_PREFIX,
         shards=args.shards,
         profile=args.profile,
+        invocation=Invocation(program(sys.argv[0]), deployment(vars(args))),
     )
     command: Command = args.run
     try:

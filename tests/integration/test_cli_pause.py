@@ -136,7 +136,8 @@ def test_status_and_report_say_what_is_paused_since_when_and_why(stack, capsys):
     code, out, err = cli(stack, capsys, *REPORT, "--check")
     assert code == 3
     assert "paused: worker paused since " in err
-    assert "check failed: worker paused (next: sume-webhooks --endpoint-url" in err
+    assert "check failed: worker paused (next: the commands above)" in err
+    assert f"  next: sume-webhooks --endpoint-url {stack.endpoint_url} " in out
     code, out, _ = cli(stack, capsys, *REPORT, "--output", "json")
     body = json.loads(out)
     assert body["problems"] == ["paused worker"]
@@ -257,6 +258,6 @@ def test_a_deployed_stage_is_paused_through_its_stack_outputs(
     assert record["reason"] == "Sume API down"
     code, _, err = run(*REPORT, "--check")
     assert code == 3
-    assert "poller paused (next: sume-webhooks --stage qa resume poller)" in err
+    assert "check failed: poller paused (next: the commands above)" in err
     assert run("resume", "poller")[0] == 0
     assert ssm.get_parameters(Names=["/SumeWebhooks-qa/paused/poller"])["Parameters"] == []
