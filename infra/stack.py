@@ -208,6 +208,7 @@ class SumeWebhooksStack(Stack):
                 queue=queues.queue,
                 dlq=queues.dlq,
                 schedule=schedule.rule,
+                access_logs=api.access_logs,
             ),
             dashboard_name=name,
             stage=config.stage,
