@@ -135,6 +135,8 @@ class Listed:
 
     job_ids: list[str]
     count: int
+    oldest: int | None = None
+    """When the oldest of them entered the window (``Job.window_at``)."""
 
     @property
     def more(self) -> int:
@@ -203,7 +205,8 @@ class Report:
 
 def _listed(jobs: list[Job], limit: int) -> Listed:
     ordered = sorted(jobs, key=lambda job: (job.window_at() or 0, job.job_id))
-    return Listed([job.job_id for job in ordered[:limit]], len(ordered))
+    oldest = ordered[0].window_at() if ordered else None
+    return Listed([job.job_id for job in ordered[:limit]], len(ordered), oldest)
 
 
 def summarize(window: Window, jobs: list[Job], limit: int, entries: int, items: int) -> Report:

@@ -57,7 +57,10 @@ def _steps(ops: Ops, group: report.Group, window: report.Window, worker_paused: 
     first = group.listed.job_ids[0] if group.listed.job_ids else None
     if group.kind == "processing_error":
         code = group.error_code
-        reason = f"processing_error {code or ''} since {iso(window.since)}".replace("  ", " ")
+        # From the group's oldest job: the same command, and run, in every report that
+        # shows the group, whatever its window.
+        since = group.listed.oldest or window.since
+        reason = f"processing_error {code or ''} since {iso(since)}".replace("  ", " ")
         filters = Filters((group.kind,), error_codes=(code,) if code else ())
         steps = []
         if not worker_paused:
@@ -70,7 +73,7 @@ def _steps(ops: Ops, group: report.Group, window: report.Window, worker_paused: 
             )
         steps.append(
             Step(
-                window_replay(ops, window.since, None, filters, reason, dry_run=True),
+                window_replay(ops, since, None, filters, reason, dry_run=True),
                 "once the cause is fixed: lists the jobs and prints the command that replays them",
             )
         )
