@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
         "test deliveries, secrets.",
         epilog="Exit codes: 0 ok, 1 failed, 2 usage, 3 send-test not accepted by the endpoint "
         "or report --check found lost, processing_error, parked or overdue jobs, or paused "
-        "work, or a replay --since had a replay refused; 130 interrupted.",
+        "work, or a replay --since had a replay refused or matched no job; 130 interrupted.",
     )
     _global_options(parser, None)
     parser.add_argument("--version", action="version", version=version())
