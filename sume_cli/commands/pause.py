@@ -85,9 +85,13 @@ def paused(ops: Ops) -> Paused:
     )
 
 
-def _show(args: argparse.Namespace, state: pause.WorkState, changed: list[str], line: str) -> None:
+def _show(
+    ops: Ops, args: argparse.Namespace, state: pause.WorkState, changed: list[str], line: str
+) -> None:
     if as_json_output(args):
-        dump({**_state_json(state), "changed": changed})
+        # While paused: the argv that resumes it, as the line says.
+        resume = _resume(ops, state.work) if state.paused else None
+        dump({**_state_json(state), "changed": changed, "resume": resume})
     else:
         out(line)
 
@@ -99,7 +103,7 @@ def cmd_pause(ops: Ops, args: argparse.Namespace) -> int:
     now = int(time.time())
     (state,) = pause.read(ops, (args.work,))
     if state.fully_paused and state.record:
-        _show(args, state, [], f"already: {describe(ops, state, now)}; nothing changed")
+        _show(ops, args, state, [], f"already: {describe(ops, state, now)}; nothing changed")
         return OK
     # The record first: status, report and a person never see a pause without its why.
     record = state.record or pause.write_record(
@@ -110,7 +114,7 @@ def cmd_pause(ops: Ops, args: argparse.Namespace) -> int:
     line = describe(ops, state, now)
     if any(s.state == "Disabling" for s in turned):
         line += "; batches in flight finish first"
-    _show(args, state, changed, line)
+    _show(ops, args, state, changed, line)
     return OK
 
 
@@ -118,7 +122,7 @@ def cmd_resume(ops: Ops, args: argparse.Namespace) -> int:
     now = int(time.time())
     (state,) = pause.read(ops, (args.work,))
     if not state.paused and state.record is None:
-        _show(args, state, [], f"{args.work} is not paused: nothing to resume")
+        _show(ops, args, state, [], f"{args.work} is not paused: nothing to resume")
         return OK
     # Counted while nothing reads the queue: once a mapping is on, its first batch can
     # be in flight (not visible) before the count, and the line would undercount.
@@ -138,5 +142,5 @@ def cmd_resume(ops: Ops, args: argparse.Namespace) -> int:
     line += f"; {waiting} message(s) waiting in {mappings[0].source}"
     if caps != {None}:
         line += f", worked at the mapping's maximum concurrency {max(c or 0 for c in caps)}"
-    _show(args, pause.WorkState(args.work, turned, None), changed, line)
+    _show(ops, args, pause.WorkState(args.work, turned, None), changed, line)
     return OK

@@ -229,7 +229,7 @@ def cmd_replay_window(ops: Ops, args: argparse.Namespace) -> int:
     try:
         replay_all(ops.jobs, queue, found, reason, Pace(rate), progress, _on_each(rate))
     except BaseException:
-        _summary(found, reason, progress, args, complete=False)
+        _summary(found, reason, progress, args, complete=False, again=again)
         note(
             f"stopped after {progress.handled} of {progress.total}: to continue, run {shell(again)}"
         )
@@ -296,8 +296,14 @@ def _cost(found: Plan) -> None:
 
 
 def _summary(
-    found: Plan, reason: str, progress: Progress, args: argparse.Namespace, complete: bool
+    found: Plan,
+    reason: str,
+    progress: Progress,
+    args: argparse.Namespace,
+    complete: bool,
+    again: list[str] | None = None,
 ) -> int:
+    """What the run did; ``again``: the command that continues a run stopped halfway."""
     skipped = [m.job_id for m in found.done] + progress.already
     if as_json_output(args):
         dump(
@@ -307,6 +313,7 @@ def _summary(
                 "already_replayed": skipped,
                 "refused": progress.refused,
                 "complete": complete,
+                "command": None if complete else again,
             }
         )
     else:

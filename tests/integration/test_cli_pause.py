@@ -108,15 +108,17 @@ def test_resume_counts_what_waited_not_what_is_left_once_the_worker_reads(
 
 
 def test_pausing_the_poller_stops_its_schedule_and_its_round_not_its_intake(stack, capsys):
-    code, out, _ = cli(stack, capsys, "pause", "poller", "--reason", "Sume API down")
+    code, out, _ = cli(stack, capsys, "pause", "poller", "--reason", "Sume API down", "--json")
     assert code == 0, out
+    deployment = ["--endpoint-url", stack.endpoint_url, "--prefix", stack.prefix]
+    assert json.loads(out)["resume"] == ["sume-webhooks", *deployment, "resume", "poller"]
     assert (rule_state(stack), mapping_states(stack)["poll-shards"]) == ("DISABLED", "Disabled")
     assert mapping_states(stack)["registrations"] == "Enabled"
     assert mapping_states(stack)["jobs"] == "Enabled"
     code, out, _ = cli(stack, capsys, "resume", "poller", "--json")
     assert code == 0
     told = json.loads(out)
-    assert told["paused"] is False
+    assert (told["paused"], told["resume"]) == (False, None)
     assert [s["state"] for s in told["switches"]] == ["ENABLED", "Enabled"]
     assert (rule_state(stack), mapping_states(stack)["poll-shards"]) == ("ENABLED", "Enabled")
 

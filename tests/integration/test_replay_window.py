@@ -216,6 +216,7 @@ def test_an_interrupted_run_continues_where_it_stopped(cli, outage, endpoint, mo
     hint = next(line for line in err.splitlines() if line.startswith("stopped after 2 of 4"))
     again = shlex.split(hint.partition("to continue, run ")[2])
     assert again[:3] == ["sume-webhooks", "--endpoint-url", endpoint]
+    assert partial["command"] == again
     assert again[again.index("--since") + 1].endswith("Z")
     assert queued(endpoint) == ["job_out_a", "job_out_b"]
 
