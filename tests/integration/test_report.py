@@ -200,7 +200,7 @@ def test_every_count_and_job_id_of_a_day_with_known_endings(scenario, day_cli, m
     assert code == 0, err
     report = json.loads(out)
     # The group's replay starts at its oldest job: the same command in every report.
-    since = iso(EARLIER)
+    since = str(iso(EARLIER))
     for read in ("since", "until", "overdue_before", "index_entries_read", "items_read"):
         report.pop(read)
     reason = f"processing_error artifact_not_found since {since}"
