@@ -86,8 +86,8 @@ def _steps(ops: Ops, group: report.Group, window: report.Window, worker_paused: 
             ),
         ]
     why = {
-        "lost": "why polling gave up (last poll error)",
-        "overdue": "due, and the poller has not acted (its log says why)",
+        "lost": "why polling gave up: its last poll error",
+        "overdue": "due, and the poller has not acted: its log says why",
     }[group.kind]
     return [Step(ops.argv("status", first), why)] if first else []
 

@@ -16,18 +16,16 @@ import shlex
 import subprocess
 import time
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 import pytest
 
 from devstack.simulator import Sume, SumeJob
-from devstack.stack import DevStack
 from infra.monitoring import processing_errors_text
 from sume.store.job import State
 from sume_cli.invocation import PROG
-from tests.e2e.conftest import environment, local_stack
+from tests.e2e.conftest import environment
+from tests.e2e.own_stack import ROOT, OwnStack, own_stack
 
-ROOT = Path(__file__).resolve().parents[2]
 # The console script, as an operator in the project root types it.
 PROGRAM = ".venv/bin/sume-webhooks"
 DOWN = 10**6
@@ -37,11 +35,16 @@ NEXT = re.compile(r"^\s*next: (?:while the cause persists: )?(?P<command>.+?)  \
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[DevStack]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnStack]:
     """A stack of its own: ``report --check`` reads every job of the day, and the
     package's other tests leave problems of their own in the shared one."""
-    with local_stack() as local:
+    with own_stack(tmp_path_factory.mktemp("own-stack")) as local:
         yield local
+
+
+def shell_env() -> dict[str, str]:
+    """The operator's shell: nothing of the package stack's environment."""
+    return {k: v for k, v in environment().items() if not k.startswith("AWS_")}
 
 
 def run(argv: list[str], *expected: int) -> str:
@@ -49,9 +52,8 @@ def run(argv: list[str], *expected: int) -> str:
     then stderr: the notes and ``check`` lines)."""
     # As started; the bare name when the shell's PATH finds that same script.
     assert argv[0] in (PROGRAM, PROG), argv
-    env = {k: v for k, v in environment().items() if k != "AWS_ENDPOINT_URL"}
     done = subprocess.run(
-        argv, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+        argv, check=False, cwd=ROOT, env=shell_env(), capture_output=True, text=True, timeout=120
     )
     assert done.returncode in (expected or (0,)), (argv, done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
@@ -59,7 +61,9 @@ def run(argv: list[str], *expected: int) -> str:
 
 
 def run_json(argv: list[str]) -> dict:
-    done = subprocess.run(argv, check=False, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        argv, check=False, cwd=ROOT, env=shell_env(), capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -73,17 +77,17 @@ def next_steps(output: str) -> list[list[str]]:
     return [shlex.split(m["command"]) for line in output.splitlines() if (m := NEXT.match(line))]
 
 
-def states(stack: DevStack, jobs: Iterable[SumeJob]) -> set[str | None]:
+def states(stack: OwnStack, jobs: Iterable[SumeJob]) -> set[str | None]:
     table = stack.jobs()
     return {getattr(table.get(job.job_id), "state", None) for job in jobs}
 
 
-def wait_for(stack: DevStack, jobs: list[SumeJob], state: str) -> None:
+def wait_for(stack: OwnStack, jobs: list[SumeJob], state: str) -> None:
     while states(stack, jobs) != {state}:
         time.sleep(0.2)  # pytest's timeout bounds a hang
 
 
-def test_from_the_processing_errors_page_to_a_passing_check(stack: DevStack) -> None:
+def test_from_the_processing_errors_page_to_a_passing_check(stack: OwnStack) -> None:
     local = shlex.join([PROGRAM, "--endpoint-url", stack.endpoint_url, "--prefix", stack.prefix])
     page = processing_errors_text(local)
     (report,) = printed(page, f"{local} report")[:1]
@@ -135,7 +139,7 @@ def test_from_the_processing_errors_page_to_a_passing_check(stack: DevStack) -> 
     assert untouched is not None and untouched.replays is None
 
 
-def test_the_json_report_gives_the_same_commands_as_argv(stack: DevStack) -> None:
+def test_the_json_report_gives_the_same_commands_as_argv(stack: OwnStack) -> None:
     # What a script reads: the text's commands, split as a shell would, are the argv.
     local = [PROGRAM, "--endpoint-url", stack.endpoint_url, "--prefix", stack.prefix]
     with Sume(stack.url, [stack.signing_secret], spacing_seconds=0.05) as sume:

@@ -17,11 +17,12 @@ import pytest
 
 from infra.spec import ResourceNames
 from sume.store.jobs import JobsTable
+from sume_cli.times import iso
 from tests.builders import SECRET
 from tests.integration import test_report as reported
 from tests.integration.conftest import served_resources
 from tests.integration.test_replay_window import OUTAGE, REASON, an_outage
-from tests.integration.test_report import reset
+from tests.integration.test_report import NOW, reset
 
 cli = reported.cli
 
@@ -60,7 +61,7 @@ def outage(endpoint: str, names: ResourceNames) -> JobsTable:
         ),
         (("--error-code", "http_503", "--outcome", "canceled"), []),
         (
-            ("--until", "50m"),
+            ("--until", str(iso(NOW - 50 * 60))),
             [
                 "job_out_a",
                 "job_out_b",
@@ -71,7 +72,7 @@ def outage(endpoint: str, names: ResourceNames) -> JobsTable:
                 "job_fixed_by_retry",
             ],
         ),
-        (("--until", "70m"), []),
+        (("--until", str(iso(NOW - 70 * 60))), []),
     ],
 )
 def test_each_filter_narrows_the_window(cli, outage, filters, expected):

@@ -209,7 +209,9 @@ def test_every_count_and_job_id_of_a_day_with_known_endings(scenario, day_cli, m
             **listed(["job_lost"]),
             "state": "lost",
             "error_code": None,
-            "next": [step([*CLI, "status", "job_lost"], "why polling gave up (last poll error)")],
+            "next": [
+                step([*CLI, "status", "job_lost"], "why polling gave up: its last poll error")
+            ],
         },
         {
             **listed(["job_error"]),
@@ -247,7 +249,7 @@ def test_every_count_and_job_id_of_a_day_with_known_endings(scenario, day_cli, m
             "next": [
                 step(
                     [*CLI, "status", "job_stuck_poll"],
-                    "due, and the poller has not acted (its log says why)",
+                    "due, and the poller has not acted: its log says why",
                 )
             ],
         },
