@@ -30,6 +30,10 @@ from tests.e2e.own_stack import ROOT, OwnStack, own_stack
 PROGRAM = ".venv/bin/sume-webhooks"
 DOWN = 10**6
 """A flaky count no test reaches: the link answers 503 until it is set to 0."""
+# The hang guard: ten CLI processes, each a Python start with boto3, and a stack
+# started in a child take 25 s on a quiet machine and several times that beside two
+# busy suites; the suite's 120 s is for one in-process round.
+pytestmark = pytest.mark.timeout(300)
 # A printed next step: ``next: [when: ]COMMAND  (why)``.
 NEXT = re.compile(r"^\s*next: (?:while the cause persists: )?(?P<command>.+?)  \([^()]*\)$")
 
