@@ -83,7 +83,7 @@ class WebhookApi(Construct):
         # In every stage: Route 53 asks it in a two-region one, and in one region
         # it is the uptime check an operator or a monitor can ask.
         self._health_route(receiver)
-        access_logs = logs.LogGroup(
+        self.access_logs = access_logs = logs.LogGroup(
             self, "AccessLogs", retention=log_retention, removal_policy=removal_policy
         )
         self.stage = apigw.HttpStage(

@@ -234,9 +234,12 @@ class StageConfig:
             raise ConfigError("context log_level must be DEBUG, INFO, WARN or ERROR")
         retention_days = number("retention_days", 1, 3650)
         payloads_days = number("payloads_expire_days", 1, 3650)
-        archive_days = retention_days
-        if values["announcements_archive_days"] is not None:
-            archive_days = number("announcements_archive_days", 1, 3650)
+        # By default as long as a job's item, and so its dedupe, lives.
+        archive_days = (
+            retention_days
+            if values["announcements_archive_days"] is None
+            else number("announcements_archive_days", 1, 3650)
+        )
         # A large event's body lives only in the payloads bucket: it must
         # outlive the job item that points to it.
         if payloads_days <= retention_days:

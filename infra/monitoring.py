@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Aws, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_apigatewayv2 as apigw
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
@@ -12,6 +12,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
@@ -31,13 +32,43 @@ BACKLOG_AGE_SECONDS = 3600
 RUNBOOK = "docs/playbook.md#alarms"
 
 
-def logs_tail(log_group: str, pattern: str | None) -> str:
-    """The command showing an alarm's cause in a log group, named as the stack's
-    resources list has it (docs/operations.md's ``log_group`` finds its name)."""
-    command = f"aws logs tail <{log_group} log group> --since 1h"
+def logs_tail(log_group: logs.ILogGroup, pattern: str | None, since: str = "1h") -> str:
+    """The command showing an alarm's cause in a log group of the stack, in the alarm's
+    region: the group's name and the region are filled in by CloudFormation at deploy."""
+    command = f"aws logs tail {log_group.log_group_name} --region {Aws.REGION} --since {since}"
     if pattern:
         command += f" --filter-pattern '{pattern}'"
     return f"`{command}`"
+
+
+def stage_cli(stage: str) -> str:
+    """The ops CLI as the alarm's reader runs it: for this stage, in the alarm's region
+    (a stage in two regions has a stack in each)."""
+    return f"sume-webhooks --stage {stage} --region {Aws.REGION}"
+
+
+# The texts of the alarms about jobs that did not end right, for any CLI invocation
+# (``cli``): the stack fills in its stage's, a test the local stack's.
+
+
+def processing_errors_text(cli: str) -> str:
+    return (
+        "Follow-up work of jobs could not be done and retrying cannot fix it (state "
+        f"processing_error, announced on the bus). `{cli} report` groups them by error "
+        "code, each group with the commands that put all of it right, to run as printed: "
+        "pause the worker while the cause persists, then the window's replay, a dry run "
+        f"first. `{cli} report --check` passes once none is left."
+    )
+
+
+def parked_text(cli: str) -> str:
+    return (
+        "Jobs the worker could not bring to any end (EventBridge or DynamoDB failing "
+        "through all receives, or a bug) are parked, their messages in the DLQ. "
+        f"`{cli} report` lists them with the commands to run: `{cli} dlq peek` says why, "
+        f"fix the cause, then `{cli} dlq redrive`. Jobs that gave up are processing "
+        "errors, not here."
+    )
 
 
 def app_metric(name: str, period: Duration = PERIOD, statistic: str = cw.Stats.SUM) -> cw.Metric:
@@ -132,6 +163,8 @@ class Monitored:
     """The poller's schedule rule."""
     shards_queue: sqs.IQueue
     """The poller's shards queue: its mapping starts a round's runs."""
+    access_logs: logs.ILogGroup
+    """The webhook API's access log group."""
 
 
 class Monitoring(Construct):
@@ -154,7 +187,8 @@ class Monitoring(Construct):
         only while Sume's deliveries come to it (``serving_gate``)."""
         super().__init__(scope, construct_id)
         # The ops CLI as the alarm's reader runs it, for this stage.
-        self.cli = cli = f"sume-webhooks --stage {stage}"
+        self.cli = cli = stage_cli(stage)
+        self._stack_name = Stack.of(self).stack_name
         # CloudWatch cannot publish to a topic encrypted with the AWS managed
         # SNS key, so the topic gets its own key that CloudWatch may use.
         key = kms.Key(
@@ -192,6 +226,12 @@ class Monitoring(Construct):
             else ""
         )
         w = watched
+        receiver_logs, worker_logs, poller_logs, api_logs = (
+            w.receiver.log_group,
+            w.worker.log_group,
+            w.poller.log_group,
+            w.access_logs,
+        )
         errors = {
             fn_id: fn.metric_errors(period=PERIOD, statistic=cw.Stats.SUM)
             for fn_id, fn in (("Receiver", w.receiver), ("Worker", w.worker), ("Poller", w.poller))
@@ -203,10 +243,7 @@ class Monitoring(Construct):
                     period=Duration.minutes(1), statistic=cw.Stats.MAXIMUM
                 ),
                 1,
-                "Jobs the worker could not bring to any end (EventBridge or DynamoDB "
-                "failing through all receives, or a bug) are parked, their messages in "
-                f"the DLQ. See them with `{cli} dlq peek`, fix the cause, then "
-                f"`{cli} dlq redrive`. Jobs that gave up are processing errors, not here.",
+                parked_text(cli),
             ),
             self._alarm(
                 "ApiServerErrors",
@@ -214,7 +251,7 @@ class Monitoring(Construct):
                 1,
                 "The webhook API answered Sume with 5xx (storage unavailable, receiver "
                 "crash or timeout). Sume retries. "
-                + logs_tail("WebhookApiAccessLogs", '{ $.status = "5*" }')
+                + logs_tail(api_logs, '{ $.status = "5*" }')
                 + " (integrationError says why).",
             ),
             self._alarm(
@@ -224,7 +261,7 @@ class Monitoring(Construct):
                 "The webhook API answered many 4xx, throttling (429) included: junk "
                 "traffic, or Sume itself throttled (check throttle_rate against "
                 "sume_peak_jobs_per_second). "
-                + logs_tail("WebhookApiAccessLogs", '{ $.status = "4*" }')
+                + logs_tail(api_logs, '{ $.status = "4*" }')
                 + " (ip, status).",
             ),
             self._alarm(
@@ -232,8 +269,7 @@ class Monitoring(Construct):
                 errors["Receiver"],
                 1,
                 "The receiver raised (a bug or a timeout). Sume retries up to 10 times; "
-                "fix it before they run out. "
-                + logs_tail("FunctionsReceiverLogs", '{ $.level = "ERROR" }'),
+                "fix it before they run out. " + logs_tail(receiver_logs, '{ $.level = "ERROR" }'),
             ),
             self._alarm(
                 "ReceiverConfigurationErrors",
@@ -243,7 +279,7 @@ class Monitoring(Construct):
                 "configuration_error (e.g. a signing secret that is empty, or JSON but "
                 "not a list of strings). Sume retries up to 10 times; fix the secret or "
                 "setting named in the receiver's error log before they run out: "
-                + logs_tail("FunctionsReceiverLogs", '{ $.message = "receiver misconfigured" }')
+                + logs_tail(receiver_logs, '{ $.message = "receiver misconfigured" }')
                 + " (reason).",
             ),
             self._alarm(
@@ -252,7 +288,7 @@ class Monitoring(Construct):
                 1,
                 "DynamoDB, SQS, S3 or Secrets Manager failed during a delivery (answered 503; "
                 "Sume retries). "
-                + logs_tail("FunctionsReceiverLogs", '{ $.message = "storage unavailable" }'),
+                + logs_tail(receiver_logs, '{ $.message = "storage unavailable" }'),
             ),
             self._alarm(
                 "SignatureRejectionSpike",
@@ -267,9 +303,8 @@ class Monitoring(Construct):
                 app_metric(Metric.JOBS_LOST),
                 1,
                 "A registered job never reached a terminal state before its maximum "
-                "polling age and was marked lost. "
-                f"`{cli} list --state lost --scan --since 1d`, then `{cli} status JOB_ID` "
-                "(last_poll_error).",
+                f"polling age and was marked lost. `{cli} report` lists the lost jobs with "
+                "the command that shows why polling gave up (last_poll_error).",
             ),
             self._alarm(
                 "PollRecoveryShare",
@@ -281,7 +316,7 @@ class Monitoring(Construct):
                 "never came. Sume's delivery to this URL is disabled or failing (check the "
                 "webhook settings on Sume's side, and ApiServerErrors / "
                 "SignatureRejectionSpike here). Jobs still end, late by their poll delay. "
-                + logs_tail("FunctionsPollerLogs", "{ $.recovered IS TRUE }")
+                + logs_tail(poller_logs, "{ $.recovered IS TRUE }")
                 + f" (job_id); `{cli} status JOB_ID` of one shows deliveries 0."
                 + serving_note,
             ),
@@ -293,7 +328,8 @@ class Monitoring(Construct):
                 "minutes while registered jobs await their terminal event: Sume's "
                 "webhooks stopped (disabled on Sume's side, a changed URL or secret, or "
                 "the API unreachable). The poller recovers the jobs meanwhile. "
-                + logs_tail("WebhookApiAccessLogs", None)
+                # Back two windows: it fires one to two windows after the last delivery.
+                + logs_tail(api_logs, None, f"{2 * silence.delivery_silence_minutes}m")
                 + " shows whether requests still arrive (and what they were answered); "
                 "then check Sume's webhook settings.",
             ),
@@ -304,7 +340,7 @@ class Monitoring(Construct):
                 "The poller refused a job's status_url: its host is not on "
                 "status_allowed_hosts (the item's last_poll_error says refused_host). "
                 "Add Sume's API host to the list, or the job is lost at its cut-off. "
-                + logs_tail("FunctionsPollerLogs", '{ $.reason = "refused_host" }')
+                + logs_tail(poller_logs, '{ $.reason = "refused_host" }')
                 + f" (job_id), then `{cli} status JOB_ID` (status url).",
             ),
             self._alarm(
@@ -315,7 +351,7 @@ class Monitoring(Construct):
                 "another), so the answer was not recorded (the item's last_poll_error says "
                 "job_id_mismatch). The job was registered with another job's status URL: "
                 "find who registered it: "
-                + logs_tail("FunctionsPollerLogs", '{ $.reason = "job_id_mismatch" }')
+                + logs_tail(poller_logs, '{ $.reason = "job_id_mismatch" }')
                 + f" (job_id), then `{cli} status JOB_ID` (status_url, metadata).",
             ),
             self._alarm(
@@ -323,23 +359,20 @@ class Monitoring(Construct):
                 errors["Worker"],
                 1,
                 "The worker function raised (whole batch failed). "
-                + logs_tail("FunctionsWorkerLogs", '{ $.level = "ERROR" }'),
+                + logs_tail(worker_logs, '{ $.level = "ERROR" }'),
             ),
             self._alarm(
                 "ProcessingErrors",
                 app_metric(Metric.PROCESSING_ERRORS),
                 1,
-                "Follow-up work of a job could not be done and retrying cannot fix it "
-                "(state processing_error, announced on the bus). "
-                f"`{cli} list --state processing_error --scan --since 1d`, then "
-                f"`{cli} status JOB_ID`; fix the cause, then `{cli} replay JOB_ID`.",
+                processing_errors_text(cli),
             ),
             self._alarm(
                 "PollerErrors",
                 errors["Poller"],
                 1,
                 "The poller function raised; status polls and the sweep of owed work "
-                "are not running. " + logs_tail("FunctionsPollerLogs", '{ $.level = "ERROR" }'),
+                "are not running. " + logs_tail(poller_logs, '{ $.level = "ERROR" }'),
             ),
             self._alarm(
                 "PollerConfigurationErrors",
@@ -349,7 +382,7 @@ class Monitoring(Construct):
                 "secret). The run went on without it, so affected jobs are not being "
                 "polled: fix the configuration. "
                 + logs_tail(
-                    "FunctionsPollerLogs",
+                    poller_logs,
                     '{ $.message = "poller step hit a configuration error" }',
                 ),
             ),
@@ -405,6 +438,8 @@ class Monitoring(Construct):
             datapoints_to_alarm=periods if periods > 1 else None,
             comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=missing,
+            # The name a person reads on the pager: the stack (stage), then what.
+            alarm_name=f"{self._stack_name}-{construct_id}",
             alarm_description=f"{text} What to run: {RUNBOOK}, row {construct_id}.",
         )
         action = cw_actions.SnsAction(self.topic)

@@ -132,6 +132,7 @@ class FailoverEndpoint(Construct):
                 evaluation_periods=1,
                 comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
                 treat_missing_data=cw.TreatMissingData.BREACHING,
+                alarm_name=f"{Stack.of(self).stack_name}-FailoverUnhealthy",
                 alarm_description=(
                     f"Route 53 finds {region} unable to take a delivery (GET /health fails): "
                     f"deliveries to {plan.domain_name} go to {plan.other(region)} meanwhile."

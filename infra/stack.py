@@ -105,7 +105,6 @@ class SumeWebhooksStack(Stack):
             bus_name=f"{name}-jobs",
             archive_days=config.announcements_archive_days,
         )
-        bus = announcements.bus
         secrets = SumeSecrets(self, "Secrets", is_dev=config.is_dev)
 
         factory = FunctionFactory(
@@ -130,7 +129,7 @@ class SumeWebhooksStack(Stack):
             "Worker",
             payloads=buckets.payloads,
             artifacts=buckets.artifacts,
-            bus=bus,
+            bus=announcements.bus,
             retention_days=config.retention_days,
             artifact_allowed_hosts=config.artifact_allowed_hosts,
             batch_size=config.worker_batch_size,
@@ -141,7 +140,7 @@ class SumeWebhooksStack(Stack):
             factory,
             "Poller",
             payloads=buckets.payloads,
-            bus=bus,
+            bus=announcements.bus,
             api_token=secrets.api_token,
             status_allowed_hosts=config.status_allowed_hosts,
             due_index_migration=config.due_index_migration,
@@ -217,6 +216,7 @@ class SumeWebhooksStack(Stack):
                 dlq=queues.dlq,
                 schedule=schedule.rule,
                 shards_queue=schedule.shards_queue,
+                access_logs=api.access_logs,
             ),
             dashboard_name=name,
             stage=config.stage,
@@ -230,7 +230,7 @@ class SumeWebhooksStack(Stack):
         registrations = JobRegistrations(
             self,
             "Registrations",
-            bus=bus,
+            bus=announcements.bus,
             policy_name=f"{name}-register-jobs",
             is_dev=config.is_dev,
         )
@@ -273,7 +273,7 @@ class SumeWebhooksStack(Stack):
             spec.OUTPUTS["dlq_url"]: (queues.dlq.queue_url, "Jobs dead-letter queue"),
             spec.OUTPUTS["artifacts_bucket"]: (buckets.artifacts.bucket_name, "Artifacts"),
             spec.OUTPUTS["payloads_bucket"]: (buckets.payloads.bucket_name, "Large events"),
-            spec.OUTPUTS["event_bus"]: (bus.event_bus_name, "Job announcements bus"),
+            spec.OUTPUTS["event_bus"]: (announcements.bus.event_bus_name, "Job announcements bus"),
             spec.OUTPUTS["announcements_archive"]: (
                 announcements.archive.archive_name,
                 "Archive of the announcements, for replays to one rule",

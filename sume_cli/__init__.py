@@ -3,8 +3,8 @@
 It ships (the console script ``sume-webhooks``) and imports only the domain
 package and infra's plain modules (``infra.spec``, ``infra.capacity``), never the
 CDK or the dev tools. ``sume_cli.main`` parses arguments and maps ``OpsError``
-to a one-line message and an exit code; nothing here prints tracebacks or reads
-``sys.argv``.
+to a one-line message and an exit code (and reads ``sys.argv[0]``: how the
+operator started it, ``sume_cli.invocation``); nothing here prints tracebacks.
 """
 
 from __future__ import annotations

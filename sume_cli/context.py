@@ -31,6 +31,7 @@ from sume.polling.settings import PollerSettings, RegistrySettings
 from sume.store.compose import TableRef, build_jobs
 from sume.store.jobs import JobsTable
 from sume_cli import USAGE, OpsError
+from sume_cli.invocation import Invocation
 from sume_cli.stackinfo import LOCAL_PREFIX, Stack, discover_local, discover_stage
 
 # An operator waits on these calls; a few retries ride out throttling.
@@ -181,6 +182,7 @@ class Ops:
         prefix: str = LOCAL_PREFIX,
         shards: int | None = None,
         profile: str | None = None,
+        invocation: Invocation | None = None,
     ) -> None:
         self.stage = stage
         self.endpoint_url = checked_endpoint(endpoint_url) if endpoint_url else None
@@ -188,6 +190,16 @@ class Ops:
         self.prefix = prefix
         self._shards = shards
         self.profile = profile
+        self.invocation = invocation or Invocation()
+        """How the operator started the CLI: what each command it prints begins with."""
+
+    def argv(self, *words: str) -> list[str]:
+        """A command to print, as argv: ``Invocation.argv`` for this deployment."""
+        return self.invocation.argv(*words)
+
+    def line(self, *words: str) -> str:
+        """A command to print, as one line to paste."""
+        return self.invocation.line(*words)
 
     @functools.cached_property
     def session(self) -> Any:

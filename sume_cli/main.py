@@ -42,6 +42,7 @@ from sume_cli.commands.secrets import cmd_secrets_retire, cmd_secrets_rotate, cm
 from sume_cli.commands.send_test import cmd_send_test
 from sume_cli.commands.tail import add_tail_arguments, cmd_tail
 from sume_cli.context import LOCAL_ENDPOINT_HINT, Ops, not_an_aws_api
+from sume_cli.invocation import Invocation, deployment, program
 from sume_cli.listing import DEFAULT_STATE, STATES
 from sume_cli.output import JSON, TABLE, note
 from sume_cli.pause import WORKS
@@ -169,8 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
         "test deliveries, secrets.",
         epilog="Exit codes: 0 ok, 1 failed, 2 usage, 3 send-test not accepted by the endpoint "
         "or report --check found lost, processing_error, parked or overdue jobs, or paused "
-        "work, or a replay --since had a replay refused, or an announcements replay failed; "
-        "130 interrupted.",
+        "work, or a replay --since had a replay refused or matched no job, or an "
+        "announcements replay failed; 130 interrupted.",
     )
     _global_options(parser, None)
     parser.add_argument("--version", action="version", version=version())
@@ -318,6 +319,7 @@ def run(args: argparse.Namespace) -> int:
         prefix=args.prefix or LOCAL_PREFIX,
         shards=args.shards,
         profile=args.profile,
+        invocation=Invocation(program(sys.argv[0]), deployment(vars(args))),
     )
     command: Command = args.run
     try:

@@ -13,6 +13,7 @@ at once, announce each job once.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,20 +67,22 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(limit=0, overdue_after="0s")
 
 
-def summary(found: Owed, cli: str, args: argparse.Namespace) -> str:
-    """What was done, and what to run next."""
+def summary(found: Owed, line: Callable[..., str], args: argparse.Namespace) -> str:
+    """What was done, and what to run next (``line``: ``Ops.line``, a command to paste)."""
     read = f"read {found.entries_read} index entries and {len(found.jobs)} owed; no Scan"
     if not found.jobs:
         return f"no lost job since {args.since} is owed its announcement ({read})"
     if found.dry_run:
         return (
             f"{len(found.jobs)} lost job(s) never announced; announce them: "
-            f"`{cli} announce-owed --since {args.since}` ({read})"
+            f"`{line('announce-owed', '--since', args.since)}` ({read})"
         )
-    return (
-        f"queued {len(found.queued)} lost announcement(s) for the worker "
-        f"(`{cli} status JOB_ID` shows each one's sequence; {read})"
+    shown = (
+        f"; `{line('status', found.queued[0])}` shows the sequence each was given"
+        if found.queued
+        else ""
     )
+    return f"queued {len(found.queued)} lost announcement(s) for the worker{shown} ({read})"
 
 
 def announce_owed(

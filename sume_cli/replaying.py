@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -31,6 +32,7 @@ from sume.store.job import Job, JobAttr, State
 from sume.store.jobs import JobsTable
 from sume.store.operator import ReplayOnly
 from sume.store.queue import JobQueue
+from sume_cli.codes import cause, error_codes
 from sume_cli.report import Window, ended
 
 # Replays a second by default: the peak of live jobs the worker's default cap is
@@ -103,26 +105,6 @@ class Filters(ReplayOnly):
         }
 
 
-def error_codes(job: Job) -> list[tuple[str, str]]:
-    """The codes a job that ended in error carries: why it ended, and its last retried error.
-
-    A job that gave up (``too_many_attempts``) says what kept failing only in
-    ``last_error``; a processed job's ``last_error`` is a failure a retry fixed,
-    so it is not one of them.
-    """
-    if job.state != State.PROCESSING_ERROR:
-        return []
-    found = []
-    for where, problem in (
-        (JobAttr.PROCESSING_ERROR.value, job.processing_error),
-        (JobAttr.LAST_ERROR.value, job.last_error),
-    ):
-        code = problem.get("code") if isinstance(problem, dict) else None
-        if isinstance(code, str):
-            found.append((where, code))
-    return found
-
-
 @dataclass(frozen=True)
 class Match:
     job_id: str
@@ -146,6 +128,9 @@ class Plan:
     """Ended jobs in the window, matching or not."""
     entries_read: int
     items_read: int
+    held: dict[tuple[str, str | None], int] = field(default_factory=dict)
+    """The window's ended jobs by state and error code (``codes.cause``), matching or not:
+    what a filter that matches nothing could have asked for."""
 
 
 def plan(jobs: JobsTable, window: Window, filters: Filters, run: str, shards: int) -> Plan:
@@ -157,19 +142,29 @@ def plan(jobs: JobsTable, window: Window, filters: Filters, run: str, shards: in
     found = jobs.get_many(sorted(set(ids)), READ)
     matched: list[Match] = []
     done: list[Match] = []
+    held: Counter[tuple[str, str | None]] = Counter()
     in_window = 0
     for job in found:
         at = job.window_at()
         if at is None or not window.holds(at):
             continue
         in_window += 1
-        why = filters.why(job)
-        if why is None:
-            continue
-        match = Match(job.job_id, str(job.state), why, at)
-        (done if run in (job.replay_runs or ()) else matched).append(match)
+        held[(str(job.state), cause(job))] += 1
+        # This run's replay, whether or not its job still matches (it ended right since).
+        if run in (job.replay_runs or ()):
+            done.append(Match(job.job_id, str(job.state), ["replayed by this run"], at))
+        elif (why := filters.why(job)) is not None:
+            matched.append(Match(job.job_id, str(job.state), why, at))
     return Plan(
-        run, window, filters, _ordered(matched), _ordered(done), in_window, entries, len(found)
+        run,
+        window,
+        filters,
+        _ordered(matched),
+        _ordered(done),
+        in_window,
+        entries,
+        len(found),
+        dict(sorted(held.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or ""))),
     )
 
 

@@ -22,6 +22,7 @@ from sume.core.names import REPORT_INDEX, REPORT_SHARDS, report_buckets
 from sume.store.job import Job, JobAttr, Source, State
 from sume.store.jobs import JobsTable
 from sume.store.table import expression_values
+from sume_cli.codes import cause
 
 # What the report reads of each job: never the stored body.
 READ = (
@@ -36,20 +37,18 @@ READ = (
     JobAttr.PARKED_AT,
     JobAttr.REPORT_BUCKET,
 )
+# ... and of an ended job's item, what its error codes are (``codes.cause``): the
+# due-work index, whose jobs are not ended, does not project them.
+ITEM_READ = (*READ, JobAttr.PROCESSING_ERROR, JobAttr.LAST_ERROR)
 # The longest window: the table keeps jobs RETENTION_DAYS (35 by default, at most
 # a year is sensible), and each day costs one Query per shard.
 MAX_WINDOW_DAYS = 366
 PENDING = (State.AWAITING, State.RECEIVED, State.PROCESSING)
 # Sume's outcomes, in its order; a processed item holding another is counted under it.
 OUTCOMES = tuple(TERMINAL_EVENTS.values())
-# What to run next about each kind of job that did not end right (``{cli}``: the
-# CLI with its deployment option), in the order ``--check`` names them.
-NEXT = {
-    "lost": "`{cli} status JOB_ID`: why polling gave up (last poll error)",
-    "processing_error": "`{cli} status JOB_ID`: why; fix the cause, then `{cli} replay JOB_ID`",
-    "parked": "`{cli} dlq peek`: why; fix the cause, then `{cli} dlq redrive`",
-    "overdue": "`{cli} status JOB_ID`: due, and the poller has not acted (its log says why)",
-}
+# The kinds of job that did not end right, in the order ``--check`` names them
+# (``sume_cli.commands.report`` says what to run about each).
+KINDS = ("lost", "processing_error", "parked", "overdue")
 
 
 @dataclass(frozen=True)
@@ -147,6 +146,8 @@ class Listed:
 
     job_ids: list[str]
     count: int
+    oldest: int | None = None
+    """When the oldest of them entered the window (``Job.window_at``)."""
 
     @property
     def more(self) -> int:
@@ -154,6 +155,16 @@ class Listed:
 
     def as_dict(self) -> dict[str, Any]:
         return {"count": self.count, "job_ids": self.job_ids, "more": self.more}
+
+
+@dataclass(frozen=True)
+class Group:
+    """Problem jobs of one kind (``KINDS``) and, for processing errors, one error code."""
+
+    kind: str
+    error_code: str | None
+    """``codes.cause``: what ``replay --error-code`` selects them by."""
+    listed: Listed
 
 
 @dataclass(frozen=True)
@@ -177,10 +188,23 @@ class Report:
     """Index entries DynamoDB read (Query's ScannedCount)."""
     items_read: int
     """Items read by BatchGetItem."""
+    errors: dict[str | None, Listed]
+    """The processing errors by error code (``codes.cause``), most first."""
+
+    @property
+    def groups(self) -> list[Group]:
+        """The jobs not ended right by kind, processing errors by error code too."""
+        found = []
+        for kind, listed in self.problems.items():
+            if kind == "processing_error":
+                found += [Group(kind, code, each) for code, each in self.errors.items()]
+            else:
+                found.append(Group(kind, None, listed))
+        return found
 
     @property
     def problems(self) -> dict[str, Listed]:
-        """What makes ``--check`` fail, by kind (``NEXT``): the jobs not ended right."""
+        """What makes ``--check`` fail, by kind (``KINDS``): the jobs not ended right."""
         kinds = {
             "lost": self.lost,
             "processing_error": self.processing_error,
@@ -192,7 +216,8 @@ class Report:
 
 def _listed(jobs: list[Job], limit: int) -> Listed:
     ordered = sorted(jobs, key=lambda job: (job.window_at() or 0, job.job_id))
-    return Listed([job.job_id for job in ordered[:limit]], len(ordered))
+    oldest = ordered[0].window_at() if ordered else None
+    return Listed([job.job_id for job in ordered[:limit]], len(ordered), oldest)
 
 
 def summarize(window: Window, jobs: list[Job], limit: int, entries: int, items: int) -> Report:
@@ -203,6 +228,11 @@ def summarize(window: Window, jobs: list[Job], limit: int, entries: int, items: 
         job for job in open_jobs if job.due_at is not None and job.due_at < window.overdue_before
     ]
     outcomes = Counter(str(job.outcome) for job in jobs if job.state == State.PROCESSED)
+    errors: dict[str | None, list[Job]] = {}
+    for job in jobs:
+        if job.state == State.PROCESSING_ERROR:
+            errors.setdefault(cause(job), []).append(job)
+    by_count = sorted(errors.items(), key=lambda kv: (-len(kv[1]), kv[0] or ""))
     return Report(
         window=window,
         jobs=len(jobs),
@@ -218,6 +248,7 @@ def summarize(window: Window, jobs: list[Job], limit: int, entries: int, items: 
         overdue=_listed(overdue, limit),
         entries_read=entries,
         items_read=items,
+        errors={code: _listed(each, limit) for code, each in by_count},
     )
 
 
@@ -228,7 +259,7 @@ def report(jobs: JobsTable, window: Window, limit: int, shards: int) -> Report:
     found = {job.job_id: job for job in pending}
     ids, ended_read = ended(jobs, window, shards)
     # The item as read now supersedes the due-work index's copy (it ended meanwhile).
-    fresh = jobs.get_many(sorted(set(ids)), READ)
+    fresh = jobs.get_many(sorted(set(ids)), ITEM_READ)
     found.update((job.job_id, job) for job in fresh)
     kept = [
         job for job in found.values() if (at := job.window_at()) is not None and window.holds(at)

@@ -86,13 +86,13 @@ def usage(cloudwatch: Any, secrets: list[str], start: datetime, end: datetime) -
     return result
 
 
-def metric_hint(position: int, stage_option: str) -> str:
+def metric_hint(position: int, status_command: str) -> str:
     """How to see, before retiring, whether Sume still signs with ``position``."""
     return (
         f"Before retiring position {position}, its metric {Metric.signature_secret(position)} "
         f"(namespace {METRICS_NAMESPACE}, dimension service={SERVICE_NAME}) must stay at 0 "
         f"for a while after Sume switched secrets:\n"
-        f"  sume-webhooks {stage_option} secrets status --hours 24\n"
+        f"  {status_command}\n"
         f"  aws cloudwatch get-metric-statistics --namespace {METRICS_NAMESPACE} "
         f"--metric-name {Metric.signature_secret(position)} "
         f"--dimensions Name=service,Value={SERVICE_NAME} --statistics Sum --period 3600 "

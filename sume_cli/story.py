@@ -12,6 +12,7 @@ from typing import Any
 
 from sume.store.job import Job, JobAttr, State
 from sume_cli.dlq import spent_attempts
+from sume_cli.invocation import Invocation
 from sume_cli.times import iso
 
 # Item attributes holding epoch seconds, shown as ISO 8601 UTC everywhere; any
@@ -31,16 +32,14 @@ MEANING: dict[str, str] = {
     State.RECEIVED: "terminal event stored; follow-up work owed",
     State.PROCESSING: "a worker holds the job under a lease",
     State.PROCESSED: "follow-up work done",
-    State.PROCESSING_ERROR: (
-        "follow-up work ended in error: fix the cause, then `sume-webhooks replay JOB_ID`"
-    ),
+    State.PROCESSING_ERROR: "follow-up work ended in error: fix the cause, then `{replay}`",
     State.LOST: "status polling gave up before a terminal event arrived",
 }
 
 
 PARKED = (
     "parked: the worker could not bring it to an end and its message is in the DLQ; "
-    "fix the cause, then `sume-webhooks dlq redrive`"
+    "fix the cause, then `{redrive}`"
 )
 
 
@@ -162,18 +161,32 @@ def _runs(job: Job) -> str:
     return f"  runs {', '.join(job.replay_runs)}" if job.replay_runs else ""
 
 
-def render(job: Job) -> str:
+def _meaning(job: Job, cli: Invocation | None) -> str:
+    """What the job's state means, its commands (``{replay}``, ``{redrive}``) filled in."""
+    commands = {
+        "replay": (cli or Invocation()).line("replay", job.job_id),
+        "redrive": (cli or Invocation()).line("dlq", "redrive"),
+    }
+    if job.parked_at is not None:
+        return PARKED.format(**commands)
+    if (ended := lease_ended(job, time.time())) is not None:
+        return ended
+    return MEANING.get(job.state or "?", "unknown state").format(**commands)
+
+
+def render(job: Job, cli: Invocation | None = None) -> str:
     """The job as labelled lines, most telling first; absent attributes are skipped.
+
+    ``cli``: how the commands it names start (``Ops.invocation``).
 
     Attributes this view does not know yet (``Job.other``) are listed last,
     under their own names, so the story is never silently incomplete. The
     claim id is an internal token: only whether there is a claim is shown.
     """
     state = job.state or "?"
-    meaning = PARKED if job.parked_at is not None else lease_ended(job, time.time())
     lines: list[tuple[str, str]] = [
         ("job", job.job_id),
-        ("state", f"{state} ({meaning or MEANING.get(state, 'unknown state')})"),
+        ("state", f"{state} ({_meaning(job, cli)})"),
     ]
 
     def add(label: str, value: Any) -> None:

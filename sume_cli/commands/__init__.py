@@ -9,14 +9,9 @@ import argparse
 from collections.abc import Callable
 
 from sume_cli.context import Ops
+from sume_cli.invocation import PROG
 
-PROG = "sume-webhooks"
+__all__ = ["MAX_LISTED_JOBS", "PROG", "Command"]
 # Job ids a hint names before it says "and N more".
 MAX_LISTED_JOBS = 10
 Command = Callable[[Ops, argparse.Namespace], int]
-
-
-def deployment_option(ops: Ops) -> str:
-    if ops.endpoint_url:
-        return f"--endpoint-url {ops.endpoint_url}"
-    return f"--stage {ops.stage}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from sume_cli import OK, OpsError, dlq
-from sume_cli.commands import MAX_LISTED_JOBS, PROG, deployment_option
+from sume_cli.commands import MAX_LISTED_JOBS
 from sume_cli.context import Ops
 from sume_cli.output import as_json_output, dump, note, out, table
 
@@ -47,13 +47,12 @@ def cmd_dlq_peek(ops: Ops, args: argparse.Namespace) -> int:
 
 def _redriven_jobs(ops: Ops, letters: list[dlq.DeadLetter]) -> list[str]:
     """What to do after a jobs DLQ redrive, each said once."""
-    where = f"{PROG} {deployment_option(ops)}"
     finished = [letter.job_id for letter in letters if letter.finished]
     steps = []
     if len(finished) < len(letters):
         steps.append(
-            f"The worker takes the jobs again; `{where} list --state owed` shows those not "
-            f"done yet, `{where} dlq peek` any that failed again."
+            f"The worker takes the jobs again; `{ops.line('list', '--state', 'owed')}` shows "
+            f"those not done yet, `{ops.line('dlq', 'peek')}` any that failed again."
         )
     if finished:
         shown = ", ".join(finished[:MAX_LISTED_JOBS])
@@ -64,7 +63,8 @@ def _redriven_jobs(ops: Ops, letters: list[dlq.DeadLetter]) -> list[str]:
         )
         steps.append(
             f"{len(finished)} of them are finished (processed or processing_error) and the "
-            f"worker leaves them alone: {shown}{more}. `{where} replay JOB_ID` redoes one's work."
+            f"worker leaves them alone: {shown}{more}. `{ops.line('replay', finished[0])}` redoes "
+            "one's work."
         )
     return steps
 
@@ -78,7 +78,7 @@ def cmd_dlq_redrive(ops: Ops, args: argparse.Namespace) -> int:
         header, target = dlq.REGISTRATION_HEADER, "registrations queue"
         steps = [
             f"The poller registers them from the registrations queue; any refused again comes "
-            f"back with its reason: `{PROG} {deployment_option(ops)} dlq peek --registrations`."
+            f"back with its reason: `{ops.line('dlq', 'peek', '--registrations')}`."
         ]
     else:
         names = ops.stack.names

@@ -20,7 +20,7 @@ def cmd_status(ops: Ops, args: argparse.Namespace) -> int:
     if as_json_output(args):
         dump(as_json(job))
     else:
-        out(render(job))
+        out(render(job, ops.invocation))
     # On stderr: the item's story stays as it is, to people and to scripts.
     paused(ops).show()
     return OK

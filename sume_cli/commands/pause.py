@@ -12,8 +12,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from sume_cli import CHECK_FAILED, OK, USAGE, OpsError, jobs, pause
-from sume_cli.commands import PROG, deployment_option
 from sume_cli.context import Ops
+from sume_cli.invocation import shell
 from sume_cli.output import as_json_output, dump, note, out
 from sume_cli.stackinfo import DiscoveryError
 from sume_cli.times import iso
@@ -24,8 +24,8 @@ def _for(seconds: int) -> str:
     return f"{hours}h {rest // 60:02d}m" if hours else f"{rest // 60}m"
 
 
-def _resume_hint(ops: Ops, work: str) -> str:
-    return f"{PROG} {deployment_option(ops)} resume {work}"
+def _resume(ops: Ops, work: str) -> list[str]:
+    return ops.argv("resume", work)
 
 
 def describe(ops: Ops, state: pause.WorkState, now: int) -> str:
@@ -39,7 +39,7 @@ def describe(ops: Ops, state: pause.WorkState, now: int) -> str:
         since = f"{iso(record.since)} ({_for(now - record.since)})" if record.since else "?"
         told = f"since {since} by {record.by or 'unknown'}: "
         told += record.reason
-    return f"{state.work} {what} {told}; resume: {_resume_hint(ops, state.work)}"
+    return f"{state.work} {what} {told}; resume: {shell(_resume(ops, state.work))}"
 
 
 def _state_json(state: pause.WorkState) -> dict[str, Any]:
@@ -60,8 +60,8 @@ class Paused:
 
     lines: list[str]
     states: list[dict[str, Any]]
-    next: dict[str, str]
-    """Each paused work's command that resumes it."""
+    next: dict[str, list[str]]
+    """Each paused work's command that resumes it (argv)."""
     unknown: str | None = None
     """Why the switches could not be read (a stack without them, or no permission)."""
 
@@ -83,7 +83,7 @@ def paused(ops: Ops) -> Paused:
     return Paused(
         [describe(ops, s, now) for s in off],
         [_state_json(s) for s in off],
-        {s.work: _resume_hint(ops, s.work) for s in off},
+        {s.work: _resume(ops, s.work) for s in off},
     )
 
 
@@ -166,7 +166,9 @@ def cmd_pause(ops: Ops, args: argparse.Namespace) -> int:
         ops, args, lambda there: _pause_here(there, args.work, reason, now), "paused"
     )
     if as_json_output(args):
-        dump({**_state_json(state), "changed": changed, "other_regions": others})
+        # While paused: the argv that resumes it, as the line says.
+        resume = _resume(ops, state.work) if state.paused else None
+        dump({**_state_json(state), "changed": changed, "other_regions": others, "resume": resume})
     return code
 
 
@@ -216,5 +218,5 @@ def cmd_resume(ops: Ops, args: argparse.Namespace) -> int:
         ops, args, lambda there: _resume_here(there, args.work, now, count=False), "resumed"
     )
     if as_json_output(args):
-        dump({**_state_json(state), "changed": changed, "other_regions": others})
+        dump({**_state_json(state), "changed": changed, "other_regions": others, "resume": None})
     return code

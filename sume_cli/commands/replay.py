@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 import time
 from typing import Any
@@ -11,9 +10,9 @@ from typing import Any
 from sume.contract.envelope import TERMINAL_EVENTS
 from sume.store.queue import JobQueue
 from sume_cli import CHECK_FAILED, OK, USAGE, OpsError, jobs
-from sume_cli.commands import PROG, deployment_option
 from sume_cli.commands.jobs import cmd_replay
 from sume_cli.context import Ops
+from sume_cli.invocation import shell
 from sume_cli.output import as_json_output, dump, note, out, table
 from sume_cli.replaying import (
     DEFAULT_RATE,
@@ -122,27 +121,49 @@ def _rate(args: argparse.Namespace) -> float:
     return rate
 
 
-def _again(ops: Ops, found: Plan, reason: str) -> str:
-    """The command that runs this replay again on the same window, to the second."""
-    words = [
-        PROG,
-        *deployment_option(ops).split(" ", 1),
-        "replay",
-        "--since",
-        str(iso(found.window.since)),
-        "--until",
-        str(iso(found.window.until)),
-    ]
-    f = found.filters
+def filter_words(filters: Filters) -> list[str]:
+    """The options that give ``filters`` again."""
+    words = []
     for flag, values in (
-        ("--state", f.states),
-        ("--outcome", f.outcomes),
-        ("--error-code", f.error_codes),
-        ("--event", f.events),
+        ("--state", filters.states),
+        ("--outcome", filters.outcomes),
+        ("--error-code", filters.error_codes),
+        ("--event", filters.events),
     ):
         for value in values:
             words += [flag, value]
-    return shlex.join([*words, "--reason", reason])
+    return words
+
+
+def window_replay(
+    ops: Ops, since: int, until: int | None, filters: Filters, reason: str, dry_run: bool
+) -> list[str]:
+    """The command that replays ``filters``' jobs of a window (to now without ``until``)."""
+    window = ["--since", str(iso(since))]
+    if until is not None:
+        window += ["--until", str(iso(until))]
+    last = ["--dry-run"] if dry_run else []
+    return ops.argv("replay", *window, *filter_words(filters), "--reason", reason, *last)
+
+
+def _again(ops: Ops, found: Plan, reason: str) -> list[str]:
+    """The command that runs this replay again on the same window, to the second."""
+    return window_replay(ops, found.window.since, found.window.until, found.filters, reason, False)
+
+
+def _held(ops: Ops, found: Plan, reason: str) -> list[dict[str, Any]]:
+    """What the window holds, by state and error code, each error group with the dry run
+    that selects it."""
+    held = []
+    for (state, code), count in found.held.items():
+        command = None
+        if code is not None:
+            group = Filters((state,), error_codes=(code,))
+            command = window_replay(
+                ops, found.window.since, found.window.until, group, reason, True
+            )
+        held.append({"state": state, "error_code": code, "count": count, "command": command})
+    return held
 
 
 def _as_dict(found: Plan, reason: str, dry_run: bool) -> dict[str, Any]:
@@ -204,6 +225,8 @@ def cmd_replay_window(ops: Ops, args: argparse.Namespace) -> int:
     if len(filters.error_codes) > MAX_ERROR_CODES:
         raise OpsError(f"--error-code: at most {MAX_ERROR_CODES} codes", USAGE)
     found = plan(ops.jobs, window, filters, run_id(reason), ops.read_shards)
+    if not (found.matched or found.done):
+        return _nothing_matched(ops, found, reason, args)
     again = _again(ops, found, reason)
     if args.dry_run:
         return _dry_run(found, reason, again, args)
@@ -215,10 +238,10 @@ def cmd_replay_window(ops: Ops, args: argparse.Namespace) -> int:
             ops.jobs, queue, found, reason, Pace(rate), progress, sweep_after, _on_each(rate)
         )
     except BaseException:
-        _summary(found, reason, progress, args, complete=False)
+        _summary(found, reason, progress, args, complete=False, again=again)
         note(
             f"stopped after {progress.handled} of {progress.total}{_unsent(progress)}: "
-            f"to continue, run {again}"
+            f"to continue, run {shell(again)}"
         )
         raise
     return _summary(found, reason, progress, args, complete=True)
@@ -235,7 +258,38 @@ def _unsent(progress: Progress) -> str:
     return f" ({owed})"
 
 
-def _dry_run(found: Plan, reason: str, again: str, args: argparse.Namespace) -> int:
+def _nothing_matched(ops: Ops, found: Plan, reason: str, args: argparse.Namespace) -> int:
+    """No job to replay: say what the window does hold, and print no command to replay it."""
+    held = _held(ops, found, reason)
+    if as_json_output(args):
+        dump({**_as_dict(found, reason, args.dry_run), "held": held, "command": None})
+    else:
+        asked = " ".join(filter_words(found.filters)) or "the default filters"
+        out(
+            f"no ended job that entered {iso(found.window.since)} .. {iso(found.window.until)} "
+            f"matches {asked}; nothing replayed"
+        )
+        if held:
+            out("the window holds:")
+            table(
+                [
+                    [
+                        h["state"],
+                        h["error_code"] or "-",
+                        str(h["count"]),
+                        shell(h["command"]) if h["command"] else "",
+                    ]
+                    for h in held
+                ],
+                ["STATE", "ERROR_CODE", "JOBS", "TO SEE THEM"],
+            )
+        else:
+            out("the window holds no ended job")
+    _cost(found)
+    return CHECK_FAILED
+
+
+def _dry_run(found: Plan, reason: str, again: list[str], args: argparse.Namespace) -> int:
     if as_json_output(args):
         dump({**_as_dict(found, reason, True), "command": again})
         return OK
@@ -250,7 +304,7 @@ def _dry_run(found: Plan, reason: str, again: str, args: argparse.Namespace) -> 
     )
     if found.done:
         out(f"already replayed by this run (skipped): {', '.join(m.job_id for m in found.done)}")
-    out(f"to replay them: {again}")
+    out(f"to replay them: {shell(again)}")
     _cost(found)
     return OK
 
@@ -263,8 +317,14 @@ def _cost(found: Plan) -> None:
 
 
 def _summary(
-    found: Plan, reason: str, progress: Progress, args: argparse.Namespace, complete: bool
+    found: Plan,
+    reason: str,
+    progress: Progress,
+    args: argparse.Namespace,
+    complete: bool,
+    again: list[str] | None = None,
 ) -> int:
+    """What the run did; ``again``: the command that continues a run stopped halfway."""
     skipped = [m.job_id for m in found.done] + progress.already
     if as_json_output(args):
         dump(
@@ -275,6 +335,7 @@ def _summary(
                 "refused": progress.refused,
                 "not_queued": list(progress.unsent),
                 "complete": complete,
+                "command": None if complete else again,
             }
         )
     else:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
+from typing import Any
 
 from sume.store.queue import JobQueue
 from sume_cli import CHECK_FAILED, OK, USAGE, OpsError, owed, report
-from sume_cli.commands import PROG, deployment_option
 from sume_cli.commands.pause import paused
+from sume_cli.commands.replay import window_replay
 from sume_cli.context import Ops
+from sume_cli.invocation import shell
 from sume_cli.output import as_json_output, dump, note, out, table
+from sume_cli.replaying import Filters
 from sume_cli.times import iso, parse_duration, parse_since
 
 
@@ -34,19 +38,78 @@ def _listed(listed: report.Listed, rest: str) -> str:
     return shown
 
 
+@dataclass(frozen=True)
+class Step:
+    """A command to run next, and why (``when``: only while that holds)."""
+
+    argv: list[str]
+    why: str
+    when: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"argv": self.argv, "why": self.why, "when": self.when}
+
+    def line(self) -> str:
+        return f"{self.when + ': ' if self.when else ''}{shell(self.argv)}  ({self.why})"
+
+
+def _steps(ops: Ops, group: report.Group, window: report.Window, worker_paused: bool) -> list[Step]:
+    """The commands that deal with a whole group of problem jobs, in order."""
+    first = group.listed.job_ids[0] if group.listed.job_ids else None
+    if group.kind == "processing_error":
+        code = group.error_code
+        # From the group's oldest job: the same command, and run, in every report that
+        # shows the group, whatever its window.
+        since = group.listed.oldest or window.since
+        reason = f"processing_error {code or ''} since {iso(since)}".replace("  ", " ")
+        filters = Filters((group.kind,), error_codes=(code,) if code else ())
+        steps = []
+        if not worker_paused:
+            steps.append(
+                Step(
+                    ops.argv("pause", "worker", "--reason", reason),
+                    "jobs stop ending in error; deliveries are still stored",
+                    "while the cause persists",
+                )
+            )
+        steps.append(
+            Step(
+                window_replay(ops, since, None, filters, reason, dry_run=True),
+                "once the cause is fixed: lists the jobs and prints the command that replays them",
+            )
+        )
+        return steps
+    if group.kind == "parked":
+        return [
+            Step(ops.argv("dlq", "peek"), "why each is parked"),
+            Step(
+                ops.argv("dlq", "redrive"), "once the cause is fixed: the worker takes them again"
+            ),
+        ]
+    why = {
+        "lost": "why polling gave up: its last poll error",
+        "overdue": "due, and the poller has not acted: its log says why",
+    }[group.kind]
+    return [Step(ops.argv("status", first), why)] if first else []
+
+
+def _name(group: report.Group) -> str:
+    return f"{group.kind} {group.error_code}" if group.error_code else group.kind
+
+
 def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
     window = _report_window(args, int(time.time()))
     found = report.report(ops.jobs, window, args.limit, ops.read_shards)
     problems = found.problems
     held = paused(ops)
+    worker_paused = any(state["work"] == "worker" for state in held.states)
+    groups = [(group, _steps(ops, group, window, worker_paused)) for group in found.groups]
+    resumes = [
+        Step(argv, f"{work} paused: once the cause is fixed, the backlog drains")
+        for work, argv in held.next.items()
+    ]
     most = max((listed.count for listed in problems.values()), default=0)
-    cli = f"{PROG} {deployment_option(ops)}"
-    rest = f"raise --limit: {cli} report --since {args.since} --limit {most}"
-    steps = {kind: report.NEXT[kind].format(cli=cli) for kind in problems}
-
-    def detail(kind: str, listed: report.Listed) -> str:
-        shown = _listed(listed, rest)
-        return f"{shown}; next: {steps[kind]}" if kind in steps else shown
+    rest = f"raise --limit: {ops.line('report', '--since', args.since, '--limit', str(most))}"
 
     if as_json_output(args):
         dump(
@@ -73,7 +136,17 @@ def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
                 "items_read": found.items_read,
                 "problems": [f"{kind} {listed.count}" for kind, listed in problems.items()]
                 + [f"paused {state['work']}" for state in held.states],
-                "next": steps,
+                "groups": [
+                    {
+                        "state": group.kind,
+                        "error_code": group.error_code,
+                        **group.listed.as_dict(),
+                        "next": [step.as_dict() for step in steps],
+                    }
+                    for group, steps in groups
+                ],
+                "next": [step.as_dict() for _, steps in groups for step in steps]
+                + [step.as_dict() for step in resumes],
                 "paused": held.states,
             }
         )
@@ -94,34 +167,43 @@ def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
                 [
                     "processing_error",
                     str(found.processing_error.count),
-                    detail("processing_error", found.processing_error),
+                    ", ".join(f"{code or '-'} {each.count}" for code, each in found.errors.items()),
                 ],
-                ["lost", str(found.lost.count), detail("lost", found.lost)],
+                ["lost", str(found.lost.count), ""],
                 ["replayed", str(found.replayed), ""],
                 ["pending", str(sum(found.pending.values())), pending],
-                [
-                    "parked (pending, message in the jobs DLQ)",
-                    str(found.parked.count),
-                    detail("parked", found.parked),
-                ],
+                ["parked (pending, message in the jobs DLQ)", str(found.parked.count), ""],
                 [
                     f"overdue (due before {iso(window.overdue_before)})",
                     str(found.overdue.count),
-                    detail("overdue", found.overdue),
+                    "",
                 ],
             ],
             ["", "COUNT", "DETAIL"],
         )
+        if groups or resumes:
+            out()
+            out("to put right, by state and error code (the commands run as printed):")
+        for group, steps in groups:
+            out(f"{_name(group)}: {group.listed.count} job(s): {_listed(group.listed, rest)}")
+            for step in steps:
+                out(f"  next: {step.line()}")
+        for step in resumes:
+            out(f"  next: {step.line()}")
     note(f"read {found.entries_read} index entries and {found.items_read} item(s); no Scan")
     held.show()
-    if args.check and (problems or held.next):
-        failed = [
-            f"{kind} {listed.count} (next: {steps[kind]})" for kind, listed in problems.items()
-        ]
-        # Work paused and forgotten: nothing the window holds gets done.
-        failed += [f"{work} paused (next: {step})" for work, step in held.next.items()]
-        note(f"check failed: {', '.join(failed)}")
+    if not args.check:
+        return OK
+    failed = [f"{_name(group)} {group.listed.count}" for group, _ in groups]
+    # Work paused and forgotten: nothing the window holds gets done.
+    failed += [f"{work} paused" for work in held.next]
+    if failed:
+        note(f"check failed: {', '.join(failed)} (next: the commands above)")
         return CHECK_FAILED
+    note(
+        f"check passed: no job that entered {iso(window.since)} .. {iso(window.until)} is lost, "
+        "in processing_error, parked or overdue, and all work runs"
+    )
     return OK
 
 
@@ -134,5 +216,5 @@ def cmd_announce_owed(ops: Ops, args: argparse.Namespace) -> int:
         dump(found.as_dict())
     elif found.jobs:
         table(found.rows(), owed.HEADER)
-    note(owed.summary(found, f"{PROG} {deployment_option(ops)}", args))
+    note(owed.summary(found, ops.line, args))
     return OK

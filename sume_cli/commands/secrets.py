@@ -9,7 +9,6 @@ from typing import Any
 
 from sume.core.names import Metric
 from sume_cli import OK, OpsError, rotation
-from sume_cli.commands import PROG, deployment_option
 from sume_cli.context import Ops
 from sume_cli.output import as_json_output, dump, note, out, table
 
@@ -47,8 +46,8 @@ def cmd_secrets_rotate(ops: Ops, args: argparse.Namespace) -> int:
     positions = _positions(secrets, new.strip())
     next_steps = [
         "Give Sume the new secret; the receiver accepts both meanwhile.",
-        rotation.metric_hint(len(secrets) - 1, deployment_option(ops)),
-        f"Then: {PROG} {deployment_option(ops)} secrets retire",
+        rotation.metric_hint(len(secrets) - 1, ops.line("secrets", "status", "--hours", "24")),
+        f"Then: {ops.line('secrets', 'retire')}",
     ]
     if as_json_output(args):
         dump({"secret_arn": arn, "secrets": positions})

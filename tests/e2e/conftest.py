@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -36,8 +37,8 @@ def environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
 
 
-@pytest.fixture(scope="package")
-def stack() -> Iterator[DevStack]:
+@contextmanager
+def local_stack() -> Iterator[DevStack]:
     """The local stack on ephemeral loopback ports, as `make run` starts it."""
     before = environment()
     local = DevStack(
@@ -58,3 +59,10 @@ def stack() -> Iterator[DevStack]:
         local.stop()
     # The handlers read os.environ; the stack must leave it as it found it.
     assert environment() == before
+
+
+@pytest.fixture(scope="package")
+def stack() -> Iterator[DevStack]:
+    """The package's local stack, shared by its tests."""
+    with local_stack() as local:
+        yield local

@@ -7,9 +7,31 @@ import re
 from typing import Any
 
 from sume.core.names import METRICS_NAMESPACE, SERVICE_NAME, Metric
-from tests.infra.conftest import ROOT, Stage, ref_name
+from tests.infra.conftest import ROOT, Stage, base_name, ref_name
 
 PAUSED = ("WorkerPaused", "PollerPaused", "PollerRoundsPaused")
+# The longest name CloudFormation gives a log group of these stacks: the stack's name
+# (at most 128), the logical id, a 13-character suffix. An alarm's text must fit
+# CloudWatch's 1024 characters with every name it is given at deploy.
+LONGEST_LOG_GROUP = 128 + 1 + 40 + 13
+LOG_GROUPS = ("FunctionsReceiverLogs", "FunctionsWorkerLogs", "FunctionsPollerLogs")
+
+
+def described(props: dict[str, Any], name: Any = ref_name) -> str:
+    """An alarm's text, each name CloudFormation fills in at deploy given by ``name``
+    (by default its base logical id, ``AWS::Region`` for the region)."""
+    text = props["AlarmDescription"]
+    if isinstance(text, str):
+        return text
+    return "".join(part if isinstance(part, str) else name(part) for part in text["Fn::Join"][1])
+
+
+def longest(part: dict[str, Any]) -> str:
+    return "x" * (LONGEST_LOG_GROUP if part.get("Ref") != "AWS::Region" else len("ap-southeast-2"))
+
+
+def commands(text: str) -> list[str]:
+    return re.findall(r"`((?:sume-webhooks|aws) [^`]*)`", text)
 
 
 def test_alarms_cover_every_failure_and_notify_the_topic(dev: Stage, prod: Stage) -> None:
@@ -44,9 +66,10 @@ def test_alarms_cover_every_failure_and_notify_the_topic(dev: Stage, prod: Stage
     )
     assert ref_name(dlq["Dimensions"][0]["Value"]) == "JobsQueueDeadLetters"
     assert (dlq["Threshold"], dlq["ComparisonOperator"]) == (1, "GreaterThanOrEqualToThreshold")
-    # What its messages are, and the operator's commands for them.
-    for words in ("parked", "sume-webhooks --stage dev dlq peek", "--stage dev dlq redrive"):
-        assert words in dlq["AlarmDescription"]
+    # What its messages are, and the operator's commands for them, for its stage and region.
+    cli = "sume-webhooks --stage dev --region AWS::Region"
+    for words in ("parked", f"`{cli} report`", f"`{cli} dlq peek`", f"`{cli} dlq redrive`"):
+        assert words in described(dlq)
     api = alarms["ApiServerErrors"]
     assert (api["Namespace"], api["MetricName"]) == ("AWS/ApiGateway", "5xx")
     assert ref_name(api["Dimensions"][0]["Value"]) == "WebhookApi"
@@ -60,7 +83,9 @@ def test_alarms_cover_every_failure_and_notify_the_topic(dev: Stage, prod: Stage
         # Work left paused is seen by its silence (test_work_left_paused_pages).
         missing = "breaching" if name in PAUSED else "notBreaching"
         assert props["TreatMissingData"] == missing, name
-        assert props["AlarmDescription"]
+        # What the pager shows: the stack (stage), then what.
+        assert props["AlarmName"] == f"SumeWebhooks-dev-{name}"
+        assert described(props)
 
 
 def test_an_alarm_fires_on_a_spike_of_4xx_throttles_included(dev: Stage, prod: Stage) -> None:
@@ -207,11 +232,14 @@ def test_each_alarm_says_what_to_run(dev: Stage, prod: Stage) -> None:
     # The page an operator gets at 3 a.m. names the command, or the manual's row with it.
     rows = alarm_rows()
     for name, props in (dev.alarms() | prod.alarms()).items():
-        text = props["AlarmDescription"]
-        assert len(text) <= 1024, f"{name}: over CloudWatch's 1024 characters"
+        size = len(described(props, longest))
+        assert size <= 1024, f"{name}: {size}, over CloudWatch's 1024 characters"
+        text = described(props)
         assert text.endswith(f"What to run: {RUNBOOK}, row {name}."), name
         assert name in rows, name
-        assert re.search(r"`(sume-webhooks|aws) ", text), f"{name}: no command in {text!r}"
+        assert commands(text), f"{name}: no command in {text!r}"
+        # Nothing to fill in by hand: every name is CloudFormation's to give.
+        assert not re.search(r"<[^>]*>", text), text
     # The runbook's anchor is a heading of the page it names, the alarm table's.
     page, anchor = RUNBOOK.split("#")
     headings = re.findall(r"^#+ (.+)$", (ROOT / page).read_text(encoding="utf-8"), re.M)
@@ -240,10 +268,11 @@ def test_work_left_paused_pages_whoever_turned_it_off(dev: Stage, prod: Stage) -
             assert props["EvaluationPeriods"] == props["DatapointsToAlarm"] == minutes // 5
             assert props["TreatMissingData"] == "breaching"
             assert [ref_name(a) for a in props["OKActions"]] == ["MonitoringAlarmTopic"]
-            text = props["AlarmDescription"]
+            text = described(props)
             assert f"for {minutes} minutes" in text
-            assert f"`sume-webhooks --stage {stage_name} resume {work}`" in text
-            assert f"`sume-webhooks --stage {stage_name} report`" in text
+            cli = f"sume-webhooks --stage {stage_name} --region AWS::Region"
+            assert f"`{cli} resume {work}`" in text
+            assert f"`{cli} report`" in text
         # A mapping reads its queue without pause while enabled: the worker's the jobs
         # queue, the poller's rounds the shards queue (paused there by hand, its
         # schedule still ticking, only this alarm sees it).
@@ -272,3 +301,27 @@ def test_work_left_paused_pages_whoever_turned_it_off(dev: Stage, prod: Stage) -
         (rule,) = ticks["Metric"]["Dimensions"]
         assert rule["Name"] == "RuleName"
         assert ref_name(rule["Value"]) == "PollerScheduleRule"
+
+
+def test_the_log_commands_read_the_stack_s_own_log_groups(dev: Stage) -> None:
+    groups = {base_name(k) for k in dev.of_type("AWS::Logs::LogGroup")}
+    for name, props in dev.alarms().items():
+        for command in commands(described(props)):
+            if command.startswith("aws logs tail "):
+                group = command.split()[3]
+                assert group in groups, (name, group)
+                assert group in (*LOG_GROUPS, "WebhookApiAccessLogs"), (name, group)
+                assert "--region AWS::Region " in command, command
+
+
+def test_the_playbook_gives_each_alarm_s_commands_as_its_text_does(dev: Stage) -> None:
+    """The row of docs/playbook.md names the same commands, for any stage: the stage,
+    region and log groups as the page's variables and its log_group function."""
+    rows = alarm_rows()
+    for name, props in dev.alarms().items():
+        for command in commands(described(props)):
+            general = command.replace("--stage dev", "--stage $STAGE")
+            general = general.replace("AWS::Region", "$REGION")
+            for group in (*LOG_GROUPS, "WebhookApiAccessLogs"):
+                general = general.replace(f"tail {group} ", f'tail "$(log_group {group})" ')
+            assert f"`{general}`" in rows[name], (name, general)

@@ -754,8 +754,9 @@ def test_dlq_redrive_moves_the_jobs_and_says_once_what_next(cli, table, names, e
     assert code == 0
     assert err == ""
     assert "moved 5 message(s) back to the jobs queue" in out
-    assert out.count("replay JOB_ID") == 1
-    finished = next(line for line in out.splitlines() if "replay JOB_ID" in line)
+    # A command to paste: a job of them named, the deployment kept.
+    assert out.count(f"`sume-webhooks --endpoint-url {endpoint} replay job_done_1`") == 1
+    finished = next(line for line in out.splitlines() if "replay job_done_1" in line)
     assert finished.startswith("3 of them are finished")
     assert all(job_id in finished for job_id in ("job_done_1", "job_done_2", "job_done_3"))
     assert out.count("list --state owed") == 1

@@ -113,15 +113,17 @@ def test_resume_counts_what_waited_not_what_is_left_once_the_worker_reads(
 
 
 def test_pausing_the_poller_stops_its_schedule_and_its_round_not_its_intake(stack, capsys):
-    code, out, _ = cli(stack, capsys, "pause", "poller", "--reason", "Sume API down")
+    code, out, _ = cli(stack, capsys, "pause", "poller", "--reason", "Sume API down", "--json")
     assert code == 0, out
+    deployment = ["--endpoint-url", stack.endpoint_url, "--prefix", stack.prefix]
+    assert json.loads(out)["resume"] == ["sume-webhooks", *deployment, "resume", "poller"]
     assert (rule_state(stack), mapping_states(stack)["poll-shards"]) == ("DISABLED", "Disabled")
     assert mapping_states(stack)["registrations"] == "Enabled"
     assert mapping_states(stack)["jobs"] == "Enabled"
     code, out, _ = cli(stack, capsys, "resume", "poller", "--json")
     assert code == 0
     told = json.loads(out)
-    assert told["paused"] is False
+    assert (told["paused"], told["resume"]) == (False, None)
     assert [s["state"] for s in told["switches"]] == ["ENABLED", "Enabled"]
     assert (rule_state(stack), mapping_states(stack)["poll-shards"]) == ("ENABLED", "Enabled")
 
@@ -141,7 +143,8 @@ def test_status_and_report_say_what_is_paused_since_when_and_why(stack, capsys):
     code, out, err = cli(stack, capsys, *REPORT, "--check")
     assert code == 3
     assert "paused: worker paused since " in err
-    assert "check failed: worker paused (next: sume-webhooks --endpoint-url" in err
+    assert "check failed: worker paused (next: the commands above)" in err
+    assert f"  next: sume-webhooks --endpoint-url {stack.endpoint_url} " in out
     code, out, _ = cli(stack, capsys, *REPORT, "--output", "json")
     body = json.loads(out)
     assert body["problems"] == ["paused worker"]
@@ -272,6 +275,6 @@ def test_a_deployed_stage_is_paused_through_its_stack_outputs(
     assert record["reason"] == "Sume API down"
     code, _, err = run(*REPORT, "--check")
     assert code == 3
-    assert "poller paused (next: sume-webhooks --stage qa resume poller)" in err
+    assert "check failed: poller paused (next: the commands above)" in err
     assert run("resume", "poller")[0] == 0
     assert ssm.get_parameters(Names=["/SumeWebhooks-qa/paused/poller"])["Parameters"] == []

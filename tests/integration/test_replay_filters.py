@@ -9,6 +9,7 @@ fresh moto.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterator
 
 import boto3
@@ -16,11 +17,12 @@ import pytest
 
 from infra.spec import ResourceNames
 from sume.store.jobs import JobsTable
+from sume_cli.times import iso
 from tests.builders import SECRET
 from tests.integration import test_report as reported
 from tests.integration.conftest import served_resources
 from tests.integration.test_replay_window import OUTAGE, REASON, an_outage
-from tests.integration.test_report import reset
+from tests.integration.test_report import NOW, reset
 
 cli = reported.cli
 
@@ -59,7 +61,7 @@ def outage(endpoint: str, names: ResourceNames) -> JobsTable:
         ),
         (("--error-code", "http_503", "--outcome", "canceled"), []),
         (
-            ("--until", "50m"),
+            ("--until", str(iso(NOW - 50 * 60))),
             [
                 "job_out_a",
                 "job_out_b",
@@ -70,12 +72,53 @@ def outage(endpoint: str, names: ResourceNames) -> JobsTable:
                 "job_fixed_by_retry",
             ],
         ),
-        (("--until", "70m"), []),
+        (("--until", str(iso(NOW - 70 * 60))), []),
     ],
 )
 def test_each_filter_narrows_the_window(cli, outage, filters, expected):
     code, out, err = cli(
         "replay", "--since", "3h", *filters, "--reason", REASON, "--dry-run", "--output", "json"
     )
+    # A filter that matches nothing fails, with no command to replay (what the window
+    # holds instead: test_a_filter_matching_nothing_names_what_the_window_holds).
+    assert code == (0 if expected else 3), err
+    plan = json.loads(out)
+    assert [job["job_id"] for job in plan["jobs"]] == expected
+    assert (plan["command"] is None) == (not expected)
+
+
+def test_a_filter_matching_nothing_names_what_the_window_holds(cli, outage, endpoint):
+    # The outage's jobs gave up on http_503; the operator asked for connection_refused.
+    asked = ("replay", "--since", "3h", "--state", "processing_error")
+    code, out, err = cli(*asked, "--error-code", "connection_refused", "--reason", REASON)
+    assert code == 3, err
+    assert "to replay them" not in out and "nothing replayed" in out
+    assert "matches --state processing_error --error-code connection_refused" in out
+    lines = out.splitlines()
+    held = {tuple(line.split()[:3]): line for line in lines[lines.index("the window holds:") + 2 :]}
+    assert set(held) == {
+        ("processing_error", "http_503", str(len(OUTAGE))),
+        ("processing_error", "http_404", "1"),
+        ("processed", "-", "2"),
+        ("lost", "-", "1"),
+    }
+    # Each code's group, as a dry run that runs as pasted: it names exactly those jobs.
+    group = held[("processing_error", "http_503", str(len(OUTAGE)))]
+    argv = shlex.split(group[group.index("sume-webhooks") :])
+    assert argv[:3] == ["sume-webhooks", "--endpoint-url", endpoint]
+    code, out, err = cli(*argv[3:], "--output", "json")
     assert code == 0, err
-    assert [job["job_id"] for job in json.loads(out)["jobs"]] == expected
+    assert sorted(job["job_id"] for job in json.loads(out)["jobs"]) == sorted(OUTAGE)
+
+    code, out, err = cli(
+        *asked, "--error-code", "connection_refused", "--reason", REASON, "--output", "json"
+    )
+    assert code == 3, err
+    plan = json.loads(out)
+    assert (plan["matched"], plan["command"]) == (0, None)
+    assert {(h["state"], h["error_code"]): h["count"] for h in plan["held"]} == {
+        ("processing_error", "http_503"): len(OUTAGE),
+        ("processing_error", "http_404"): 1,
+        ("processed", None): 2,
+        ("lost", None): 1,
+    }

@@ -22,7 +22,9 @@ from sume_cli import replaying
 from sume_cli.context import local_sweep_after
 from sume_cli.replaying import run_id
 from sume_cli.times import iso
+from tests.builders import SECRET
 from tests.integration import test_report as reported
+from tests.integration.conftest import served_resources
 from tests.integration.test_report import HOUR, NOW, finish, lose, record, register
 
 # The report's moto world: a fresh local stack's resources, and the CLI over it.
@@ -215,6 +217,7 @@ def test_an_interrupted_run_continues_where_it_stopped(cli, outage, endpoint, mo
     hint = next(line for line in err.splitlines() if line.startswith("stopped after 2 of 4"))
     again = shlex.split(hint.partition("to continue, run ")[2])
     assert again[:3] == ["sume-webhooks", "--endpoint-url", endpoint]
+    assert partial["command"] == again
     assert again[again.index("--since") + 1].endswith("Z")
     assert queued(endpoint) == ["job_out_a", "job_out_b"]
 
@@ -316,3 +319,22 @@ def test_usage_errors_exit_2_before_any_call(cli, argv, message):
     assert code == 2
     assert message in err
     assert counter.calls == []
+
+
+def test_the_printed_command_replays_the_deployment_that_printed_it(cli, outage, endpoint):
+    # A second deployment on the same endpoint, with the same outage: only --prefix,
+    # which the printed command once dropped, tells the two apart.
+    names = served_resources(endpoint, prefix="sume-other", signing_secret=SECRET)
+    other = an_outage(JobsTable(boto3.client("dynamodb", endpoint_url=endpoint), names.table, 16))
+    chosen = ["--prefix", "sume-other", "--region", "us-east-1", "--shards", "16"]
+    code, out, err = cli(*chosen, "replay", *SELECT, "--reason", REASON, "--dry-run")
+    assert code == 0, err
+    line = next(line for line in out.splitlines() if line.startswith("to replay them: "))
+    argv = shlex.split(line.partition(": ")[2])
+    assert argv[:9] == ["sume-webhooks", "--endpoint-url", endpoint, *chosen]
+    code, out, err = cli(*argv[3:], *FAST, "--output", "json")
+    assert code == 0, err
+    assert json.loads(out)["replayed"] == list(OUTAGE)
+    assert {getattr(other.get(job_id), "replays", None) for job_id in OUTAGE} == {1}
+    assert {getattr(outage.get(job_id), "replays", None) for job_id in OUTAGE} == {None}
+    assert queued(endpoint) == []

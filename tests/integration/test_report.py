@@ -25,6 +25,7 @@ from sume.core.names import due_shard
 from sume.store.job import Source, State
 from sume.store.jobs import JobsTable
 from sume_cli.main import main
+from sume_cli.times import iso
 from tests.builders import SECRET, job_body, raw_of
 from tests.integration.conftest import served_resources
 
@@ -188,14 +189,71 @@ def listed(job_ids: list[str], more: int = 0) -> dict[str, Any]:
     return {"count": len(job_ids) + more, "job_ids": job_ids, "more": more}
 
 
+def step(argv: list[str], why: str, when: str | None = None) -> dict[str, Any]:
+    return {"argv": argv, "why": why, "when": when}
+
+
 def test_every_count_and_job_id_of_a_day_with_known_endings(scenario, day_cli, moto_server):
-    cli, CLI = day_cli, f"sume-webhooks --endpoint-url {moto_server}"
+    cli, CLI = day_cli, ["sume-webhooks", "--endpoint-url", moto_server]
     with CallCounter().installed() as counter:
         code, out, err = cli("report", "--since", "24h", "--output", "json")
     assert code == 0, err
     report = json.loads(out)
+    # The group's replay starts at its oldest job: the same command in every report.
+    since = str(iso(EARLIER))
     for read in ("since", "until", "overdue_before", "index_entries_read", "items_read"):
         report.pop(read)
+    reason = f"processing_error artifact_not_found since {since}"
+    groups = [
+        {
+            **listed(["job_lost"]),
+            "state": "lost",
+            "error_code": None,
+            "next": [
+                step([*CLI, "status", "job_lost"], "why polling gave up: its last poll error")
+            ],
+        },
+        {
+            **listed(["job_error"]),
+            "state": "processing_error",
+            "error_code": "artifact_not_found",
+            "next": [
+                step(
+                    [*CLI, "pause", "worker", "--reason", reason],
+                    "jobs stop ending in error; deliveries are still stored",
+                    "while the cause persists",
+                ),
+                step(
+                    [
+                        *CLI,
+                        "replay",
+                        "--since",
+                        since,
+                        "--state",
+                        "processing_error",
+                        "--error-code",
+                        "artifact_not_found",
+                        "--reason",
+                        reason,
+                        "--dry-run",
+                    ],
+                    "once the cause is fixed: lists the jobs and prints the command that "
+                    "replays them",
+                ),
+            ],
+        },
+        {
+            **listed(["job_stuck_poll", "job_stuck_sweep"]),
+            "state": "overdue",
+            "error_code": None,
+            "next": [
+                step(
+                    [*CLI, "status", "job_stuck_poll"],
+                    "due, and the poller has not acted: its log says why",
+                )
+            ],
+        },
+    ]
     assert report == {
         "jobs": 13,
         "registered": 6,
@@ -210,13 +268,8 @@ def test_every_count_and_job_id_of_a_day_with_known_endings(scenario, day_cli, m
         "overdue": listed(["job_stuck_poll", "job_stuck_sweep"]),
         "paused": [],
         "problems": ["lost 1", "processing_error 1", "overdue 2"],
-        "next": {
-            "lost": f"`{CLI} status JOB_ID`: why polling gave up (last poll error)",
-            "processing_error": f"`{CLI} status JOB_ID`: why; fix the cause, "
-            f"then `{CLI} replay JOB_ID`",
-            "overdue": f"`{CLI} status JOB_ID`: due, and the poller has not acted "
-            "(its log says why)",
-        },
+        "groups": groups,
+        "next": [step for group in groups for step in group["next"]],
     }
     # Two indexes and the ended jobs' items; never the table's whole.
     assert "dynamodb.Scan" not in counter.calls
@@ -231,30 +284,34 @@ def test_the_table_lists_what_did_not_end_well_and_check_fails_on_it(
     code, out, err = cli("report", "--since", "24h", "--check", "--limit", "1")
     assert code == 3
     assert (
-        f"check failed: lost 1 (next: `{CLI} status JOB_ID`: why polling gave up (last poll "
-        f"error)), processing_error 1 (next: `{CLI} status JOB_ID`: why; fix the cause, then "
-        f"`{CLI} replay JOB_ID`), overdue 2 (next: `{CLI} status JOB_ID`: due, and the poller "
-        "has not acted (its log says why))"
+        "check failed: lost 1, processing_error artifact_not_found 1, overdue 2 "
+        "(next: the commands above)"
     ) in err
-    cells = [re.split(r"\s{2,}", line.strip()) for line in out.splitlines()[2:]]
+    lines = out.splitlines()
+    cells = [re.split(r"\s{2,}", line.strip()) for line in lines[2 : lines.index("")]]
     rows = {row[0].split(" (")[0]: row[1:] for row in cells}
     assert rows["jobs"] == ["13"]
     assert rows["registered"] == ["6"]
     assert rows["received by webhook"] == ["9"]
     assert rows["recovered by poll"] == ["1"]
     assert rows["processed"] == ["6", "completed 4, failed 1, canceled 1"]
-    assert rows["lost"] == [
-        "1",
-        f"job_lost; next: `{CLI} status JOB_ID`: why polling gave up (last poll error)",
-    ]
-    assert rows["processing_error"][1].startswith(f"job_error; next: `{CLI} status JOB_ID`")
+    assert rows["lost"] == ["1"]
+    assert rows["processing_error"] == ["1", "artifact_not_found 1"]
     assert rows["parked"] == ["0"]
     assert rows["replayed"] == ["1"]
     assert rows["pending"] == ["5", "awaiting 2, received 2, processing 1"]
-    count, detail = rows["overdue"]
-    assert count == "2"
-    assert detail.startswith("job_stuck_poll, and 1 more (raise --limit: sume-webhooks ")
-    assert " report --since 24h --limit 2); next: " in detail
+    assert rows["overdue"] == ["2"]
+    # Each group of problem jobs, and the commands that put it right, as pasted.
+    groups = "\n".join(lines[lines.index("") + 1 :])
+    assert f"lost: 1 job(s): job_lost\n  next: {CLI} status job_lost  (why polling" in groups
+    assert "processing_error artifact_not_found: 1 job(s): job_error\n" in groups
+    assert f"  next: while the cause persists: {CLI} pause worker --reason " in groups
+    assert f"  next: {CLI} replay --since " in groups
+    assert (
+        "overdue: 2 job(s): job_stuck_poll, and 1 more (raise --limit: sume-webhooks "
+        f"--endpoint-url {moto_server} report --since 24h --limit 2)\n"
+        f"  next: {CLI} status job_stuck_poll  (due, "
+    ) in groups
 
 
 def test_a_window_where_every_job_ended_well_passes_the_check(scenario, day_cli):
@@ -271,7 +328,8 @@ def test_a_window_where_every_job_ended_well_passes_the_check(scenario, day_cli)
         "processing": 1,
         "parked": 0,
     }
-    assert (report["problems"], report["next"]) == ([], {})
+    assert (report["problems"], report["groups"], report["next"]) == ([], [], [])
+    assert err.splitlines()[-1].startswith("check passed: no job that entered ")
     assert report["lost"] == report["processing_error"] == report["overdue"] == listed([])
     assert report["parked"] == listed([])
 
@@ -321,10 +379,11 @@ def test_a_parked_job_fails_the_check_by_name_until_its_redrive_ends_it(
     code, out, err = cli("report", "--check")
     assert code == 3
     cli_ = f"sume-webhooks --endpoint-url {endpoint}"
-    step = f"`{cli_} dlq peek`: why; fix the cause, then `{cli_} dlq redrive`"
-    assert f"check failed: parked 1 (next: {step})" in err
-    parked = next(line for line in out.splitlines() if line.startswith("parked"))
-    assert parked.split()[-1] == "redrive`" and f"job_parked; next: {step}" in parked
+    assert "check failed: parked 1 (next: the commands above)" in err
+    assert (
+        f"parked: 1 job(s): job_parked\n  next: {cli_} dlq peek  (why each is parked)\n"
+        f"  next: {cli_} dlq redrive  (once the cause is fixed: the worker takes them again)\n"
+    ) in out
     code, out, _ = cli("report", "--output", "json")
     report = json.loads(out)
     assert (report["parked"], report["problems"]) == (listed(["job_parked"]), ["parked 1"])

@@ -11,6 +11,7 @@ subscriber gets them: through a rule on the bus and an SQS target.
 from __future__ import annotations
 
 import json
+import re
 import time
 import types
 import urllib.request
@@ -210,7 +211,10 @@ def test_a_job_that_gave_up_is_put_right_by_one_replay_after_the_fix(stack, orig
     assert stack.sweep(time.time() + DAY) == 0
 
     code, out = stack.cli(capsys, "status", job_id)
-    assert "fix the cause, then `sume-webhooks replay JOB_ID`" in out
+    # The command as pasted: this job, this deployment.
+    assert re.search(
+        rf"fix the cause, then `sume-webhooks --endpoint-url \S+ .*replay {job_id}`", out
+    )
 
     origin.route("/v/thumb.jpg", body=b"jpeg", headers={"content-type": "image/jpeg"})
     code, out = stack.cli(capsys, "replay", job_id, "--reason", "origin fixed")
@@ -309,7 +313,9 @@ def test_eventbridge_failing_on_every_receive_parks_the_job_with_one_dlq_message
     stack.deliver(body)
     assert stack.depth(stack.names.queue_url) == 0
     code, out = stack.cli(capsys, "status", job_id)
-    assert "its message is in the DLQ; fix the cause, then `sume-webhooks dlq redrive`" in out
+    assert re.search(
+        r"in the DLQ; fix the cause, then `sume-webhooks --endpoint-url \S+ .*dlq redrive`", out
+    )
 
     eventbridge.down = False
     code, out = stack.cli(capsys, "dlq", "redrive")

@@ -15,6 +15,9 @@ from sume.store.job import Job
 MAX_CODE_BYTES = 64
 MAX_MESSAGE_BYTES = 1024
 MAX_URL_BYTES = 2048
+# The processing error of a job whose work kept failing until its attempts ran
+# out: what kept failing is its last error (``sume_cli.codes`` reads both).
+GAVE_UP = "too_many_attempts"
 _CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 

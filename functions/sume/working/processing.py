@@ -69,7 +69,7 @@ from sume.working.errors import (
     Parked,
     Problem,
 )
-from sume.working.failures import failure_details, give_back, last_error_code, noted
+from sume.working.failures import GAVE_UP, failure_details, give_back, last_error_code, noted
 from sume.working.policy import RetryPolicy
 from sume.working.progress import Progress, reusable_records
 from sume.working.results import Action, JobResult
@@ -324,7 +324,7 @@ class JobProcessor:
         already stored stay recorded and are announced.
         """
         problem = noted(
-            "too_many_attempts",
+            GAVE_UP,
             f"gave up after {self._retries.max_attempts} attempts; last error: {last_error}",
         )
         return self._close(job, claim_id, Ending.given_up(job), progress, problem, gave_up=True)
