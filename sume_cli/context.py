@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from botocore.exceptions import ClientError
 from infra import spec
 from sume.core.errors import ConfigurationError
 from sume.core.names import MAX_DUE_SHARDS, Env
+from sume.core.runtime import Clock
 from sume.core.settings import due_index, due_shards, integer
 from sume.net.policy import HTTPS_ONLY, UrlPolicy
 from sume.polling.compose import build_registry
@@ -166,6 +168,7 @@ class Ops:
         prefix: str = LOCAL_PREFIX,
         shards: int | None = None,
         profile: str | None = None,
+        clock: Clock = time.time,
     ) -> None:
         self.stage = stage
         self.endpoint_url = checked_endpoint(endpoint_url) if endpoint_url else None
@@ -173,6 +176,11 @@ class Ops:
         self.prefix = prefix
         self._shards = shards
         self.profile = profile
+        # What "now" is for the commands' windows and records (a test's own in the tests).
+        self.clock = clock
+
+    def now(self) -> int:
+        return int(self.clock())
 
     @functools.cached_property
     def session(self) -> Any:

@@ -4,7 +4,6 @@ and the lines ``status`` and ``report`` show while a work is paused."""
 from __future__ import annotations
 
 import argparse
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,7 +75,7 @@ def paused(ops: Ops) -> Paused:
     except (ClientError, OpsError) as exc:
         why = exc.response["Error"].get("Code") if isinstance(exc, ClientError) else exc
         return Paused([], [], {}, str(why))
-    now = int(time.time())
+    now = ops.now()
     off = [s for s in states if s.paused]
     return Paused(
         [describe(ops, s, now) for s in off],
@@ -96,7 +95,7 @@ def cmd_pause(ops: Ops, args: argparse.Namespace) -> int:
     reason = jobs.check_reason(args.reason)
     if reason is None:
         raise OpsError("--reason: say why (it is shown until the work resumes)", USAGE)
-    now = int(time.time())
+    now = ops.now()
     (state,) = pause.read(ops, (args.work,))
     if state.fully_paused and state.record:
         _show(args, state, [], f"already: {describe(ops, state, now)}; nothing changed")
@@ -115,7 +114,7 @@ def cmd_pause(ops: Ops, args: argparse.Namespace) -> int:
 
 
 def cmd_resume(ops: Ops, args: argparse.Namespace) -> int:
-    now = int(time.time())
+    now = ops.now()
     (state,) = pause.read(ops, (args.work,))
     if not state.paused and state.record is None:
         _show(args, state, [], f"{args.work} is not paused: nothing to resume")

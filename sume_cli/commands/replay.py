@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-import time
 from typing import Any
 
 from sume.contract.envelope import TERMINAL_EVENTS
@@ -189,7 +188,7 @@ def cmd_replay_window(ops: Ops, args: argparse.Namespace) -> int:
     reason = jobs.check_reason(args.reason)
     if reason is None:
         raise OpsError("--reason is required with --since: it names the run", USAGE)
-    window = _window(args, int(time.time()))
+    window = _window(args, ops.now())
     rate = _rate(args)
     filters = Filters(
         tuple(args.states or ()),
@@ -204,7 +203,7 @@ def cmd_replay_window(ops: Ops, args: argparse.Namespace) -> int:
     progress = Progress(len(found.matched))
     queue = JobQueue(ops.client("sqs"), ops.stack.names.queue_url)
     try:
-        replay_all(ops.jobs, queue, found, reason, Pace(rate), progress, _on_each(rate))
+        replay_all(ops.jobs, queue, found, reason, Pace(rate), progress, _on_each(rate), ops.clock)
     except BaseException:
         _summary(found, reason, progress, args, complete=False)
         note(f"stopped after {progress.handled} of {progress.total}: to continue, run {again}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import time
 
 from sume.store.queue import JobQueue
 from sume_cli import CHECK_FAILED, OK, USAGE, OpsError, owed, report
@@ -34,7 +33,7 @@ def _listed(listed: report.Listed, rest: str) -> str:
 
 
 def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
-    window = _report_window(args, int(time.time()))
+    window = _report_window(args, ops.now())
     found = report.report(ops.jobs, window, args.limit, ops.read_shards)
     problems = found.problems
     held = paused(ops)
@@ -125,7 +124,7 @@ def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
 
 
 def cmd_announce_owed(ops: Ops, args: argparse.Namespace) -> int:
-    now = int(time.time())
+    now = ops.now()
     queue = JobQueue(ops.client("sqs"), ops.stack.names.queue_url)
     window = _report_window(args, now)
     found = owed.announce_owed(ops.jobs, queue, window, now, ops.read_shards, args.dry_run)
