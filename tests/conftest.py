@@ -20,10 +20,13 @@ os.environ.update(
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_DEV": "false",
         "POWERTOOLS_LOG_LEVEL": "WARNING",
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
     }
 )
+# jsii (the CDK's, in the infra tier) and the JavaScript the tests run (the integrator
+# example, ajv, quicktype) on the Node package-lock.json pins, however pytest was started.
+from infra.node import use_project_node  # noqa: E402
+
+use_project_node()
 
 
 import functools  # noqa: E402
