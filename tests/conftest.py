@@ -38,6 +38,13 @@ import boto3  # noqa: E402
 import botocore.loaders  # noqa: E402
 import botocore.session  # noqa: E402
 import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+# Hypothesis times each example (a 200 ms deadline) and its input generation (the
+# too_slow health check) on the machine's clock: on a busy machine a property failed
+# for that alone. A hang is pytest's timeout's to catch.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 # Every new botocore session parses each service's JSON model again (about
 # 0.05 s a service), and tests make sessions all the time: each mock_aws gives
