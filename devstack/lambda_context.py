@@ -1,19 +1,22 @@
-"""A Lambda context with a real deadline, for the local stack, the bench and the tests."""
+"""A Lambda context with a deadline, for the local stack, the bench and the tests."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 
 
 class LambdaContext:
-    """What the Lambda runtime hands a handler, with a real deadline."""
+    """What the Lambda runtime hands a handler, with a deadline ``timeout_seconds`` after
+    it is made on ``clock`` (seconds; real time by default, a test's own in the tests)."""
 
     def __init__(
         self,
         function_name: str = "sume-function",
         timeout_seconds: float = 60,
         memory_mb: int = 256,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.function_name = function_name
         self.function_version = "$LATEST"
@@ -24,7 +27,8 @@ class LambdaContext:
         self.aws_request_id = str(uuid.uuid4())
         self.log_group_name = f"/aws/lambda/{function_name}"
         self.log_stream_name = "local"
-        self._deadline = time.monotonic() + timeout_seconds
+        self._clock = clock
+        self._deadline = clock() + timeout_seconds
 
     def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._deadline - time.monotonic()) * 1000))
+        return max(0, int((self._deadline - self._clock()) * 1000))

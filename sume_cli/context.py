@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from botocore.exceptions import ClientError
 from infra import spec
 from sume.core.errors import ConfigurationError
 from sume.core.names import MAX_DUE_SHARDS, Env
+from sume.core.runtime import Clock
 from sume.core.settings import due_index, due_shards, integer, sweep_after_seconds
 from sume.net.policy import HTTPS_ONLY, UrlPolicy
 from sume.polling.compose import build_registry
@@ -183,6 +185,7 @@ class Ops:
         shards: int | None = None,
         profile: str | None = None,
         invocation: Invocation | None = None,
+        clock: Clock = time.time,
     ) -> None:
         self.stage = stage
         self.endpoint_url = checked_endpoint(endpoint_url) if endpoint_url else None
@@ -190,8 +193,13 @@ class Ops:
         self.prefix = prefix
         self._shards = shards
         self.profile = profile
+        # What "now" is for the commands' windows and records (a test's own in the tests).
+        self.clock = clock
         self.invocation = invocation or Invocation()
         """How the operator started the CLI: what each command it prints begins with."""
+
+    def now(self) -> int:
+        return int(self.clock())
 
     def argv(self, *words: str) -> list[str]:
         """A command to print, as argv: ``Invocation.argv`` for this deployment."""
@@ -271,7 +279,16 @@ class Ops:
 
     def in_region(self, region: str) -> Ops:
         """The same deployment in ``region`` (a two-region stage's other region)."""
-        return Ops(self.stage, self.endpoint_url, region, self.prefix, self._shards, self.profile)
+        return Ops(
+            self.stage,
+            self.endpoint_url,
+            region,
+            self.prefix,
+            self._shards,
+            self.profile,
+            self.invocation,
+            self.clock,
+        )
 
     @functools.cached_property
     def shards(self) -> int:

@@ -11,6 +11,7 @@ import argparse
 import os
 import platform
 import sys
+import time
 from collections.abc import Callable, Sequence
 from importlib.metadata import version as package_version
 from typing import Any
@@ -31,6 +32,7 @@ from sume.contract.envelope import TERMINAL_EVENTS
 from sume.core.errors import ConfigurationError
 from sume.core.ids import InvalidJobId, check_job_id
 from sume.core.names import DUE_SHARDS
+from sume.core.runtime import Clock
 from sume_cli import FAILED, USAGE, OpsError, owed
 from sume_cli.commands import PROG, Command, announcements
 from sume_cli.commands.dlq import cmd_dlq_peek, cmd_dlq_redrive
@@ -297,7 +299,7 @@ def _aws_error(exc: ClientError) -> str:
     return f"AWS refused {exc.operation_name}: {error.get('Code')}: {error.get('Message')}"
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, clock: Clock = time.time) -> int:
     if args.stage and args.endpoint_url:
         raise OpsError("pass either --stage or --endpoint-url, not both", USAGE)
     # As the AWS CLI: AWS_ENDPOINT_URL names where the calls go. Without a
@@ -320,6 +322,7 @@ def run(args: argparse.Namespace) -> int:
         shards=args.shards,
         profile=args.profile,
         invocation=Invocation(program(sys.argv[0]), deployment(vars(args))),
+        clock=clock,
     )
     command: Command = args.run
     try:
@@ -337,9 +340,10 @@ def run(args: argparse.Namespace) -> int:
         raise
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, clock: Clock = time.time) -> int:
+    """The CLI on ``argv``; ``clock`` is what "now" is to its commands (Unix seconds)."""
     try:
-        code = _main(argv)
+        code = _main(argv, clock)
         # Written now, while a closed pipe can still be caught, not at exit.
         sys.stdout.flush()
     except BrokenPipeError:
@@ -351,14 +355,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _main(argv: Sequence[str] | None, clock: Clock) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exit_:
         # argparse already printed help, the version or the usage error.
         return exit_.code if isinstance(exit_.code, int) else USAGE
     try:
-        return run(args)
+        return run(args, clock)
     except OpsError as exc:
         message, code = str(exc), exc.exit_code
     except (DiscoveryError, ConfigurationError) as exc:

@@ -1,6 +1,8 @@
-"""Builders for signed Sume deliveries and the Lambda events that carry them.
+"""Builders for signed Sume deliveries, the Lambda events that carry them and the contexts
+the handlers are invoked with.
 
-``LambdaContext`` is the local stack's: a context with a real deadline.
+``LambdaContext`` is the local stack's on a clock of the test's own: an invocation's time
+runs only when the test spends it, never because the machine is slow.
 """
 
 from __future__ import annotations
@@ -12,11 +14,43 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from devstack.lambda_context import LambdaContext
+from devstack import lambda_context
 from sume.contract import signature
 from sume.core.names import REGISTRATION_DETAIL_TYPE, WEBHOOK_PATH
 
 SECRET = "whsec_test_secret"
+
+
+class InvocationClock:
+    """Seconds into an invocation, moved only by the test (``spend``), as a budget of the
+    work it stands for: a handler's time runs out where the test says, on any machine."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def spend(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class LambdaContext(lambda_context.LambdaContext):
+    """The local stack's context, its deadline on an ``InvocationClock``: the whole
+    ``timeout_seconds`` is left until the test spends some (``clock.spend``)."""
+
+    def __init__(
+        self,
+        function_name: str = "sume-function",
+        timeout_seconds: float = 60,
+        memory_mb: int = 256,
+    ) -> None:
+        self.clock = InvocationClock()
+        super().__init__(function_name, timeout_seconds, memory_mb, clock=self.clock)
+
+    def leave(self, seconds: float) -> None:
+        """Spend the invocation's time down to ``seconds`` left."""
+        self.clock.spend(self.get_remaining_time_in_millis() / 1000 - seconds)
 
 
 def job_body(
@@ -162,6 +196,7 @@ def scheduled_event() -> dict[str, Any]:
 
 __all__ = [
     "SECRET",
+    "InvocationClock",
     "LambdaContext",
     "apigw_event",
     "delivery_event",

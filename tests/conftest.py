@@ -20,10 +20,13 @@ os.environ.update(
         "POWERTOOLS_TRACE_DISABLED": "true",
         "POWERTOOLS_DEV": "false",
         "POWERTOOLS_LOG_LEVEL": "WARNING",
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-        "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
     }
 )
+# jsii (the CDK's, in the infra tier) and the JavaScript the tests run (the integrator
+# example, ajv, quicktype) on the Node package-lock.json pins, however pytest was started.
+from infra.node import use_project_node  # noqa: E402
+
+use_project_node()
 
 
 import functools  # noqa: E402
@@ -35,6 +38,13 @@ import boto3  # noqa: E402
 import botocore.loaders  # noqa: E402
 import botocore.session  # noqa: E402
 import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+# Hypothesis times each example (a 200 ms deadline) and its input generation (the
+# too_slow health check) on the machine's clock: on a busy machine a property failed
+# for that alone. A hang is pytest's timeout's to catch.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 # Every new botocore session parses each service's JSON model again (about
 # 0.05 s a service), and tests make sessions all the time: each mock_aws gives

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import time
 
 from sume.store.queue import JobQueue
 from sume_cli import OK, jobs
@@ -28,7 +27,7 @@ def cmd_status(ops: Ops, args: argparse.Namespace) -> int:
 
 def cmd_list(ops: Ops, args: argparse.Namespace) -> int:
     state = args.state or DEFAULT_STATE
-    since = parse_since(args.since, time.time()) if args.since else None
+    since = parse_since(args.since, ops.clock()) if args.since else None
     budget = args.scan_budget if args.scan else None
     listing = list_jobs(ops.jobs, state, since, args.limit, budget, ops.read_shards)
     scanned = state in SCANNED
@@ -100,7 +99,7 @@ def cmd_replay(ops: Ops, args: argparse.Namespace) -> int:
     reason = jobs.check_reason(args.reason)
     queue = JobQueue(ops.client("sqs"), ops.stack.names.queue_url)
     sweep_after = ops.sweep_after().seconds
-    job = jobs.replay(ops.jobs, queue, args.job_id, int(time.time()), sweep_after, reason)
+    job = jobs.replay(ops.jobs, queue, args.job_id, ops.now(), sweep_after, reason)
     if as_json_output(args):
         dump(
             {

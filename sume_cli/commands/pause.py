@@ -4,7 +4,6 @@ and the lines ``status`` and ``report`` show while a work is paused."""
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -78,7 +77,7 @@ def paused(ops: Ops) -> Paused:
     except (ClientError, OpsError) as exc:
         why = exc.response["Error"].get("Code") if isinstance(exc, ClientError) else exc
         return Paused([], [], {}, str(why))
-    now = int(time.time())
+    now = ops.now()
     off = [s for s in states if s.paused]
     return Paused(
         [describe(ops, s, now) for s in off],
@@ -158,7 +157,7 @@ def cmd_pause(ops: Ops, args: argparse.Namespace) -> int:
     reason = jobs.check_reason(args.reason)
     if reason is None:
         raise OpsError("--reason: say why (it is shown until the work resumes)", USAGE)
-    now = int(time.time())
+    now = ops.now()
     state, changed, line = _pause_here(ops, args.work, reason, now)
     if not as_json_output(args):
         out(line)
@@ -209,7 +208,7 @@ def _resume_here(
 
 
 def cmd_resume(ops: Ops, args: argparse.Namespace) -> int:
-    now = int(time.time())
+    now = ops.now()
     state, changed, line = _resume_here(ops, args.work, now, count=True)
     if not as_json_output(args):
         out(line)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import Any
 
 from sume.contract.envelope import TERMINAL_EVENTS
@@ -213,7 +212,7 @@ def cmd_replay_window(ops: Ops, args: argparse.Namespace) -> int:
     reason = jobs.check_reason(args.reason)
     if reason is None:
         raise OpsError("--reason is required with --since: it names the run", USAGE)
-    window = _window(args, int(time.time()))
+    window = _window(args, ops.now())
     rate = _rate(args)
     filters = Filters(
         tuple(args.states or ()),
@@ -235,7 +234,15 @@ def cmd_replay_window(ops: Ops, args: argparse.Namespace) -> int:
     sweep_after = ops.sweep_after().seconds
     try:
         replay_all(
-            ops.jobs, queue, found, reason, Pace(rate), progress, sweep_after, _on_each(rate)
+            ops.jobs,
+            queue,
+            found,
+            reason,
+            Pace(rate),
+            progress,
+            sweep_after,
+            _on_each(rate),
+            ops.clock,
         )
     except BaseException:
         _summary(found, reason, progress, args, complete=False, again=again)

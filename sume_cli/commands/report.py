@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,7 +97,7 @@ def _name(group: report.Group) -> str:
 
 
 def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
-    window = _report_window(args, int(time.time()))
+    window = _report_window(args, ops.now())
     found = report.report(ops.jobs, window, args.limit, ops.read_shards)
     problems = found.problems
     held = paused(ops)
@@ -208,7 +207,7 @@ def cmd_report(ops: Ops, args: argparse.Namespace) -> int:
 
 
 def cmd_announce_owed(ops: Ops, args: argparse.Namespace) -> int:
-    now = int(time.time())
+    now = ops.now()
     queue = JobQueue(ops.client("sqs"), ops.stack.names.queue_url)
     window = _report_window(args, now)
     found = owed.announce_owed(ops.jobs, queue, window, now, ops.read_shards, args.dry_run)

@@ -61,7 +61,6 @@ def credential_free_env(home: Path) -> dict[str, str]:
             "AWS_CONFIG_FILE": str(home / "no-config"),
             "AWS_SHARED_CREDENTIALS_FILE": str(home / "no-credentials"),
             "AWS_EC2_METADATA_DISABLED": "true",
-            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
         }
     )
     # jsii unpacks aws-cdk-lib (~200 MB) into its cache on first use; keep
@@ -182,6 +181,8 @@ class Cloud:
     cfn_lint: subprocess.Popen[str]
     templates: dict[str, Stage] = field(default_factory=dict)
     """Each template's file, as cfn-lint names it, and its stage."""
+    synth_stderr: str = ""
+    """What the synth printed on stderr (jsii relays its Node's there)."""
     _lint_result: list[dict[str, Any]] | None = field(default=None)
 
     def lint_findings(self) -> list[dict[str, Any]]:
@@ -294,6 +295,7 @@ def cloud(_started: _Started) -> Cloud:
         regional=regional,
         cfn_lint=_started.lint,
         templates=templates,
+        synth_stderr=err,
     )
 
 

@@ -74,6 +74,9 @@ GLOBAL_OVERRIDES: Final = {
 def main(outdir: str) -> None:
     # Here, not at the top: the tests import this module's names, and importing the
     # CDK starts a jsii runtime (about 2 s), in the workers that only collect them too.
+    from infra.node import prepare_jsii
+
+    prepare_jsii()
     from infra.app import add_stage, create_app
 
     app = create_app(outdir=outdir)

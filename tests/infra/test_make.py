@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import spec
+from infra import node, spec
 from tests.infra.conftest import ROOT, Cloud, credential_free_env
 
 
@@ -170,3 +170,94 @@ def test_with_credentials_the_preflight_says_which_and_where(tmp_path: Path) -> 
     result = make("check-aws", env=env)
     assert result.returncode == 0, result.stderr
     assert "no region set, so the CDK CLI uses us-east-1" in result.stdout
+
+
+# -- the Node.js and Python the project runs on ----------------------------------------
+
+
+def stand_in(directory: Path, name: str, script: str) -> Path:
+    path = directory / name
+    path.write_text(f"#!/bin/sh\n{script}\n")
+    path.chmod(0o755)
+    return path
+
+
+def node_check(node: Path | str | None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "JSII_NODE"}
+    if node is not None:
+        env["JSII_NODE"] = str(node)
+    return subprocess.run(
+        [sys.executable, "-m", "infra.node"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_the_installed_node_is_the_projects_own_and_a_supported_one() -> None:
+    """make install puts package-lock.json's Node in node_modules/.bin and checks it."""
+    assert node.executable() == str(node.PROJECT_NODE)
+    result = node_check(None)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    install = make("-n", "-B", "-o", ".venv/.synced", "node_modules/.bin/cdk").stdout
+    assert "-m infra.node" in install
+
+
+def test_the_synth_runs_on_the_projects_node_and_prints_nothing(cloud: Cloud) -> None:
+    """On the machine's Node 20, jsii printed its end-of-life banner at every synth."""
+    assert cloud.synth_stderr == ""
+
+
+def test_an_unsupported_node_is_named_in_one_line_with_the_releases_wanted(
+    tmp_path: Path,
+) -> None:
+    old = stand_in(tmp_path, "node", "echo v20.20.2")
+    result = node_check(old)
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"error: Node.js v20.20.2 found ({old}); the CDK needs Node.js {node.wanted()} "
+        "(package.json engines): get one from https://nodejs.org/en/download\n"
+    )
+    missing = tmp_path / "no-node"
+    result = node_check(missing)
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"error: no Node.js found ({missing}); the CDK needs Node.js {node.wanted()}: "
+        "get it from https://nodejs.org/en/download\n"
+    )
+
+
+def test_a_python_older_than_the_project_needs_stops_make_in_one_line(tmp_path: Path) -> None:
+    """Where uv finds no Python the project can use, make says which python3 it found."""
+    stand_in(tmp_path, "uv", "exit 2")  # `uv python find` finds none
+    stand_in(tmp_path, "python3", "echo 3.9.2")
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+    venv = tmp_path / "venv"
+    result = make(f"UV={tmp_path / 'uv'}", f"VENV={venv}", f"{venv}/.synced", env=env)
+    assert result.returncode != 0
+    (line,) = [line for line in result.stderr.splitlines() if not line.startswith("make")]
+    assert line == (
+        "error: Python >=3.11 is needed, found 3.9.2 (python3): get one from "
+        f"https://www.python.org/downloads/ or run '{tmp_path / 'uv'} python install 3.13'"
+    )
+    assert not venv.exists()
+
+
+def test_jsii_s_relay_prints_what_its_node_says_as_text_never_as_bytes() -> None:
+    """jsii prints each stderr line of its Node that is not its own JSON with print(),
+    which showed an end-of-life banner as b'!!!...\\n' lines at every synth."""
+    script = (
+        "import io\n"
+        "from infra.node import prepare_jsii\n"
+        "prepare_jsii()\n"
+        "from jsii._kernel.providers import process\n"
+        "process.stderr_sink(io.BytesIO("
+        'b\'!!  Node 20 is end-of-life  !!\\n{"stderr": "b2sK"}\\n\'))\n'
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, timeout=60, check=True
+    )
+    assert result.stderr == b"!!  Node 20 is end-of-life  !!\nok\n"

@@ -30,7 +30,6 @@ LOCAL = UrlPolicy(allow_http=True, allow_private_hosts=True, allowed_hosts=())
 BUCKET = "sume-test-artifacts"
 PART = 5 * MiB  # S3's smallest multipart part
 SIZE = 3 * PART + 12345  # four parts, the last a short one
-GENEROUS = 20.0
 
 
 @pytest.fixture
@@ -240,11 +239,10 @@ def test_every_range_goes_to_the_address_checked_once(s3):
 def test_a_trickling_range_ends_at_the_deadline(s3):
     # 200 kB/s per connection: the copy would take a minute and a half.
     with Origin(SIZE, rate=200_000) as origin:
-        started = time.monotonic()
         with pytest.raises(TransientFetchError) as info:
-            store(s3).copy(origin.url, "slow.bin", deadline=started + 0.5)
+            store(s3).copy(origin.url, "slow.bin", deadline=time.monotonic() + 0.5)
         assert info.value.code == "deadline"
-        assert time.monotonic() - started < GENEROUS
+        assert origin.served < SIZE  # cut, not timed out after the whole
         # The deadline is no reason to try again as one stream.
         assert [seen.range is None for seen in origin.requests].count(True) == 1
     assert no_uploads_left(s3)

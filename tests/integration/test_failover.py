@@ -38,11 +38,10 @@ def api(state: dict[str, int], port: int = 0) -> LoopbackHTTPServer:
     return server
 
 
-def wait_for(failover: Failover, url: str, bound: float = 30.0) -> bool:
-    deadline = time.monotonic() + bound
-    while failover.resolve() != url and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return failover.resolve() == url
+def wait_for(failover: Failover, url: str) -> bool:
+    while failover.resolve() != url:
+        time.sleep(0.02)  # pytest's timeout bounds a hang, however slow the machine
+    return True
 
 
 def test_fails_over_when_the_primary_stops_answering_and_back_when_it_returns() -> None:

@@ -273,10 +273,12 @@ def test_a_poll_left_at_the_deadline_cannot_write_over_a_later_round(aws, sume, 
     (job_id,) = register(aws, sume, 1, SHARDS, time.time() - 600)
     shard = due_shard(job_id, SHARDS)
     gate, held = threading.Event(), threading.Event()
+    stalled_run = LambdaContext(timeout_seconds=1.5)
 
     def stall_the_first_reschedule(request: Any, **_: Any) -> None:
         if b"poll_attempts" in (request.body or b"") and not held.is_set():
             held.set()
+            stalled_run.leave(0)  # the run's time runs out while the write hangs
             gate.wait(30)
 
     with hooking_new_clients(
@@ -286,9 +288,7 @@ def test_a_poll_left_at_the_deadline_cannot_write_over_a_later_round(aws, sume, 
     ):
         runtime.reset()
         round_ = int(time.time())
-        (first,) = run_assignments(
-            [message(Assignment(round_, (shard,)).body())], LambdaContext(timeout_seconds=1.5)
-        )
+        (first,) = run_assignments([message(Assignment(round_, (shard,)).body())], stalled_run)
         assert held.is_set() and first["remaining"] == 1
         # The next round: its run polls the job and reschedules it.
         (second,) = run_assignments(

@@ -29,6 +29,8 @@ from sume_cli.times import iso
 from tests.builders import SECRET, job_body, raw_of
 from tests.integration.conftest import served_resources
 
+# The jobs' times and the CLI's "now" (``main``'s clock): the windows hold what they
+# should however long after collection each test runs.
 NOW = int(time.time())
 RECENT = NOW - 600
 EARLIER = NOW - 2 * 3600
@@ -67,7 +69,7 @@ def cli(endpoint: str, capsys: pytest.CaptureFixture[str]):
 def runner(endpoint: str, capsys: pytest.CaptureFixture[str]):
     def run(*argv: str) -> tuple[int, str, str]:
         capsys.readouterr()
-        code = main(["--endpoint-url", endpoint, *argv])
+        code = main(["--endpoint-url", endpoint, *argv], clock=lambda: NOW)
         captured = capsys.readouterr()
         assert "Traceback" not in captured.err
         return code, captured.out, captured.err

@@ -198,10 +198,9 @@ def test_https_verifies_the_certificate_for_the_host_name(tls_server):
 
 
 # -- deadlines ---------------------------------------------------------------------
-# Every fetch below would run for minutes (or forever) on per-read timeouts
-# alone; the bounds asserted are many times the deadline, never a speed claim.
-
-GENEROUS = 15.0
+# Every fetch below would run forever on per-read timeouts alone (an endless
+# trickle, a lookup that never returns): that it ends at all, with the deadline's
+# error, is the deadline's doing, however slow the machine.
 
 
 def within(seconds):
@@ -209,11 +208,9 @@ def within(seconds):
 
 
 def ends_at_the_deadline(fetch):
-    started = time.monotonic()
     with pytest.raises(TransientFetchError) as info:
         fetch()
     assert info.value.code == "deadline"
-    assert time.monotonic() - started < GENEROUS
     return info.value
 
 
@@ -257,7 +254,7 @@ def test_a_slow_name_lookup_ends_at_the_deadline(server):
     released = threading.Event()
 
     def resolver(host, port):
-        released.wait(60)
+        released.wait()  # until the test ends
         return ["127.0.0.1"]
 
     try:

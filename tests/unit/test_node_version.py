@@ -67,3 +67,24 @@ def test_no_page_or_makefile_names_a_node_release_of_its_own() -> None:
     assert {name: found for name, found in stated.items() if found} == {}
     assert "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION" not in (ROOT / "Makefile").read_text()
     assert "`engines` in `package.json`" in (ROOT / "README.md").read_text()
+
+
+def test_the_node_the_lock_file_pins_is_one_engines_names() -> None:
+    """make install puts it in node_modules/.bin, whatever Node the machine has."""
+    from infra.node import supports
+
+    package = json.loads((ROOT / "package.json").read_text())
+    pinned = package["optionalDependencies"]["node"]
+    lock = json.loads((ROOT / "package-lock.json").read_text())
+    assert lock["packages"]["node_modules/node"]["version"] == pinned
+    assert supports(package["engines"]["node"], pinned)
+    # npm runs the package's install script (it fetches the binary) only where allowed.
+    assert package["allowScripts"] == {f"node@{pinned}": True}
+
+
+def test_a_version_is_supported_only_within_a_caret_range_of_engines() -> None:
+    from infra.node import supports
+
+    assert supports("^22 || ^24", "v22.23.3") and supports("^22 || ^24", "24.0.0")
+    assert not supports("^22 || ^24", "v20.20.2") and not supports("^22 || ^24", "v23.1.0")
+    assert supports("^22.5", "v22.5.0") and not supports("^22.5", "v22.4.9")

@@ -2,7 +2,6 @@
 the last polls of the one before are still running, and the run still waits for them."""
 
 import threading
-import time
 from typing import Any
 
 from sume.polling.poller import Poller
@@ -38,26 +37,30 @@ class Jobs:
 
 
 class SlowStatus:
-    """Every answer takes ``seconds``; remembers how many were asked for at once."""
+    """A Sume slower than the poller's paging, on any machine: every answer waits until
+    ``parallel`` polls have run at once. A poller that waits for each page before the
+    next never gets there: its polls answer after ``patience`` seconds, and ``most``
+    says how many ran at once."""
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
+    def __init__(self, parallel: int, patience: float = 10.0) -> None:
+        self.parallel = parallel
+        self.patience = patience
         self.running = self.most = 0
-        self._lock = threading.Lock()
+        self._changed = threading.Condition()
 
     def __call__(self, job_id: str, url: str, deadline: float) -> StatusResult:
-        with self._lock:
+        with self._changed:
             self.running += 1
             self.most = max(self.most, self.running)
-        time.sleep(self.seconds)
-        with self._lock:
+            self._changed.notify_all()
+            self._changed.wait_for(lambda: self.most >= self.parallel, self.patience)
             self.running -= 1
         return StatusResult(Verdict.PENDING, "running")
 
 
 def test_polls_of_the_next_page_start_while_the_last_page_ends():
     jobs = Jobs(12)
-    status = SlowStatus(0.3)
+    status = SlowStatus(parallel=4)
     policy = PollPolicy(
         initial_seconds=900,
         max_interval_seconds=21600,
