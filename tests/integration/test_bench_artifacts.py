@@ -9,7 +9,7 @@ import boto3
 import pytest
 
 from bench import artifacts, copier
-from bench.origin import BLOCK, CHUNK, Origin
+from devstack.origin import BLOCK, CHUNK, Origin
 from sume.core import runtime
 
 SIZE = 3 * BLOCK + 777
