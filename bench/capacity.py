@@ -191,15 +191,18 @@ def _finish(process: Any, timeout: float) -> Run:
     return Run(**h.last_json(done, "a poller run"))
 
 
-def measure_row(endpoint_url: str, runs: int, due: int, window: float) -> Row:
-    """One round over ``due`` due jobs in ``runs`` processes, each 16 / ``runs`` shards."""
+def measure_row(
+    endpoint_url: str, runs: int, due: int, window: float, delay: float = DELAY_SECONDS
+) -> Row:
+    """One round over ``due`` due jobs in ``runs`` processes, each 16 / ``runs`` shards;
+    status answers after ``delay`` seconds."""
     import boto3
 
     from devstack.resources import create_resources, environment
     from sume.polling.fanout import groups
 
     session = boto3.session.Session()
-    with StatusServer(DELAY_SECONDS) as server:
+    with StatusServer(delay) as server:
         names = create_resources(session, prefix=f"cap-{runs}", endpoint_url=endpoint_url)
         now = int(time.time())
         seed(session.client("dynamodb", endpoint_url=endpoint_url), names.table, server, due, now)

@@ -273,6 +273,11 @@ def render_gap(gap: Gap, what: str) -> str:
 
 def section(ctx: h.Context) -> ColdReport:
     report = measure(ctx.pick(3, 1))
+    render(report, ctx.targets)
+    return report
+
+
+def render(report: ColdReport, targets: h.Targets) -> None:
     print(
         f"## 3. Cold start against an honest floor (fresh process, Lambda env, Tracer on; "
         f"CPU ms, median of {report.runs} runs)\n"
@@ -321,9 +326,8 @@ def section(ctx: h.Context) -> ColdReport:
             f"{judged.median:+.0f} ms CPU restored ({rlow:+.0f} to {rhigh:+.0f}, "
             f"{len(judged.floor_ms)} pairs); full init {full_init}, run once per deploy"
         )
-    ctx.targets.add(
+    targets.add(
         f"receiver cold start within {IMPORT_MARGIN_MS:.0f} ms of floor ({what})",
         value,
         judged.median <= IMPORT_MARGIN_MS,
     )
-    return report
