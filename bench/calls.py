@@ -204,7 +204,8 @@ def import_side_effects(module: str) -> dict[str, int] | str:
     """AWS calls, clients and sockets a fresh process makes by importing ``module``."""
     out = h.python("-c", IMPORT_PROBE, module, env=h.lambda_runtime_env())
     try:
-        return h.last_json(out, f"import {module}")  # type: ignore[no-any-return]
+        found: dict[str, int] = h.last_json(out, f"import {module}")
+        return found
     except RuntimeError as error:
         return str(error).splitlines()[-1]
 
@@ -243,14 +244,14 @@ def section(ctx: h.Context) -> CallsReport:
         clean = found["calls"] == 0 and found["clients"] == 0
         targets.add(target, f"{found['calls']} calls, {found['clients']} clients", clean)
     ours = [r for r in report.rows if r.design == "ours"]
-    for name, rows in {
+    for name, kind in {
         "new delivery: exactly 2 AWS calls": [r for r in ours if r.delivery == "new"],
         "duplicate: 1-2 AWS calls (3 only re-enqueueing)": [
             r for r in ours if r.delivery.startswith("duplicate")
         ],
         "rejected: 0 AWS calls": [r for r in ours if r.target is ZERO],
     }.items():
-        counts = "/".join(str(n) for n in sorted({len(r.calls) for r in rows}))
-        targets.add(name, counts, all(r.met for r in rows))
+        counts = "/".join(str(n) for n in sorted({len(r.calls) for r in kind}))
+        targets.add(name, counts, all(r.met for r in kind))
     print()
     return report

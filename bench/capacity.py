@@ -341,7 +341,7 @@ def section(ctx: h.Context) -> CapacityReport:
         f"polling in a run's budget of {report.budget:.0f} s, R = {report.every} s between "
         f"rounds, I = {first} s for fresh jobs, up to {last} s):\n"
     )
-    rows = [
+    aws = [
         (
             s,
             f"{s * per_run:,.0f}",
@@ -350,6 +350,6 @@ def section(ctx: h.Context) -> CapacityReport:
         )
         for s in (1, DUE_SHARDS, 64)
     ]
-    print(h.table(["runs S", "polls/s", f"N at I = {first} s", f"N at I = {last} s"], rows))
+    print(h.table(["runs S", "polls/s", f"N at I = {first} s", f"N at I = {last} s"], aws))
     print()
     return report

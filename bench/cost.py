@@ -15,8 +15,9 @@ Secrets Manager $0.05 per 10,000 API calls; DynamoDB on-demand $0.125 per
 million read request units (one per started 4 KB strongly consistent, half
 eventually consistent); S3 Standard storage $0.023 per GB-month; transfer between
 two US regions $0.02 per GB; S3 Replication Time Control $0.015 per GB. Lambda
-SnapStart (Python 3.12+), as the Lambda pricing page lists it for us-east-1: $0.0000015046 per GB-second a published version's
-snapshot is cached (at least 3 hours), $0.0001397998 per GB restored.
+SnapStart (Python 3.12+), as the Lambda pricing page lists it for us-east-1:
+$0.0000015046 per GB-second a published version's snapshot is cached (at least 3
+hours), $0.0001397998 per GB restored.
 
 Lambda duration is modelled, not measured in AWS: the CPU time measured here
 scaled by the CPU share Lambda grants at the configured memory (a full vCPU

@@ -300,12 +300,13 @@ def section(ctx: h.Context) -> CpuReport:
         f"## 2. Receiver CPU per delivery (Stubber, no network; median of {rounds} "
         f"interleaved rounds x {batch} deliveries)\n"
     )
-    rows = [
-        (kind, *(f"{report.median_us(d, kind):.0f}" for d in ("floor", "ours", "powertools")))
-        + (f"{statistics.median(report.ratios('ours', 'floor', kind)):.2f}x",)
-        + (h.spread(report.ratios("powertools", "ours", kind)),)
-        for kind in KINDS
-    ]
+    rows = []
+    for kind in KINDS:
+        us = [f"{report.median_us(d, kind):.0f}" for d in ("floor", "ours", "powertools")]
+        over = statistics.median(report.ratios("ours", "floor", kind))
+        rows.append(
+            (kind, *us, f"{over:.2f}x", h.spread(report.ratios("powertools", "ours", kind)))
+        )
     headers = ["delivery", "floor us", "ours us", "Powertools idempotency us", "ours / floor"]
     print(h.table([*headers, "Powertools / ours (median, rounds' range)"], rows))
     ahead = report.ratios("powertools", "ours")
@@ -328,10 +329,10 @@ def section(ctx: h.Context) -> CpuReport:
     ]
     print(h.table(["layer", "us", "x floor"], rows))
     print("\nPer-delivery telemetry, each the paired difference of two layers above:\n")
-    rows = []
+    parts = []
     for part, (below, above) in TELEMETRY.items():
-        us = h.paired_difference(report.layers[above], report.layers[below]) * 1e6
-        rows.append((part, f"{us:.0f}", f"{cost.cpu_per_million(us, memory):.4f}"))
-    print(h.table(["telemetry", "us", f"USD per million at {memory} MB"], rows))
+        each = h.paired_difference(report.layers[above], report.layers[below]) * 1e6
+        parts.append((part, f"{each:.0f}", f"{cost.cpu_per_million(each, memory):.4f}"))
+    print(h.table(["telemetry", "us", f"USD per million at {memory} MB"], parts))
     print()
     return report

@@ -104,9 +104,8 @@ def section(ctx: h.Context) -> None:
     )
     print("A large event's second copy in the other region, per million (model):\n")
     copies = {f"{kib} KiB": cost.second_copy(kib * 1024) for kib in (257, 512, 1024)}
-    lines = list(copies["257 KiB"])
-    rows = [(size, *(f"{v:.2f}" for v in c.values())) for size, c in copies.items()]
-    print(h.table(["large event", *lines], rows))
+    costs = [(size, *(f"{v:.2f}" for v in c.values())) for size, c in copies.items()]
+    print(h.table(["large event", *copies["257 KiB"]], costs))
     print("\nThe MRSC table's expiry, per million ended jobs (model):\n")
     ended = cost.expiry()
     row = (f"{cost.ENDED_ITEM_BYTES} B item", *(f"{v:.2f}" for v in ended.values()))

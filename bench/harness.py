@@ -122,7 +122,12 @@ def python(
 ) -> subprocess.CompletedProcess[str]:
     """This interpreter, in a fresh process, on the bench's own code; output kept as text."""
     return subprocess.run(  # noqa: S603 - this interpreter running the bench's own code
-        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 

@@ -177,9 +177,9 @@ def per_function(invocations: list[Invocation]) -> tuple[Counter[str], Counter[s
     """(billed ms, CPU ms) per function."""
     billed: Counter[str] = Counter()
     cpu: Counter[str] = Counter()
-    for i in invocations:
-        billed[i.function] += billed_ms(i.function, i.cpu_ms, i.calls, i.http_requests)
-        cpu[i.function] += i.cpu_ms
+    for i in invocations:  # Counter's arithmetic, on float milliseconds
+        billed[i.function] += billed_ms(i.function, i.cpu_ms, i.calls, i.http_requests)  # type: ignore[assignment]
+        cpu[i.function] += i.cpu_ms  # type: ignore[assignment]
     return billed, cpu
 
 
@@ -313,16 +313,16 @@ def section(ctx: h.Context) -> list[Priced]:
     print(h.table(headers, rows))
     print("\nBy line, ours / floor (USD per million jobs):\n")
     lines = list(Bill().lines())
-    rows = [
+    by_line = [
         (p.run.label, *(f"{p.ours.lines()[k]:.2f} / {p.floor.lines()[k]:.2f}" for k in lines))
         for p in priced
     ]
-    print(h.table(["path", *lines], rows))
+    print(h.table(["path", *lines], by_line))
     print("\nWhat was counted on ours (per job; billed ms is the warm duration):\n")
-    rows = []
+    counted: list[tuple[object, ...]] = []
     for p in priced:
         b = p.ours
-        rows.append(
+        counted.append(
             (
                 p.run.label,
                 b.api,
@@ -339,7 +339,7 @@ def section(ctx: h.Context) -> list[Priced]:
             )
         )
     headers = ["path", "API", "Lambda requests", "billed ms (CPU ms)", "table writes", "WRU"]
-    print(h.table([*headers, "index WRU", "RRU", "AWS requests"], rows))
+    print(h.table([*headers, "index WRU", "RRU", "AWS requests"], counted))
     fixed = fixed_month(empty)
     where = "counted in `cdk.out/`" if TEMPLATE.exists() else "not counted: run make synth first"
     print(

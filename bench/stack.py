@@ -146,7 +146,8 @@ class Meter:
     def _image(self, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
         key = params.get("Key") or {k: params["Item"][k] for k in self._table(name)[0]}
         got = self._reader.get_item(TableName=name, Key=key, ConsistentRead=True)
-        return got.get("Item")  # type: ignore[no-any-return]
+        found: dict[str, Any] | None = got.get("Item")
+        return found
 
     def before(self, model: Any, params: dict[str, Any], **_: Any) -> None:
         # Per thread: the poller writes from its pool while its pages are read.
@@ -203,7 +204,7 @@ class Meter:
         stubs = [(i, s) for i, s in enumerate(handlers.BUILTIN_HANDLERS) if s[0] == "before-send"]
         for i, (event, stub) in stubs:
             handlers.BUILTIN_HANDLERS[i] = (event, timed(stub))
-        hooks = [
+        hooks: list[tuple[str, Callable[..., None]]] = [
             ("before-parameter-build.dynamodb.*", self.before),
             ("after-call.dynamodb.*", self.after),
         ]

@@ -17,10 +17,11 @@ import math
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from bench import harness as h
@@ -43,7 +44,7 @@ class Burst:
         return len(self.latencies_ms) / self.seconds
 
 
-def burst(sends: list[Callable[[], Any]], senders: int) -> Burst:
+def burst(sends: Sequence[Callable[[], Any]], senders: int) -> Burst:
     """Every send once, from ``senders`` threads at once; timed from the first to the last."""
 
     def timed(send: Callable[[], Any]) -> tuple[float, str]:
@@ -85,7 +86,8 @@ def _floor_url(stack: Any) -> Iterator[str]:
     # Plain clients, with ours' pool size: a pool smaller than the senders would make
     # the floor open a connection per call over it.
     config = Config(max_pool_connections=MAX_POOL_CONNECTIONS)
-    ddb, sqs = (stack.session().client(s, endpoint_url=stack.endpoint_url, config=config) for s in ("dynamodb", "sqs"))  # fmt: skip
+    session, url = stack.session(), stack.endpoint_url
+    ddb, sqs = (session.client(s, endpoint_url=url, config=config) for s in ("dynamodb", "sqs"))
     secret = stack.signing_secret.encode()
     handler = floor_handler(ddb, sqs, stack.names.table, stack.names.queue_url, secret)
     with HttpApiServer(("127.0.0.1", 0), handler, "floor", spec.RECEIVER_TIMEOUT) as server:
@@ -111,13 +113,13 @@ def measure(deliveries: int, senders: int = SENDERS, rounds: int = ROUNDS) -> Th
         ):
             simulators = {"ours": ours, "floor": floor}
             for sume in simulators.values():  # the first deliveries build clients and pools
-                burst([lambda s=sume: s.deliver(s.new_job()) for _ in range(senders)], senders)
+                burst([partial(sume.deliver, sume.new_job()) for _ in range(senders)], senders)
             for round_ in range(rounds):
                 for design in DESIGNS[:: 1 if round_ % 2 == 0 else -1]:
                     sume = simulators[design]
                     jobs = [sume.new_job() for _ in range(deliveries)]
                     for mix in MIXES:  # new jobs, then the same again: duplicates
-                        sends = [lambda s=sume, j=job: s.deliver(j) for job in jobs]
+                        sends = [partial(sume.deliver, job) for job in jobs]
                         report.bursts.setdefault((design, mix), []).append(burst(sends, senders))
     return report
 
@@ -133,11 +135,10 @@ def section(ctx: h.Context) -> ThroughputReport:
     for (design, mix), bursts in report.bursts.items():
         ms = sorted(m for b in bursts for m in b.latencies_ms)
         answers = sum((b.answers for b in bursts), Counter())
-        rows.append(
-            (design, mix, len(ms), f"{statistics.median(b.per_second for b in bursts):.1f}")
-            + (f"{statistics.median(ms):.0f}", f"{ms[math.ceil(0.99 * len(ms)) - 1]:.0f}")
-            + (", ".join(f"{k} {v}" for k, v in sorted(answers.items())),)
-        )
+        rate = statistics.median(b.per_second for b in bursts)
+        p50, p99 = statistics.median(ms), ms[math.ceil(0.99 * len(ms)) - 1]
+        said = ", ".join(f"{k} {v}" for k, v in sorted(answers.items()))
+        rows.append((design, mix, len(ms), f"{rate:.1f}", f"{p50:.0f}", f"{p99:.0f}", said))
     headers = ["design", "mix", "deliveries", "per second (median burst)", "p50 ms", "p99 ms"]
     print(h.table([*headers, "answers"], rows))
     ratios = ", ".join(f"{mix} {h.spread(report.floor_ratios(mix))}" for mix in MIXES)
