@@ -110,7 +110,7 @@ RESTORED_RECEIVER = RESTORE_HOOKS + RECEIVER_IMPORTS + CLOCK + RUN_RESTORE_HOOKS
 # distribution-free interval), so that two runs of the bench agree within
 # 2 x HALF_WIDTH_MS; at least MIN_PAIRS, at most MAX_PAIRS.
 MIN_PAIRS = 20
-MAX_PAIRS = 50
+MAX_PAIRS = 40
 HALF_WIDTH_MS = 5.0
 Z_95 = 1.96
 
