@@ -97,7 +97,7 @@ run: install
 demo: install
 	$(PY) -m devstack.demo
 
-## bench: AWS calls, CPU, cold start, throughput, cost, artifact copies, poller capacity, index writes (ARGS=--quick, ARGS="--only artifacts,poller")
+## bench: AWS calls, CPU, cold start, bursts, cost per delivery and per job, artifact copies, poller capacity, index writes (ARGS=--quick, ARGS="--only artifacts,poller"; ~10 min)
 bench: install
 	$(PY) -m bench $(ARGS)
 
