@@ -128,7 +128,7 @@ run: $(VENV)/.synced $(if $(filter local,$(DYNAMODB)),$(DYNAMODB_LOCAL))
 demo: $(VENV)/.synced
 	$(PY) -m devstack.demo
 
-## bench: AWS calls, CPU, cold start, throughput, cost, artifact copies, poller capacity, index writes (ARGS=--quick, ARGS="--only artifacts,poller")
+## bench: AWS calls, CPU, cold start, bursts, cost per delivery and per job, artifact copies, poller capacity, index writes, the idle local stack (ARGS=--quick, ARGS="--only artifacts,poller"; ~10 min)
 bench: install
 	$(PY) -m bench $(ARGS)
 

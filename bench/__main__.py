@@ -1,6 +1,8 @@
-"""``python -m bench`` (``make bench``): every measurement, side by side.
+"""``python -m bench`` (``make bench``): every section, side by side, one module each.
 
-Progress goes to stderr, section by section, so stdout is the markdown report.
+Progress goes to stderr, a line naming each section as it starts, so stdout is the
+markdown report. A section that fails is reported as a missed target and the others
+still run: the bench never stops half-way without saying which section did.
 """
 
 from __future__ import annotations
@@ -8,10 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import traceback
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Any
 
-from bench.env import forbid_network, use_fake_aws
+from bench.harness import forbid_network, use_fake_aws
 
 use_fake_aws()
 forbid_network()
@@ -20,159 +24,87 @@ from bench import (  # noqa: E402
     artifacts,
     calls,
     capacity,
-    coldstart,
-    cost_section,
+    cold,
     cpu,
+    delivery_cost,
     idle,
     indexes,
-    jobcost,
-    jobpaths,
+    jobs,
     throughput,
 )
-from bench.report import Targets, machine, table, verdict  # noqa: E402
+from bench.harness import Context, MiB, machine, table, verdict  # noqa: E402
 
-MiB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Size:
-    cpu_rounds: int
-    cpu_batch: int
-    breakdown_rounds: int
-    breakdown_batch: int
-    import_runs: int
-    deliveries: int
-    artifact_bytes: int
-    artifact_rounds: int
-    poller_items: int
-    poller_window: float
-    """Seconds each poller run of the round may start polls in."""
-
-
-FULL = Size(9, 200, 7, 150, 5, 150, artifacts.SIZE, 2, capacity.ITEMS, capacity.WINDOW_SECONDS)
-QUICK = Size(
-    3,
-    60,
-    3,
-    50,
-    1,
-    30,
-    artifacts.QUICK_SIZE,
-    1,
-    capacity.QUICK_ITEMS,
-    capacity.QUICK_WINDOW_SECONDS,
-)
-SECTIONS = (
-    "calls",
-    "cpu",
-    "cold",
-    "throughput",
-    "artifacts",
-    "poller",
-    "indexes",
-    "jobs",
-    "idle",
-)
+Section = Callable[[Context], Any]
+# In the order they run and print.
+SECTIONS: dict[str, tuple[str, Section]] = {
+    "calls": ("1. AWS calls per delivery, per job, per round (moto in-process)", calls.section),
+    "cpu": ("2. receiver CPU per delivery (Stubber) and its breakdown", cpu.section),
+    "cold": ("3. cold start against the floor (fresh processes)", cold.section),
+    "throughput": ("4. bursts on the local stack", throughput.section),
+    "cost": ("5. cost per million deliveries", delivery_cost.section),
+    "artifacts": ("6. artifact copies (fresh processes)", artifacts.section),
+    "poller": ("7. poller capacity (a round in 1, 4 and 16 processes)", capacity.section),
+    "indexes": ("8. index writes per job (moto in-process)", indexes.section),
+    "jobs": ("9. cost per million jobs, per path (moto in-process)", jobs.section),
+    "idle": ("10. the idle local stack's CPU (make run, left alone)", idle.section),
+}
+NEEDS = {"cost": delivery_cost.NEEDS}
+"""Sections whose figures another prices: run (and printed) first when it is chosen."""
 
 
-def progress(started: float, what: str) -> None:
-    """Where the bench is, on stderr, so stdout stays the markdown report."""
-    print(f"[bench +{time.time() - started:.0f} s] {what}", file=sys.stderr, flush=True)
-
-
-def _sections(parser: argparse.ArgumentParser, only: str, skip: str) -> set[str]:
+def chosen(parser: argparse.ArgumentParser, only: str, skip: str) -> list[str]:
     named = {s for s in f"{only},{skip}".split(",") if s}
     if unknown := named - set(SECTIONS):
         parser.error(f"unknown sections {sorted(unknown)}; known: {','.join(SECTIONS)}")
-    chosen = set(filter(None, only.split(","))) or set(SECTIONS)
-    return chosen - set(skip.split(","))
+    wanted = set(filter(None, only.split(","))) or set(SECTIONS)
+    wanted -= set(skip.split(","))
+    wanted |= {need for name in wanted for need in NEEDS.get(name, ())}
+    return [name for name in SECTIONS if name in wanted]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument(
-        "--quick", action="store_true", help="fewer rounds, smaller artifact, shorter poller runs"
-    )
-    parser.add_argument("--only", default="", help=f"comma-separated: {','.join(SECTIONS)}")
-    parser.add_argument("--skip", default="", help="comma-separated sections to leave out")
-    parser.add_argument(
-        "--artifact-mib", type=int, default=None, help="artifact size (default 256, --quick 32)"
-    )
-    parser.add_argument(
-        "--profile", action="store_true", help="also print a cProfile of ours on new deliveries"
-    )
-    return parser
+def parser() -> argparse.ArgumentParser:
+    found = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    found.add_argument("--quick", action="store_true", help="fewer rounds, smaller sizes")
+    found.add_argument("--only", default="", help=f"comma-separated: {','.join(SECTIONS)}")
+    found.add_argument("--skip", default="", help="comma-separated sections to leave out")
+    found.add_argument("--artifact-mib", type=int, help="artifact size (default 128, quick 32)")
+    found.add_argument("--profile", action="store_true", help="add a cProfile of ours")
+    return found
 
 
-def _summary(targets: Targets, seconds: float) -> None:
-    print("## Targets\n")
-    print(table(["target", "measured", ""], [(t, m, verdict(met)) for t, m, met in targets.rows]))
-    missed = [t for t, _, met in targets.rows if met is False]
-    unmeasured = [t for t, _, met in targets.rows if met is None]
-    met = sum(1 for _, _, m in targets.rows if m)
-    print(f"\n{met} of {len(targets.rows)} targets met in {seconds:.0f} s.")
-    if missed:
-        print("Missed: " + "; ".join(missed) + ". See docs/bench.md for why.")
-    if unmeasured:
-        print("Not measurable yet: " + "; ".join(unmeasured) + ".")
+def run(name: str, ctx: Context, started: float) -> None:
+    """One section; a failure is a missed target naming it, and the bench goes on."""
+    title, section = SECTIONS[name]
+    print(f"[bench +{time.time() - started:.0f} s] {title}", file=sys.stderr, flush=True)
+    try:
+        ctx.reports[name] = section(ctx)
+    except Exception as error:
+        traceback.print_exc(file=sys.stderr)
+        print(f"\n**Section {name} stopped before its end**: {error!r}\n")
+        ctx.targets.add(f"section {name} runs to its end", repr(error)[:200], False)
 
 
-# One block per section, in the report's order: long, but read straight down.
-def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915
-    parser = _parser()
-    args = parser.parse_args(argv)
-    size = QUICK if args.quick else FULL
-    chosen = _sections(parser, args.only, args.skip)
-    artifact_bytes = args.artifact_mib * MiB if args.artifact_mib else size.artifact_bytes
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    names = chosen(p, args.only, args.skip)
     warnings.filterwarnings("ignore", message="No application metrics to publish")
+    ctx = Context(args.quick, artifact_bytes=args.artifact_mib * MiB if args.artifact_mib else None)
     started = time.time()
-    print(f"# make bench{' --quick' if args.quick else ''}\n")
-    print(f"Machine: {machine()}\n")
-    targets = Targets([])
-    cpu_report: cpu.CpuReport | None = None
-    parts: dict[str, list[float]] = {}
-    # CPU first: nothing else (moto, servers, threads) is loaded or running yet.
-    if "cpu" in chosen:
-        progress(started, "2. receiver CPU per delivery (Stubber) and its breakdown")
-        cpu_report = cpu.measure(size.cpu_rounds, size.cpu_batch)
-        parts = cpu.breakdown(size.breakdown_rounds, size.breakdown_batch)
-    calls_report: calls.CallsReport | None = None
-    if "calls" in chosen:
-        progress(started, "1. AWS calls per delivery (moto in-process)")
-        calls_report = calls.measure()
-        calls.render(calls_report, targets)
-    if cpu_report:
-        cpu.render(cpu_report, parts, targets)
-    if "cold" in chosen:
-        progress(started, "3. cold start against the floor (fresh processes)")
-        coldstart.render(coldstart.measure(size.import_runs), targets)
-    if "throughput" in chosen:
-        progress(started, "4. local stack throughput")
-        throughput.render(throughput.measure(size.deliveries))
-    if calls_report and cpu_report:
-        cost_section.render(calls_report, cpu_report)
-    if "artifacts" in chosen:
-        progress(started, f"6. artifact copies ({artifact_bytes / MiB:.0f} MiB, fresh processes)")
-        artifacts.render(artifacts.measure(artifact_bytes, size.artifact_rounds), targets)
-    if "poller" in chosen:
-        progress(started, "7. poller capacity (a round in 1, 4 and 16 processes)")
-        capacity.render(capacity.measure(size.poller_items, size.poller_window), targets)
-    if "indexes" in chosen:
-        progress(started, "8. index writes per job (moto in-process)")
-        indexes.render(indexes.measure(), targets)
-    if "jobs" in chosen:
-        progress(started, "9. cost per million jobs, per path (moto in-process)")
-        runs, empty_round = jobpaths.measure()
-        jobcost.render_section(runs, empty_round, targets)
-    if "idle" in chosen:
-        progress(started, "10. the idle local stack's CPU (make run, left alone)")
-        idle.render(idle.measure(idle.stretch(args.quick)), targets)
+    print(f"# make bench{' --quick' if args.quick else ''}\n\nMachine: {machine()}\n")
+    for name in names:
+        if all(need in ctx.reports for need in NEEDS.get(name, ())):
+            run(name, ctx, started)
     if args.profile:
-        print("## cProfile: ours, new deliveries (own time)\n\n```")
-        print(cpu.profile("ours", "new", size.cpu_batch))
-        print("```\n")
-    _summary(targets, time.time() - started)
-    return 0
+        print(f"## cProfile: ours, new deliveries (own time)\n\n```\n{cpu.profile(200)}```\n")
+    rows = ctx.targets.rows
+    print("## Targets\n")
+    print(table(["target", "measured", ""], [(t, m, verdict(met)) for t, m, met in rows]))
+    met = sum(1 for *_, m in rows if m)
+    print(f"\n{met} of {len(rows)} targets met in {time.time() - started:.0f} s.")
+    if missed := [t for t, _, m in rows if m is False]:
+        print("Missed: " + "; ".join(missed) + ".")
+    return 1 if any(t.startswith("section ") for t, _, m in rows if m is False) else 0
 
 
 if __name__ == "__main__":

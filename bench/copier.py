@@ -26,9 +26,8 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
 
-from bench.env import forbid_network, use_fake_aws
+from bench.harness import forbid_network, use_fake_aws
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,7 @@ def _upload_only(job: Job) -> Action:
     """The upload floor: the bytes from memory through s3transfer's managed upload."""
     from boto3.s3.transfer import TransferConfig
 
-    from bench.origin import Content
+    from devstack.origin import Content
     from sume.core import aws
 
     s3 = aws.client("s3", patient=True)
@@ -248,13 +247,10 @@ def measure(job: Job) -> Result:
 
 def run(job: Job, env: dict[str, str]) -> Result:
     """Measure ``job`` in a fresh interpreter with ``env`` as its environment."""
-    from bench.runtime import python
+    from bench.harness import last_json, python
 
-    out = python("-m", "bench.copier", json.dumps(asdict(job)), env=env, timeout=1800)
-    if out.returncode:
-        raise RuntimeError(f"copier {job.copier} failed:\n{out.stderr.strip()}")
-    fields: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
-    return Result(**fields)
+    out = python("-m", "bench.copier", json.dumps(asdict(job)), env=env, timeout=900)
+    return Result(**last_json(out, f"copier {job.copier}"))
 
 
 def main(argv: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""Cost per million deliveries, from a small price model and the measured figures.
+"""The price model: what the bench's counted calls and measured CPU cost, per million.
 
 Prices: AWS list prices, us-east-1, on-demand, no free tier, first volume
 tier, as published on the AWS pricing pages and checked on 2026-11-29:
@@ -13,9 +13,11 @@ the existing item, at least one); SQS standard $0.40 per million requests
 EventBridge custom events $1.00 per million (one per started 64 KB);
 Secrets Manager $0.05 per 10,000 API calls; DynamoDB on-demand $0.125 per
 million read request units (one per started 4 KB strongly consistent, half
-eventually consistent). Lambda SnapStart (Python 3.12+), as the Lambda pricing
-page lists it for us-east-1: $0.0000015046 per GB-second a published version's
-snapshot is cached (at least 3 hours), $0.0001397998 per GB restored.
+eventually consistent); S3 Standard storage $0.023 per GB-month; transfer between
+two US regions $0.02 per GB; S3 Replication Time Control $0.015 per GB. Lambda
+SnapStart (Python 3.12+), as the Lambda pricing page lists it for us-east-1:
+$0.0000015046 per GB-second a published version's snapshot is cached (at least 3
+hours), $0.0001397998 per GB restored.
 
 Lambda duration is modelled, not measured in AWS: the CPU time measured here
 scaled by the CPU share Lambda grants at the configured memory (a full vCPU
@@ -26,8 +28,12 @@ Lambda requests, DynamoDB, SQS) do not depend on them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Final
+
+from infra.spec import RECEIVER_MEMORY_MB
 
 PRICES_CHECKED = "2026-11-29"
 HTTP_API_PER_M = 1.00
@@ -78,14 +84,7 @@ class Cost:
 
     @property
     def total(self) -> float:
-        return (
-            self.api
-            + self.lambda_requests
-            + self.lambda_duration
-            + self.dynamodb
-            + self.sqs
-            + self.s3
-        )
+        return sum(dataclasses.astuple(self)[1:])
 
 
 def billed_ms(usage: Usage, memory_mb: int) -> int:
@@ -145,15 +144,7 @@ MONTH_S = 30 * 24 * 3600
 
 def mrsc(single: Cost) -> Cost:
     """``single``'s delivery on the MRSC table: every write unit paid in both replicas."""
-    return Cost(
-        billed_ms=single.billed_ms,
-        api=single.api,
-        lambda_requests=single.lambda_requests,
-        lambda_duration=single.lambda_duration,
-        dynamodb=single.dynamodb * MRSC_REPLICAS,
-        sqs=single.sqs,
-        s3=single.s3,
-    )
+    return dataclasses.replace(single, dynamodb=single.dynamodb * MRSC_REPLICAS)
 
 
 @dataclass(frozen=True)
@@ -184,3 +175,46 @@ def snapstart(memory_mb: int) -> tuple[float, float]:
     """(USD a month one published version's snapshot is cached, USD per million restores)."""
     gb = memory_mb / 1024
     return gb * MONTH_S * SNAPSTART_CACHE_GB_SECOND, gb * SNAPSTART_RESTORE_GB * 1e6
+
+
+# What a region's outage no longer holds back costs (two regions): a large event's
+# second copy, and the MRSC table's expiry. A model, not a measurement.
+S3_GB_MONTH: Final = 0.023
+INTER_REGION_GB: Final = 0.02
+S3_RTC_GB: Final = 0.015
+GIB: Final = 1024**3
+# The receiver waits for the other region's PUT alongside its own: what it adds
+# to the invocation is the cross-region PUT's extra round trip, an assumption.
+PEER_PUT_EXTRA_MS: Final = 60
+# Days a large body stays in a payloads bucket: the stage's default payloads_expire_days.
+PAYLOADS_DAYS: Final = 90
+# An ended job's item (docs/operations.md: about 1.5 KB a job).
+ENDED_ITEM_BYTES: Final = 1536
+
+
+def second_copy(size: int) -> dict[str, float]:
+    """A million large events of ``size`` bytes written to the other region's bucket too,
+    by line; and S3 replication with RTC instead (asynchronous: it lags the failover)."""
+    gb = size * 1_000_000 / GIB
+    found = {
+        "2nd PUT": S3_PUT_PER_M,
+        "transfer": gb * INTER_REGION_GB,
+        f"storage ({PAYLOADS_DAYS} days)": gb * S3_GB_MONTH * PAYLOADS_DAYS / 30,
+        "receiver's wait": RECEIVER_MEMORY_MB / 1024 * PEER_PUT_EXTRA_MS * LAMBDA_GB_SECOND * 1e3,
+    }
+    found["**total**"] = sum(found.values())
+    rtc = found["2nd PUT"] + found["transfer"] + found[f"storage ({PAYLOADS_DAYS} days)"]
+    return {**found, "S3 replication + RTC instead": rtc + gb * S3_RTC_GB}
+
+
+def expiry(item: int = ENDED_ITEM_BYTES) -> dict[str, float]:
+    """A million ended jobs of ``item`` bytes deleted by the expiry from the MRSC table:
+    read by BatchGetItem (eventually consistent: half a unit per started 4 KB), deleted
+    in both replicas (a delete is charged by the deleted item's size)."""
+    read = 0.5 * math.ceil(item / 4096) * DDB_RRU_PER_M
+    delete = wru(item) * MRSC_REPLICAS * DDB_WRU_PER_M
+    return {
+        "read (BatchGetItem)": read,
+        "delete (both replicas)": delete,
+        "**total**": read + delete,
+    }

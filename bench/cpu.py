@@ -1,12 +1,14 @@
-"""Receiver CPU per delivery, in-process, with AWS answered by botocore's Stubber.
+"""Section 2: receiver CPU per delivery, ours against the floor and Powertools' idempotency.
 
-The Stubber answers at ``before-call``: request validation and serialisation
-run as in AWS, the network and response parsing do not, for all three designs
-alike. Responses are queued before each timed batch (the Stubber validates
-them when queued), and after it the queue must be empty and every answer as
-expected, so each design did exactly the calls it claims, no fewer, no more.
-Batches of the three designs alternate within each round; the figure is the
-median over rounds of CPU time (``process_time``) per delivery.
+In process, AWS answered by botocore's Stubber rather than moto: moto's own CPU would
+be most of what a delivery costs here and most of its noise. The Stubber answers at
+``before-call``: request validation and serialisation run as in AWS, signing, the
+network and response parsing do not, for all three designs alike. Answers are queued
+before each timed batch and after it the queue must be empty and every answer as
+expected, so each design made exactly the calls it claims (section 1 counts them on
+moto). Batches of the three designs alternate within each round; a figure is the
+median over rounds of CPU time (``process_time``) per delivery, a ratio the median of
+the rounds' ratios (a noisy moment hits both sides of its round), shown with their range.
 """
 
 from __future__ import annotations
@@ -28,162 +30,94 @@ from typing import Any
 from botocore.stub import Stubber
 
 from bench import cost
-from bench import deliveries as d
-from bench.env import STUB_NAMES, environment
+from bench import harness as h
 from bench.references import Handler, floor_handler, powertools_handler
-from bench.report import Targets, paired_difference, paired_ratio, table
-from bench.runtime import silenced
 from devstack.lambda_context import LambdaContext
 from infra.spec import RECEIVER_MEMORY_MB
 from sume.core import runtime
 from sume.core.names import Env
-from sume.receiving.compose import build_signing_secrets, receiver_service
 from sume.store.job import JobAttr, Source, State
 
 KINDS = ("new", "duplicate", "rejected")
 DESIGNS = ("ours", "floor", "powertools")
 EXPECTED = {"new": (200, "new"), "duplicate": (200, "duplicate"), "rejected": (401, None)}
-IDEMPOTENCY_TABLE = "sume-bench-idempotency"
+POWERTOOLS_RATIO_TARGET = 1.5
+# What a batch of each kind is answered with, call by call; "failed" is the conditional
+# write refused, carrying what DynamoDB hands back (``stored``).
+CALLS = {
+    "ours": {"new": ["update_item", "send_message"], "duplicate": ["failed", "update_item"]},
+    "floor": {"new": ["put_item", "send_message"], "duplicate": ["failed"]},
+    "powertools": {"new": ["put_item", "send_message", "update_item"], "duplicate": ["failed"]},
+}
+
+
+def stored(design: str, job: str, raw: bytes, now: int) -> dict[str, Any] | None:
+    """What a duplicate's refused write gets back: ours' job item (ALL_OLD), the
+    Powertools record, nothing for the floor."""
+    if design == "floor":
+        return None
+    if design == "powertools":
+        key = hashlib.md5(job.encode(), usedforsecurity=False).hexdigest()
+        data = json.dumps({"job_id": job, "token": "first"})
+        values = {"id": ("S", f"sume-bench#{key}"), "expiration": ("N", now + 3600)}
+        values |= {"status": ("S", "COMPLETED"), "data": ("S", data)}
+    else:
+        values = {
+            JobAttr.JOB_ID: ("S", job),
+            JobAttr.STATE: ("S", State.RECEIVED.value),
+            JobAttr.SOURCE: ("S", Source.WEBHOOK.value),
+            JobAttr.EVENT: ("S", "job.completed"),
+            JobAttr.STATUS: ("S", "OK"),
+            JobAttr.BODY: ("S", raw.decode()),
+            JobAttr.FIRST_SEEN: ("N", now),
+            JobAttr.RECEIVED_AT: ("N", now),
+            JobAttr.LAST_DELIVERY_AT: ("N", now),
+            JobAttr.DELIVERIES: ("N", 1),
+            JobAttr.DUE_SHARD: ("N", 3),
+            JobAttr.DUE_AT: ("N", now + 120),
+        }
+    return {name: {kind: str(value)} for name, (kind, value) in values.items()}
 
 
 @dataclass
 class Design:
     name: str
     handler: Handler
-    stubbers: list[Stubber]
-    stage: Callable[[str, list[str], dict[str, bytes]], None]
-    """Queue the AWS answers a batch of ``kind`` deliveries needs."""
-    setting: Callable[[], AbstractContextManager[None]] = nullcontext
+    stubs: dict[str, Stubber]
+    """By service: ``dynamodb``, ``sqs``, ``secretsmanager``."""
+    calls: str = ""
+    """Whose answers its batches get (``CALLS``): its own name unless a layer of ours."""
+    setting: Callable[[], AbstractContextManager[Any]] = nullcontext
     """Entered around each timed batch."""
 
-
-def _sent(job_id: str) -> dict[str, str]:
-    return {
-        "MessageId": str(uuid.uuid4()),
-        "MD5OfMessageBody": hashlib.md5(job_id.encode(), usedforsecurity=False).hexdigest(),
-    }
-
-
-def _stored_item(job_id: str, raw: bytes, now: int) -> dict[str, Any]:
-    """Our job item as DynamoDB hands it back (ALL_OLD) to a duplicate."""
-    return {
-        JobAttr.JOB_ID: {"S": job_id},
-        JobAttr.STATE: {"S": State.RECEIVED.value},
-        JobAttr.SOURCE: {"S": Source.WEBHOOK.value},
-        JobAttr.EVENT: {"S": "job.completed"},
-        JobAttr.STATUS: {"S": "OK"},
-        JobAttr.BODY: {"S": raw.decode()},
-        JobAttr.FIRST_SEEN: {"N": str(now)},
-        JobAttr.RECEIVED_AT: {"N": str(now)},
-        JobAttr.LAST_DELIVERY_AT: {"N": str(now)},
-        JobAttr.DELIVERIES: {"N": "1"},
-        JobAttr.DUE_SHARD: {"N": "3"},
-        JobAttr.DUE_AT: {"N": str(now + 120)},
-    }
+    def stage(self, kind: str, jobs: list[str], bodies: dict[str, bytes]) -> None:
+        """Queue the AWS answers a batch of ``kind`` deliveries needs."""
+        now, design = int(time.time()), self.calls or self.name
+        for job in jobs:
+            for method in CALLS[design].get(kind, []):
+                if method == "send_message":
+                    md5 = hashlib.md5(job.encode(), usedforsecurity=False).hexdigest()
+                    answer = {"MessageId": str(uuid.uuid4()), "MD5OfMessageBody": md5}
+                    self.stubs["sqs"].add_response(method, answer)
+                elif method != "failed":
+                    self.stubs["dynamodb"].add_response(method, {})
+                else:
+                    item = stored(design, job, bodies[job], now)
+                    self.stubs["dynamodb"].add_client_error(
+                        CALLS[design]["new"][0],
+                        service_error_code="ConditionalCheckFailedException",
+                        modeled_fields={"Item": item} if item else None,
+                    )
 
 
-def _failed_write(stub: Stubber, method: str, item: dict[str, Any] | None) -> None:
-    stub.add_client_error(
-        method,
-        service_error_code="ConditionalCheckFailedException",
-        service_message="The conditional request failed",
-        modeled_fields={"Item": item} if item else None,
-    )
-
-
-def _ours() -> Design:
-    import receiver
-    from sume.core import aws
-
-    runtime.reset()
-    ddb, sqs, secrets = aws.client("dynamodb"), aws.client("sqs"), aws.client("secretsmanager")
-    aws.client("s3")
-    stubs = {name: Stubber(c) for name, c in (("ddb", ddb), ("sqs", sqs), ("sm", secrets))}
+def _stubbed(*clients: Any) -> dict[str, Stubber]:
+    stubs = {c.meta.service_model.service_name: Stubber(c) for c in clients}
     for stub in stubs.values():
         stub.activate()
-    stubs["sm"].add_response(
-        "get_secret_value",
-        {"ARN": STUB_NAMES[Env.SIGNING_SECRET_ARN], "Name": "sume-bench", "SecretString": d.SECRET},
-    )
-
-    def stage(kind: str, jobs: list[str], bodies: dict[str, bytes]) -> None:
-        now = int(time.time())
-        for job in jobs:
-            if kind == "new":
-                stubs["ddb"].add_response("update_item", {})
-                stubs["sqs"].add_response("send_message", _sent(job))
-            elif kind == "duplicate":
-                _failed_write(stubs["ddb"], "update_item", _stored_item(job, bodies[job], now))
-                stubs["ddb"].add_response("update_item", {})
-
-    return Design("ours", receiver.handler, list(stubs.values()), stage)
-
-
-def _floor() -> Design:
-    import boto3
-
-    session = boto3.session.Session()
-    ddb, sqs = session.client("dynamodb"), session.client("sqs")
-    stubs = {"ddb": Stubber(ddb), "sqs": Stubber(sqs)}
-    for stub in stubs.values():
-        stub.activate()
-    handler = floor_handler(
-        ddb, sqs, STUB_NAMES[Env.JOBS_TABLE_NAME], STUB_NAMES[Env.JOBS_QUEUE_URL], d.SECRET.encode()
-    )
-
-    def stage(kind: str, jobs: list[str], bodies: dict[str, bytes]) -> None:
-        for job in jobs:
-            if kind == "new":
-                stubs["ddb"].add_response("put_item", {})
-                stubs["sqs"].add_response("send_message", _sent(job))
-            elif kind == "duplicate":
-                _failed_write(stubs["ddb"], "put_item", None)
-
-    return Design("floor", handler, list(stubs.values()), stage)
-
-
-def _powertools() -> Design:
-    import boto3
-
-    from sume.receiving.settings import ReceiverSettings
-
-    session = boto3.session.Session()
-    ddb, sqs, sm = (
-        session.client("dynamodb"),
-        session.client("sqs"),
-        session.client("secretsmanager"),
-    )
-    stubs = {"ddb": Stubber(ddb), "sqs": Stubber(sqs), "sm": Stubber(sm)}
-    for stub in stubs.values():
-        stub.activate()
-    stubs["sm"].add_response(
-        "get_secret_value",
-        {"ARN": STUB_NAMES[Env.SIGNING_SECRET_ARN], "Name": "sume-bench", "SecretString": d.SECRET},
-    )
-    # The same secret handling as ours: Secrets Manager, cached by Powertools.
-    secrets = build_signing_secrets(ReceiverSettings.from_env(), lambda service, patient=False: sm)
-    handler = powertools_handler(
-        ddb, sqs, IDEMPOTENCY_TABLE, STUB_NAMES[Env.JOBS_QUEUE_URL], secrets
-    )
-
-    def stage(kind: str, jobs: list[str], bodies: dict[str, bytes]) -> None:
-        now = int(time.time())
-        for job in jobs:
-            if kind == "new":
-                stubs["ddb"].add_response("put_item", {})
-                stubs["sqs"].add_response("send_message", _sent(job))
-                stubs["ddb"].add_response("update_item", {})
-            elif kind == "duplicate":
-                key = hashlib.md5(job.encode(), usedforsecurity=False).hexdigest()
-                record = {
-                    "id": {"S": f"sume-bench#{key}"},
-                    "expiration": {"N": str(now + 3600)},
-                    "status": {"S": "COMPLETED"},
-                    "data": {"S": json.dumps({"job_id": job, "token": "first"})},
-                }
-                _failed_write(stubs["ddb"], "put_item", record)
-
-    return Design("powertools", handler, list(stubs.values()), stage)
+    if "secretsmanager" in stubs:
+        secret = {"ARN": h.STUB_NAMES[Env.SIGNING_SECRET_ARN], "SecretString": h.SECRET}
+        stubs["secretsmanager"].add_response("get_secret_value", secret)
+    return stubs
 
 
 @dataclass
@@ -194,25 +128,22 @@ class Batch:
 
 
 def _batch(kind: str, size: int) -> Batch:
-    jobs = [d.new_job_id() for _ in range(size)]
-    bodies = {job: d.job_body(job) for job in jobs}
-    make = d.forged if kind == "rejected" else d.delivery
+    jobs = [h.new_job_id() for _ in range(size)]
+    bodies = {job: h.job_body(job) for job in jobs}
+    make = h.forged if kind == "rejected" else h.delivery
     return Batch([make(bodies[job]) for job in jobs], jobs, bodies)
 
 
 def _run(design: Design, kind: str, batch: Batch) -> float:
     """CPU seconds per delivery for one batch; checks every answer afterwards."""
     design.stage(kind, batch.jobs, batch.bodies)
-    context = LambdaContext()
-    handler = design.handler
-    answers = []
-    with silenced(), design.setting():
+    context, handler = LambdaContext(), design.handler
+    with h.silenced(), design.setting():
         gc.collect()
         start = time.process_time()
-        for event in batch.events:
-            answers.append(handler(event, context))
+        answers = [handler(event, context) for event in batch.events]
         elapsed = time.process_time() - start
-    for stub in design.stubbers:
+    for stub in design.stubs.values():
         stub.assert_no_pending_responses()
     status, result = EXPECTED[kind]
     for answer in answers:
@@ -222,29 +153,67 @@ def _run(design: Design, kind: str, batch: Batch) -> float:
     return elapsed / len(batch.events)
 
 
+@contextmanager
+def designs() -> Iterator[dict[str, Design]]:
+    """The three receivers, stubbed and warmed up (secret cached, clients built)."""
+    import boto3
+
+    import receiver
+    from sume.core import aws
+    from sume.receiving.compose import build_signing_secrets
+    from sume.receiving.settings import ReceiverSettings
+
+    # The secret stays cached for the whole run, as in a warm container.
+    with h.environment({**h.STUB_NAMES, Env.SECRET_CACHE_SECONDS: "3600"}):
+        try:
+            runtime.reset()
+            aws.client("s3")
+            ours = _stubbed(aws.client("dynamodb"), aws.client("sqs"), aws.client("secretsmanager"))
+            table, queue = h.STUB_NAMES[Env.JOBS_TABLE_NAME], h.STUB_NAMES[Env.JOBS_QUEUE_URL]
+            session = boto3.session.Session()
+            fddb, fsqs = session.client("dynamodb"), session.client("sqs")
+            session = boto3.session.Session()
+            ddb, sqs, sm = (session.client(s) for s in ("dynamodb", "sqs", "secretsmanager"))
+            # The same secret handling as ours: Secrets Manager, cached by Powertools.
+            settings = ReceiverSettings.from_env()
+            secrets = build_signing_secrets(settings, lambda service, patient=False: sm)
+            built = {
+                "ours": Design("ours", receiver.handler, ours),
+                "floor": Design(
+                    "floor",
+                    floor_handler(fddb, fsqs, table, queue, h.SECRET.encode()),
+                    _stubbed(fddb, fsqs),
+                ),
+                "powertools": Design(
+                    "powertools",
+                    powertools_handler(ddb, sqs, "sume-bench-idempotency", queue, secrets),
+                    _stubbed(ddb, sqs, sm),
+                ),
+            }
+            for design in built.values():
+                _run(design, "new", _batch("new", 2))
+            # What is loaded so far (moto, the other sections' modules) is left out of
+            # collection: each batch's gc.collect() then walks only what the batches made.
+            gc.freeze()
+            yield built
+        finally:
+            gc.unfreeze()
+            # The stubbed clients must not outlive the run in the handler caches.
+            runtime.reset()
+
+
 @dataclass
 class CpuReport:
     rounds: int
     batch: int
     seconds: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    layers: dict[str, list[float]] = field(default_factory=dict)
 
     def median_us(self, design: str, kind: str) -> float:
         return statistics.median(self.seconds[(design, kind)]) * 1e6
 
-
-@contextmanager
-def designs() -> Iterator[dict[str, Design]]:
-    """The three receivers, stubbed and warmed up (secret cached, clients built)."""
-    # The secret stays cached for the whole run, as in a warm container.
-    with environment({**STUB_NAMES, Env.SECRET_CACHE_SECONDS: "3600"}):
-        try:
-            built = {"ours": _ours(), "floor": _floor(), "powertools": _powertools()}
-            for design in built.values():
-                _run(design, "new", _batch("new", 2))
-            yield built
-        finally:
-            # The stubbed clients must not outlive the run in the handler caches.
-            runtime.reset()
+    def ratios(self, top: str, bottom: str, kind: str = "new") -> list[float]:
+        return h.paired_ratios(self.seconds[(top, kind)], self.seconds[(bottom, kind)])
 
 
 def measure(rounds: int, batch: int) -> CpuReport:
@@ -252,31 +221,13 @@ def measure(rounds: int, batch: int) -> CpuReport:
     with designs() as built:
         for n in range(rounds):
             for kind in KINDS:
-                order = DESIGNS[n % 3 :] + DESIGNS[: n % 3]
-                for name in order:
+                for name in DESIGNS[n % 3 :] + DESIGNS[: n % 3]:
                     seconds = _run(built[name], kind, _batch(kind, batch))
                     report.seconds.setdefault((name, kind), []).append(seconds)
     return report
 
 
-def profile(design: str, kind: str, batch: int, top: int = 25) -> str:
-    """cProfile of one batch, by own time: where the CPU of a delivery goes."""
-    with designs() as built:
-        chosen = built[design]
-        work = _batch(kind, batch)
-        chosen.stage(kind, work.jobs, work.bodies)
-        profiler = cProfile.Profile()
-        with silenced():
-            profiler.enable()
-            for event in work.events:
-                chosen.handler(event, LambdaContext())
-            profiler.disable()
-    out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
-    return out.getvalue()
-
-
-BREAKDOWN = (
+LAYERS = (
     "floor",
     "ours: domain only (no Powertools layers)",
     "ours: + EMF metrics line (Metrics.log_metrics; log line below the level)",
@@ -284,129 +235,108 @@ BREAKDOWN = (
     "ours: + Tracer.capture_lambda_handler (X-Ray off)",
     "ours: + Logger.inject_lambda_context (as deployed)",
 )
-TELEMETRY = {
-    "EMF metrics line": (BREAKDOWN[1], BREAKDOWN[2]),
-    "JSON log line": (BREAKDOWN[2], BREAKDOWN[3]),
-}
+TELEMETRY = {"EMF metrics line": (LAYERS[1], LAYERS[2]), "JSON log line": (LAYERS[2], LAYERS[3])}
 """Per-delivery telemetry: each part is the difference between two layers."""
 
 
 @contextmanager
 def _log_line_off() -> Iterator[None]:
     """The handler's ``logger.info`` returns at its level check; warnings still log."""
-    import logging
-
     from sume.core.observability import logger
 
     level = logger.log_level
-    logger.setLevel(logging.WARNING)
+    logger.setLevel("WARNING")
     try:
         yield
     finally:
         logger.setLevel(level)
 
 
-def _domain_only(webhook: Any) -> Handler:
-    """Our receiver without the handler's Powertools layers, logs or metrics."""
+def breakdown(rounds: int, batch: int) -> dict[str, list[float]]:
+    """Where the CPU of a new delivery goes: the floor, then ours layer by layer
+    (the handler's Powertools decorators peeled off by ``__wrapped__``)."""
+    import receiver
+    from sume.receiving.compose import receiver_service
     from sume.receiving.http import HttpResponse, request_from_event, to_event_response
 
-    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        receipt = webhook.receive(request_from_event(event))
-        body = {"result": receipt.result, "job_id": receipt.job_id}
-        return to_event_response(HttpResponse(200, body))
-
-    return handler
-
-
-def breakdown(rounds: int, batch: int) -> dict[str, list[float]]:
-    """Where the CPU of a new delivery goes: the floor, then ours layer by layer."""
-    import receiver
-
-    seconds: dict[str, list[float]] = {}
+    seconds: dict[str, list[float]] = {name: [] for name in LAYERS}
     with designs() as built:
-        ours = built["ours"]
-        full = receiver.handler
-        innermost = full.__wrapped__.__wrapped__
-        layers = [
-            built["floor"],
-            Design(BREAKDOWN[1], _domain_only(receiver_service()), ours.stubbers, ours.stage),
-            Design(BREAKDOWN[2], innermost, ours.stubbers, ours.stage, _log_line_off),
-            Design(BREAKDOWN[3], innermost, ours.stubbers, ours.stage),
-            Design(BREAKDOWN[4], full.__wrapped__, ours.stubbers, ours.stage),
-            Design(BREAKDOWN[5], full, ours.stubbers, ours.stage),
+        webhook = receiver_service()
+
+        def domain_only(event: dict[str, Any], context: Any) -> dict[str, Any]:
+            receipt = webhook.receive(request_from_event(event))
+            body = {"result": receipt.result, "job_id": receipt.job_id}
+            return to_event_response(HttpResponse(200, body))
+
+        full, stubs = receiver.handler, built["ours"].stubs
+        inner = full.__wrapped__.__wrapped__
+        handlers = (domain_only, inner, inner, full.__wrapped__, full)
+        layers = [built["floor"]] + [
+            Design(
+                name, handler, stubs, "ours", _log_line_off if name == LAYERS[2] else nullcontext
+            )
+            for name, handler in zip(LAYERS[1:], handlers, strict=True)
         ]
         for n in range(rounds):
-            for i in range(len(layers)):
-                layer = layers[(i + n) % len(layers)]
-                name = BREAKDOWN[(i + n) % len(layers)]
-                seconds.setdefault(name, []).append(_run(layer, "new", _batch("new", batch)))
+            for k in range(len(layers)):
+                layer = layers[(k + n) % len(layers)]
+                seconds[LAYERS[(k + n) % len(layers)]].append(
+                    _run(layer, "new", _batch("new", batch))
+                )
     return seconds
 
 
-POWERTOOLS_RATIO_TARGET = 1.5
+def profile(batch: int, top: int = 25) -> str:
+    """cProfile of ours on a batch of new deliveries, by own time."""
+    profiler = cProfile.Profile()
+    with designs() as built:
+        profiler.runcall(_run, built["ours"], "new", _batch("new", batch))
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
 
 
-def render(report: CpuReport, parts: dict[str, list[float]], targets: Targets) -> None:
+def section(ctx: h.Context) -> CpuReport:
+    rounds, batch = ctx.pick((9, 100), (3, 40))
+    report = measure(rounds, batch)
+    report.layers = breakdown(*ctx.pick((7, 100), (3, 40)))
     print(
-        f"## 2. Receiver CPU per delivery (Stubber, no network; median of {report.rounds} "
-        f"interleaved rounds x {report.batch} deliveries)\n"
+        f"## 2. Receiver CPU per delivery (Stubber, no network; median of {rounds} "
+        f"interleaved rounds x {batch} deliveries)\n"
     )
     rows = []
     for kind in KINDS:
-        s = {name: report.seconds[(name, kind)] for name in DESIGNS}
+        us = [f"{report.median_us(d, kind):.0f}" for d in ("floor", "ours", "powertools")]
+        over = statistics.median(report.ratios("ours", "floor", kind))
         rows.append(
-            (
-                kind,
-                f"{report.median_us('floor', kind):.0f}",
-                f"{report.median_us('ours', kind):.0f}",
-                f"{report.median_us('powertools', kind):.0f}",
-                f"{paired_ratio(s['ours'], s['floor']):.2f}x",
-                f"{paired_ratio(s['powertools'], s['ours']):.2f}x",
-            )
+            (kind, *us, f"{over:.2f}x", h.spread(report.ratios("powertools", "ours", kind)))
         )
+    headers = ["delivery", "floor us", "ours us", "Powertools idempotency us", "ours / floor"]
+    print(h.table([*headers, "Powertools / ours (median, rounds' range)"], rows))
+    ahead = report.ratios("powertools", "ours")
+    memory, ours_us = RECEIVER_MEMORY_MB, report.median_us("ours", "new")
     print(
-        table(
-            [
-                "delivery",
-                "floor us",
-                "ours us",
-                "Powertools idempotency us",
-                "ours / floor",
-                "Powertools / ours",
-            ],
-            rows,
-        )
+        f"\nNot a target: a new delivery's CPU "
+        f"({statistics.median(report.ratios('ours', 'floor')):.2f}x the floor) is worth "
+        f"${cost.cpu_per_million(ours_us, memory):.3f} per million deliveries at {memory} MB."
     )
-    new = {name: report.seconds[(name, "new")] for name in DESIGNS}
-    ratio = paired_ratio(new["ours"], new["floor"])
-    ahead = paired_ratio(new["powertools"], new["ours"])
-    memory = RECEIVER_MEMORY_MB
-    worth = cost.cpu_per_million(report.median_us("ours", "new"), memory)
-    print(
-        f"\nNot a target: a new delivery's CPU ({ratio:.2f}x the floor) is worth "
-        f"${worth:.3f} per million deliveries at {memory} MB; it stays here to catch "
-        "regressions."
-    )
-    targets.add(
-        f"Powertools idempotency >= {POWERTOOLS_RATIO_TARGET}x ours (new)",
-        f"{ahead:.2f}x",
-        ahead >= POWERTOOLS_RATIO_TARGET,
+    ctx.targets.add(
+        f"Powertools idempotency >= {POWERTOOLS_RATIO_TARGET}x ours (new; median of rounds)",
+        h.spread(ahead),
+        statistics.median(ahead) >= POWERTOOLS_RATIO_TARGET,
     )
     print("\nWhere a new delivery's CPU goes (ours, peeled layer by layer; same method):\n")
-    floor = parts["floor"]
-    print(
-        table(
-            ["layer", "us", "x floor"],
-            [
-                (name, f"{statistics.median(v) * 1e6:.0f}", f"{paired_ratio(v, floor):.2f}x")
-                for name, v in parts.items()
-            ],
-        )
-    )
-    print("\nPer-delivery telemetry, each part the difference of two layers above (paired):\n")
-    telemetry = []
+    floor = report.layers["floor"]
+    rows = [
+        (name, f"{statistics.median(v) * 1e6:.0f}", f"{h.paired_ratio(v, floor):.2f}x")
+        for name, v in report.layers.items()
+    ]
+    print(h.table(["layer", "us", "x floor"], rows))
+    print("\nPer-delivery telemetry, each the paired difference of two layers above:\n")
+    parts = []
     for part, (below, above) in TELEMETRY.items():
-        us = paired_difference(parts[above], parts[below]) * 1e6
-        telemetry.append((part, f"{us:.0f}", f"{cost.cpu_per_million(us, memory):.4f}"))
-    print(table(["telemetry", "us", f"USD per million at {memory} MB"], telemetry))
+        each = h.paired_difference(report.layers[above], report.layers[below]) * 1e6
+        parts.append((part, f"{each:.0f}", f"{cost.cpu_per_million(each, memory):.4f}"))
+    print(h.table(["telemetry", "us", f"USD per million at {memory} MB"], parts))
     print()
+    return report

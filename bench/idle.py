@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.report import Targets
+from bench.harness import Context, Targets
 
 TARGET_PERCENT = 5.0
 STRETCH_SECONDS = 30.0
@@ -109,3 +109,9 @@ def render(idle: Idle | None, targets: Targets) -> None:
         f"{idle.lines} line(s) printed meanwhile.\n"
     )
     targets.add(target, measured, idle.percent <= TARGET_PERCENT and idle.lines == 0)
+
+
+def section(ctx: Context) -> Idle | None:
+    found = measure(stretch(ctx.quick))
+    render(found, ctx.targets)
+    return found

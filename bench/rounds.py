@@ -1,5 +1,5 @@
-"""A poller round as the bench runs it: each tick names a round of its own, and a
-round is measured only if its runs worked every shard they were assigned."""
+"""A poller round as the bench runs it (``bench.stack.Stack.tick``): each tick names a round
+of its own, and a round is measured only if its runs worked every shard it assigned."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from devstack.eventsources import sqs_records
 from devstack.lambda_context import LambdaContext
 
 SCHEDULED = {
@@ -29,22 +28,6 @@ def poller_context() -> LambdaContext:
     """A context for one poller invocation: its own deadline, as Lambda gives each (one
     made at import would leave a run minutes later no time, and it would poll nothing)."""
     return LambdaContext("sume-bench-poller", timeout_seconds=120)
-
-
-def play(
-    handler: Handler, sqs: Any, shards_url: str, shards_arn: str, after: int
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """One round as deployed, once the clock is past round ``after``: the tick, then
-    each assignment it sent handed to ``handler`` in an SQS event of its own (batch
-    size 1). The tick's answer and the runs' answers; ``check_worked`` holds."""
-    wait_past(after)
-    tick = handler(SCHEDULED, poller_context())
-    answers = [
-        handler(sqs_records([message], shards_arn), poller_context())
-        for message in assignments(sqs, shards_url)
-    ]
-    check_worked(answers)
-    return tick, answers
 
 
 def wait_past(round_: int) -> None:

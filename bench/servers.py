@@ -51,7 +51,7 @@ def _serve_until_stdin_closes(url: str) -> None:
 
 
 def _origin(args: argparse.Namespace) -> None:
-    from bench.origin import Origin
+    from devstack.origin import Origin
 
     with Origin(
         args.size,
@@ -80,7 +80,7 @@ def _moto(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.servers")
     kinds = parser.add_subparsers(required=True)
-    origin = kinds.add_parser("origin", help="the generated artifact (see bench.origin)")
+    origin = kinds.add_parser("origin", help="the generated artifact (see devstack.origin)")
     origin.add_argument("--size", type=int, required=True)
     origin.add_argument("--rate", type=float, default=None, help="bytes/s per connection")
     origin.add_argument("--no-ranges", action="store_true")

@@ -16,7 +16,7 @@ from moto.core.models import botocore_stubber as moto_stubber
 
 from bench import servers
 from bench.artifacts import FRAMING_PER_UPLOAD
-from bench.origin import Content, Fault, Origin
+from devstack.origin import Content, Fault, Origin
 from sume.net.errors import PermanentFetchError, TransientFetchError
 from sume.net.fetch import SafeHttp
 from sume.net.policy import UrlPolicy

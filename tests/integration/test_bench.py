@@ -9,19 +9,16 @@ import sys
 
 import boto3
 import pytest
-from moto import mock_aws
 
 import receiver
-from bench import calls, coldstart, cpu, deliveries
+from bench import calls, cold, cpu
+from bench import harness as h
 from bench.__main__ import main as bench_main
 from bench.counting import CallCounter
-from bench.references import floor_handler, powertools_handler
 from bench.secretstub import SECRET, answer_secrets
-from devstack.lambda_context import LambdaContext
-from devstack.resources import create_resources
+from bench.stack import account
 from sume.contract.signature import SCHEME, SIGNATURE_HEADER
 from sume.core.names import DUE_SHARDS
-from sume.core.secrets import SigningSecrets
 from tests.builders import LambdaContext as Context
 from tests.builders import delivery_event, job_body
 
@@ -53,42 +50,22 @@ def test_counter_leaves_botocore_as_it_found_it():
     assert before == handlers.BUILTIN_HANDLERS
 
 
-def test_references_are_correct_receivers_on_moto():
-    counter = CallCounter()
-    with mock_aws(), counter.installed():
-        session = boto3.session.Session()
-        names = create_resources(session, prefix="bench-test")
-        ddb, sqs = session.client("dynamodb"), session.client("sqs")
-        ddb.create_table(
-            TableName="idem",
-            BillingMode="PAY_PER_REQUEST",
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        )
-        secret = deliveries.SECRET
-        floor = floor_handler(ddb, sqs, names.table, names.queue_url, secret.encode())
-        powertools = powertools_handler(
-            ddb, sqs, "idem", names.queue_url, SigningSecrets(None, secret)
-        )
+def test_references_are_correct_receivers_and_each_invocation_counts_its_own_calls():
+    with account() as stack:
+        stack.add_references()
         seen = {}
-        for name, handler in (("floor", floor), ("powertools", powertools)):
-            body = deliveries.job_body(deliveries.new_job_id())
-            counter.take()
-            results = []
-            for event in (deliveries.delivery(body), deliveries.delivery(body)):
-                results.append(handler(event, LambdaContext())["body"])
-            seen[name] = (results, counter.take())
-            forged = handler(deliveries.forged(body), LambdaContext())
-            assert forged["statusCode"] == 401
-            assert counter.take() == []
+        for name in ("floor", "powertools"):
+            body = h.job_body(h.new_job_id())
+            results = [stack.invoke(name, h.delivery(body))["body"] for _ in range(2)]
+            assert stack.invoke(name, h.forged(body))["statusCode"] == 401
+            seen[name] = (results, [i.calls for i in stack.run.invocations[-3:]])
     assert ['"result":"new"' in r for r in seen["floor"][0]] == [True, False]
-    assert seen["floor"][1] == ["dynamodb.PutItem", "sqs.SendMessage", "dynamodb.PutItem"]
+    assert seen["floor"][1] == [["dynamodb.PutItem", "sqs.SendMessage"], ["dynamodb.PutItem"], []]
     assert ['"result":"new"' in r for r in seen["powertools"][0]] == [True, False]
     assert seen["powertools"][1] == [
-        "dynamodb.PutItem",
-        "sqs.SendMessage",
-        "dynamodb.UpdateItem",
-        "dynamodb.PutItem",
+        ["dynamodb.PutItem", "sqs.SendMessage", "dynamodb.UpdateItem"],
+        ["dynamodb.PutItem"],
+        [],
     ]
 
 
@@ -102,9 +79,9 @@ def test_cpu_runs_every_design_with_exactly_its_stubbed_calls(frozen_heap):
 
 def test_breakdown_runs_every_layer_and_the_telemetry_is_made_of_them(frozen_heap):
     parts = cpu.breakdown(rounds=1, batch=2)
-    assert list(parts) == list(cpu.BREAKDOWN)
+    assert list(parts) == list(cpu.LAYERS)
     for below, above in cpu.TELEMETRY.values():
-        assert cpu.BREAKDOWN.index(above) == cpu.BREAKDOWN.index(below) + 1
+        assert cpu.LAYERS.index(above) == cpu.LAYERS.index(below) + 1
 
 
 @pytest.fixture
@@ -142,19 +119,19 @@ def test_the_secret_stub_answers_a_client_without_the_network():
 
 def test_cold_start_floor_and_receiver_each_read_the_secret():
     # Each variant asserts in its fresh process that its read got the stub's answer.
-    env = coldstart._env()
-    for name in (coldstart.FLOOR, coldstart.RECEIVER_FIRST_USE):
-        cpu_ms, wall_ms = coldstart._once(coldstart.VARIANTS[name], env)
+    env = cold._env()
+    for name in (cold.FLOOR, cold.RECEIVER_FIRST_USE):
+        cpu_ms, wall_ms = cold._once(cold.VARIANTS[name], env)
         assert cpu_ms > 0 and wall_ms > 0
 
 
 def test_a_restored_variant_runs_its_imports_before_the_clock_and_its_first_use_after():
-    env = coldstart._env()
+    env = cold._env()
     # What is timed finds the imports done (a snapshot's part), and reads the secret.
-    done = coldstart.RECEIVER_IMPORTS + coldstart.CLOCK + "assert 'receiver' in sys.modules"
-    assert coldstart._once(done, env)[0] >= 0
-    for code in (coldstart.RESTORED_FLOOR, coldstart.RESTORED_RECEIVER):
-        assert coldstart._once(code, env)[0] > 0
+    done = cold.RECEIVER_IMPORTS + cold.CLOCK + "assert 'receiver' in sys.modules"
+    assert cold._once(done, env)[0] >= 0
+    for code in (cold.RESTORED_FLOOR, cold.RESTORED_RECEIVER):
+        assert cold._once(code, env)[0] > 0
 
 
 def bench(*args):
@@ -178,13 +155,17 @@ def test_bench_runs_only_the_sections_asked_and_refuses_unknown_ones(capsys):
     assert "##" not in nothing.split("## Targets")[0]
 
 
-def test_the_worker_and_poller_rows_say_what_the_functions_did():
-    counter = CallCounter()
-    report = calls.CallsReport()
-    with calls.account(counter) as (session, env):
-        calls.worker_poller_rows(report, counter, session, env)
-    rows = {r.delivery: r for r in report.rows}
-    assert [(r.design, r.result) for r in report.rows] == [
+def test_the_calls_section_reads_each_row_off_what_the_function_did():
+    report = calls.measure()
+    rows = {(r.design, r.delivery): r for r in report.rows}
+    assert rows[("ours", "new")].calls == ["dynamodb.UpdateItem", "sqs.SendMessage"]
+    assert rows[("ours", "duplicate while work owed")].calls[-1] == "sqs.SendMessage"
+    assert rows[("ours", "rejected: forged signature")].calls == []
+    assert rows[("ours", "rejected: forged, cold container")].calls == [
+        "secretsmanager.GetSecretValue"
+    ]
+    assert all(r.met for r in report.rows if r.target)
+    assert [(r.design, r.result) for r in report.rows if r.design in ("worker", "poller")] == [
         ("worker", "processed"),
         ("worker", "processed"),
         ("worker", "skipped"),
@@ -194,15 +175,20 @@ def test_the_worker_and_poller_rows_say_what_the_functions_did():
     ]
     # A round is its tick and then its runs: each run claims its shard, reads it and
     # lets it go; the one holding the due job also records it and queues it.
-    assert rows["a run, nothing due"].calls == [
+    assert rows[("poller", "a run, nothing due")].calls == [
         "dynamodb.PutItem",
         "dynamodb.Query",
         "dynamodb.UpdateItem",
     ]
-    assert rows["the run whose shard holds 1 job due"].calls == [
+    assert rows[("poller", "the run whose shard holds 1 job due")].calls == [
         "dynamodb.PutItem",
         "dynamodb.Query",
         "dynamodb.UpdateItem",
         "sqs.SendMessage",
         "dynamodb.UpdateItem",
     ]
+    assert rows[("worker", "job.completed, 2 artifacts")].calls.count("s3.PutObject") == 2
+    assert report.at_import == {
+        m: {"calls": 0, "clients": 0, "connects": 0} for m in calls.HANDLERS
+    }
+    assert report.job_item["job_id"]["S"].startswith("job_") and report.idempotency_record

@@ -9,7 +9,7 @@ import boto3
 import pytest
 
 from bench import artifacts, copier
-from bench.origin import BLOCK, CHUNK, Origin
+from devstack.origin import BLOCK, CHUNK, Origin
 from sume.core import runtime
 
 SIZE = 3 * BLOCK + 777
@@ -118,7 +118,7 @@ def test_a_capped_origin_paces_every_piece_of_an_answer():
 @pytest.fixture
 def copier_env(monkeypatch, moto_server):
     """The copier's environment, as ``bench.artifacts`` gives it, on moto's server."""
-    env = artifacts.copier_environment(artifacts.BUCKET)
+    env = artifacts.copier_environment()
     env["ARTIFACT_PART_BYTES"] = str(5 * 1024 * 1024)
     for name, value in env.items():
         monkeypatch.setenv(name, value)

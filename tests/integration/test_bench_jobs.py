@@ -1,4 +1,5 @@
-"""The per-job cost's paths on moto: each runs to its ending, and what is priced was counted.
+"""The job paths on moto (sections 8 and 9): each runs to its ending, and what is priced
+and what the indexes are charged was counted.
 
 No price or timing is asserted here; those live in ``make bench``.
 """
@@ -9,12 +10,10 @@ from typing import Any
 
 import pytest
 
-from bench import jobcost, jobpaths
-from bench.report import Targets
-
-ENDINGS = {
-    "registered, never found: lost": "lost",
-}
+from bench import indexes, jobs, stack
+from bench.harness import Context
+from bench.stack import PATHS
+from sume.core.names import DUE_INDEX, DUE_INDEX_BEFORE
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +37,36 @@ def measured():
     # two runs, as sixteen make one of sixteen, at an eighth of the lease calls.
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(poller, "handler", slow_first_tick)
-        return jobpaths.measure(shards=2)
+        return stack.paths.__wrapped__(shards=2)
 
 
 def test_every_path_runs_to_its_ending(measured):
     runs, _ = measured
-    assert [r.label for r in runs] == list(jobpaths.PATHS)
+    assert [r.label for r in runs] == list(PATHS)
+    assert [r.label for r in runs if not r.ended] == []
     for run in runs:
-        assert run.ending == ENDINGS.get(run.label, "processed"), run.label
+        state = "lost" if run.label == "registered, never found: lost" else "processed"
+        assert run.ending.startswith(f"{state}"), run.label
+        assert "out of due-work" in run.ending, run.label
+
+
+def test_a_path_that_stops_before_its_end_is_said_so(measured):
+    # A job still owed work (received, due) has not ended: section 8's target misses.
+    with stack.account(shards=2) as s:
+        s.deliver(b'{"event":"job.completed","job_id":"job_stuck","status":"OK"}', drain=False)
+        s.end("job_stuck")
+    assert not s.run.ended and s.run.ending.startswith("received")
+
+
+def test_a_completed_job_costs_the_due_index_3_units_and_as_it_was_more(measured):
+    runs, _ = measured
+    completed = next(r for r in runs if r.label == stack.COMPLETED).own_units()
+    # The record puts the entry, the claim changes its state and lease (not its key),
+    # the two progress writes change nothing it holds, the finish removes it.
+    assert completed.index(DUE_INDEX)[1] == 3
+    assert completed.index_writes[("worker", DUE_INDEX)] == 2
+    # The same writes, priced on the index as it was (ALL): the progress writes count.
+    assert completed.index(DUE_INDEX_BEFORE)[0] > completed.index(DUE_INDEX)[0]
 
 
 def test_every_job_with_work_reaches_the_worker_through_its_event_source(measured):
@@ -70,9 +91,7 @@ def test_a_round_the_job_is_due_in_costs_it_only_its_poll(measured):
     calls = empty.calls()
     assert (calls["dynamodb.PutItem"], calls["dynamodb.UpdateItem"]) == (2, 2), calls
     assert calls["dynamodb.Query"] == 4, calls
-    found = jobcost.price(
-        runs[jobpaths.PATHS.index("registered, found by a status poll (2 artifacts)")]
-    )
+    found = jobs.price(runs[PATHS.index("registered, found by a status poll (2 artifacts)")])
     assert found.ours.requests == Counter({"worker": 1}), found.ours.requests
     assert found.ours.calls["dynamodb.Query"] == 0, found.ours.calls
     assert found.ours.calls["sqs.SendMessage"] == 1, found.ours.calls
@@ -81,22 +100,35 @@ def test_a_round_the_job_is_due_in_costs_it_only_its_poll(measured):
 def test_a_webhook_and_a_lost_job_make_no_call_beyond_the_floor_s(measured):
     runs, _ = measured
     for label in ("webhook, 0 artifacts", "webhook, 2 artifacts", "registered, never found: lost"):
-        priced = jobcost.price(runs[jobpaths.PATHS.index(label)])
-        assert jobcost.beyond(priced) == Counter(), label
+        priced = jobs.price(runs[PATHS.index(label)])
+        assert jobs.beyond(priced) == Counter(), label
 
 
 def test_the_large_event_is_kept_in_s3_and_read_from_there(measured):
     runs, _ = measured
-    large = runs[jobpaths.PATHS.index("large event, 300 KiB (body in S3, 2 artifacts)")]
+    large = runs[PATHS.index("large event, 300 KiB (body in S3, 2 artifacts)")]
     calls = large.calls()
     assert calls["s3.PutObject"] == 3 and calls["s3.GetObject"] == 1
 
 
-def test_the_section_renders_every_path_and_its_target(measured, capsys):
-    runs, empty = measured
-    targets = Targets([])
-    jobcost.render_section(runs, empty, targets)
+def test_the_sections_judge_every_path_but_the_withdrawn_duplicate(measured, monkeypatch, capsys):
+    monkeypatch.setattr(stack, "paths", lambda: measured)
+    monkeypatch.setattr(jobs, "paths", lambda: measured)
+    monkeypatch.setattr(indexes, "paths", lambda: measured)
+    ctx = Context()
+    jobs.section(ctx)
+    indexes.section(ctx)
     out = capsys.readouterr().out
-    for label in jobpaths.PATHS:
+    for label in PATHS:
         assert label in out
-    assert [t for t, _, _ in targets.rows] == ["every job path within 1.15x of its floor"]
+    (jobs_target, measured_text, met) = ctx.targets.rows[0]
+    assert "the duplicate's withdrawn" in jobs_target
+    assert (
+        "a duplicate delivery (after processed)" in measured_text and "not judged" in measured_text
+    )
+    assert met is True
+    assert (
+        "every job path runs to its ending (finished, or lost and announced; nothing due)",
+        f"{len(PATHS)} of {len(PATHS)}",
+        True,
+    ) in ctx.targets.rows

@@ -4,7 +4,7 @@ import pytest
 
 from bench import cost
 from bench.counting import short
-from bench.report import paired_difference, paired_ratio
+from bench.harness import paired_difference, paired_ratio, spread
 
 
 def test_write_units_round_up_per_started_kilobyte_and_never_below_one():
@@ -70,3 +70,8 @@ def test_the_failover_fixed_cost_is_its_parts() -> None:
     assert fixed.total == pytest.approx(
         fixed.health_checks + fixed.health_probes + fixed.second_region
     )
+
+
+def test_a_figure_that_moves_with_the_machine_is_judged_on_its_median_with_its_range():
+    assert spread([1.4, 1.6, 1.5]) == "1.50x (runs 1.40-1.60x, n=3)"
+    assert paired_ratio([3.0, 1.0, 2.0], [1.0, 1.0, 1.0]) == 2.0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.indexes import index_writes
+from bench.stack import index_writes
 from infra import spec
 from sume.core.names import DUE_INDEX, REPORT_INDEX
 

@@ -4,15 +4,15 @@ from collections import Counter
 
 import pytest
 
-from bench import coldstart, cost, jobcost, jobfloor, jobpaths
-from bench.jobmeter import Units, read_units
-from bench.jobpaths import Invocation, PathRun
-from bench.report import Targets
+import bench.__main__ as bench_main
+from bench import cold, cost, jobs, stack
+from bench.harness import Context, Targets
+from bench.stack import Invocation, PathRun, Units, read_units
 from infra import spec
 
 
 def test_each_line_of_a_bill_is_its_count_times_its_price():
-    bill = jobcost.Bill(
+    bill = jobs.Bill(
         api=1,
         requests=Counter({"receiver": 1, "worker": 1}),
         billed_ms={"worker": 1000.0},
@@ -48,22 +48,39 @@ def test_each_line_of_a_bill_is_its_count_times_its_price():
 
 def test_billed_ms_scales_cpu_to_the_memory_s_share_and_adds_each_wait():
     # 10 ms CPU at 512 MB is 10 x 1769 / 512 = 34.6 ms, plus DynamoDB 5, SQS 8, one Sume request.
-    assert jobcost.billed_ms("receiver", 10.0, ["dynamodb.UpdateItem", "sqs.SendMessage"], 1) == 148
+    assert jobs.billed_ms("receiver", 10.0, ["dynamodb.UpdateItem", "sqs.SendMessage"], 1) == 148
+
+
+def writes(steps):
+    return sum(1 for s in steps if s.call.startswith("dynamodb."))
 
 
 def test_the_floor_of_a_worker_run_writes_a_progress_between_copies_only():
-    assert jobfloor.table_writes(jobfloor.work(0)) == 3
-    assert jobfloor.table_writes(jobfloor.work(2)) == 4
-    assert jobfloor.table_writes(jobfloor.work(3)) == 5
-    calls = Counter(s.call for s in jobfloor.work(2, large=True))
+    assert [writes(jobs.work(n)) for n in (0, 2, 3)] == [3, 4, 5]
+    calls = Counter(s.call for s in jobs.work(2, large=True))
     assert calls["s3.PutObject"] == 2 and calls["s3.GetObject"] == 1
-    assert set(jobfloor.FLOORS) == set(jobpaths.PATHS)
-    assert jobfloor.hand_offs(jobfloor.FLOORS["registered, never found: lost"]) == 0
+    assert list(jobs.FLOORS) == list(stack.PATHS)
+    lost = jobs.FLOORS["registered, never found: lost"]
+    assert not [s for s in lost if s.call == "sqs.SendMessage"]
+
+
+def test_the_floor_prices_its_writes_at_ours_mean_write_and_a_hand_off_at_its_requests():
+    run = PathRun("webhook, 0 artifacts", api_requests=1)
+    run.invocations = [Invocation("receiver", 1.0, [], 0), Invocation("worker", 2.0, [], 0)]
+    run.units = Units(wru=10, writes=5)
+    mine, cpu, count = jobs.ours(run)
+    floor = jobs.floor(run, mine, cpu, count)
+    # Four floor writes at ours' 2 units a write; one hand-off: its send, the event
+    # source's receive and delete, one worker request.
+    assert floor.wru == 8
+    assert floor.requests == Counter({"receiver": 1, "worker": 1})
+    assert floor.calls["sqs.SendMessage"] == 1 and floor.calls["sqs.ReceiveMessage"] == 1
+    assert floor.calls["sqs.DeleteMessageBatch"] == 1
 
 
 def test_a_write_is_a_write_whatever_its_verb_when_ours_is_set_beside_the_floor():
     calls = Counter({"dynamodb.PutItem": 1, "dynamodb.UpdateItem": 2, "sqs.SendMessage": 1})
-    assert jobcost.as_writes(calls) == Counter({"dynamodb.write": 3, "sqs.SendMessage": 1})
+    assert jobs.as_writes(calls) == Counter({"dynamodb.write": 3, "sqs.SendMessage": 1})
 
 
 def _invocation(function, cpu, calls):
@@ -74,13 +91,13 @@ def test_a_job_found_by_a_poll_pays_its_round_less_an_empty_round():
     empty = PathRun("empty")
     empty.invocations = [_invocation("poller", 20.0, ["dynamodb.Query"] * 16)]
     empty.units = Units(wru=32, rru=16.0, writes=32)
-    run = PathRun(jobpaths.PATHS[3], round=empty)
+    run = PathRun(stack.PATHS[4], round=empty)
     run.invocations = [
         _invocation("poller", 25.0, ["dynamodb.Query"] * 16 + ["dynamodb.UpdateItem"]),
         _invocation("worker", 50.0, ["dynamodb.UpdateItem"]),
     ]
     run.units = Units(wru=35, rru=16.0, writes=34)
-    bill, cpu, writes = jobcost.ours(run)
+    bill, cpu, writes = jobs.ours(run)
     assert bill.requests == Counter({"worker": 1})
     assert bill.calls == Counter({"dynamodb.UpdateItem": 2})
     assert (bill.wru, bill.rru, writes) == (3, 0.0, 2)
@@ -95,24 +112,24 @@ def test_read_units_per_started_4_kb_and_half_when_eventually_consistent():
 
 
 def test_the_median_s_interval_narrows_as_pairs_come_in():
-    low, high = coldstart.median_interval(list(range(100)))
+    low, high = cold.median_interval(list(range(100)))
     assert low < 50 < high
     assert (high - low) < 25
-    assert coldstart.median_interval([5.0] * 30) == (5.0, 5.0)
+    assert cold.median_interval([5.0] * 30) == (5.0, 5.0)
 
 
 def test_the_gap_is_settled_only_with_enough_pairs_and_a_narrow_interval():
-    gap = coldstart.Gap([100.0] * 10, [130.0] * 10)
+    gap = cold.Gap([100.0] * 10, [130.0] * 10)
     assert not gap.settled()
-    gap = coldstart.Gap([100.0] * coldstart.MIN_PAIRS, [130.0] * coldstart.MIN_PAIRS)
+    gap = cold.Gap([100.0] * cold.MIN_PAIRS, [130.0] * cold.MIN_PAIRS)
     assert gap.settled() and gap.median == 30.0
-    spread = [float(i % 40) for i in range(coldstart.MIN_PAIRS)]
-    gap = coldstart.Gap([0.0] * coldstart.MIN_PAIRS, spread)
+    spread = [float(i % 40) for i in range(cold.MIN_PAIRS)]
+    gap = cold.Gap([0.0] * cold.MIN_PAIRS, spread)
     assert not gap.settled()
 
 
 def test_the_fixed_costs_list_the_receiver_s_cached_snapshot_at_its_memory():
-    fixed = jobcost.fixed_month(PathRun("empty"), None)
+    fixed = jobs.fixed_month(PathRun("empty"))
     # 512 MB cached all month at the cache's GB-second price: about 1.95 USD.
     month = spec.RECEIVER_MEMORY_MB / 1024 * cost.MONTH_S * cost.SNAPSTART_CACHE_GB_SECOND
     assert spec.RECEIVER_SNAPSTART
@@ -120,16 +137,16 @@ def test_the_fixed_costs_list_the_receiver_s_cached_snapshot_at_its_memory():
     assert round(month, 2) == 1.95
 
 
-def _cold_report() -> coldstart.ColdReport:
-    pairs = coldstart.MIN_PAIRS
-    report = coldstart.ColdReport(
+def _cold_report() -> cold.ColdReport:
+    pairs = cold.MIN_PAIRS
+    report = cold.ColdReport(
         runs=1,
-        gap=coldstart.Gap([300.0] * pairs, [360.0] * pairs),
-        restored=coldstart.Gap([140.0] * pairs, [141.0] * pairs),
+        gap=cold.Gap([300.0] * pairs, [360.0] * pairs),
+        restored=cold.Gap([140.0] * pairs, [141.0] * pairs),
     )
-    report.ms = {coldstart.FLOOR: [300.0], coldstart.RECEIVER_FIRST_USE: [360.0]}
+    report.ms = {cold.FLOOR: [300.0], cold.RECEIVER_FIRST_USE: [360.0]}
     report.wall_ms = {name: list(v) for name, v in report.ms.items()}
-    report.tracer_off_ms = {coldstart.RECEIVER_FIRST_USE: [335.0]}
+    report.tracer_off_ms = {cold.RECEIVER_FIRST_USE: [335.0]}
     return report
 
 
@@ -137,13 +154,13 @@ def _cold_report() -> coldstart.ColdReport:
 def test_the_cold_start_target_judges_what_is_deployed_and_prints_the_full_init(
     monkeypatch, capsys, snapstart
 ):
-    monkeypatch.setattr(coldstart, "RECEIVER_SNAPSTART", snapstart)
+    monkeypatch.setattr(cold, "RECEIVER_SNAPSTART", snapstart)
     targets = Targets([])
-    coldstart.render(_cold_report(), targets)
+    cold.render(_cold_report(), targets)
     printed = capsys.readouterr().out
     ((target, measured, met),) = targets.rows
     # Both pairs are printed whichever is judged.
-    assert "Full init" in printed and "As restored by SnapStart" in printed
+    assert "Full init" in printed and "As SnapStart restores it" in printed
     if snapstart:
         assert "as deployed: restored by SnapStart" in target
         assert measured.startswith("+1 ms CPU restored") and "full init +60 ms CPU" in measured
@@ -152,3 +169,38 @@ def test_the_cold_start_target_judges_what_is_deployed_and_prints_the_full_init(
         assert "(import + first use)" in target
         assert measured.startswith("+60 ms CPU")
         assert met is False
+
+
+def test_a_section_that_stops_is_a_missed_target_and_the_others_still_run(monkeypatch, capsys):
+    def broken(ctx: Context) -> None:
+        raise IndexError("list index out of range")
+
+    ran = []
+    sections = {
+        "calls": ("1. first", broken),
+        "cpu": ("2. second", lambda ctx: ran.append("cpu")),
+    }
+    monkeypatch.setattr(bench_main, "SECTIONS", sections)
+    assert bench_main.main(["--only", "calls,cpu"]) == 1
+    out, err = capsys.readouterr()
+    assert ran == ["cpu"]
+    assert (
+        "| section calls runs to its end | IndexError('list index out of range') | **MISSED** |"
+        in out
+    )
+    # A progress line names each section as it starts.
+    assert "1. first" in err and "2. second" in err
+
+
+def test_a_section_that_prices_another_s_figures_brings_them_along():
+    parser = bench_main.parser()
+    assert bench_main.chosen(parser, "cost", "") == ["calls", "cpu", "cost"]
+    assert bench_main.chosen(parser, "", "cost,artifacts,poller") == [
+        "calls",
+        "cpu",
+        "cold",
+        "throughput",
+        "indexes",
+        "jobs",
+        "idle",
+    ]

@@ -9,11 +9,9 @@ import pytest
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 PAGES = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md"))
-# Rewritten in parallel (issue 35); drop it from here once that rewrite has landed.
-PENDING = {"bench.md"}
 
 
-@pytest.mark.parametrize("page", [p for p in PAGES if p not in PENDING])
+@pytest.mark.parametrize("page", PAGES)
 def test_the_page_opens_with_whom_it_is_for(page: str) -> None:
     lines = (DOCS / page).read_text(encoding="utf-8").splitlines()
     assert lines[0].startswith("# "), f"{page} does not start with its title"
@@ -27,7 +25,5 @@ def test_no_page_keeps_a_diary_of_measured_runs() -> None:
         r"\b(?:measured|run) on 20\d\d-\d\d-\d\d|\b20\d\d-\d\d-\d\d (?:evening|afternoon|morning)"
     )
     for page in PAGES:
-        if page in PENDING:
-            continue
         text = (DOCS / page).read_text(encoding="utf-8")
         assert not dated.search(text), f"{page}: {dated.search(text)}"

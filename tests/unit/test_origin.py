@@ -4,7 +4,7 @@ import hashlib
 
 import pytest
 
-from bench.origin import BLOCK, Content, Pacer, Unsatisfiable, Version, parse_range
+from devstack.origin import BLOCK, Content, Pacer, Unsatisfiable, Version, parse_range
 
 
 def test_content_is_the_same_bytes_however_it_is_cut():

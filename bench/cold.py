@@ -1,4 +1,5 @@
-"""Cold-start proxy: what a fresh process spends importing each handler.
+"""Section 3, cold start: what a fresh process spends importing each handler and building
+what its first delivery needs, against the floor, in full and as SnapStart restores it.
 
 Each figure is the median, over several fresh interpreters, of the CPU time
 from just before the import to just after (interpreter start-up is the same
@@ -20,13 +21,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from bench import cost
-from bench.calls import handler_modules, lambda_runtime_env
-from bench.env import STUB_NAMES
-from bench.report import Targets, paired_difference, table
-from bench.runtime import python
+from bench import harness as h
+from bench.calls import HANDLERS
 from infra.spec import RECEIVER_MEMORY_MB, RECEIVER_SNAPSTART
 
 # What a variant runs before the clock starts (``setup``, then this line, then
@@ -36,13 +36,13 @@ CLOCK = "\n# clock\n"
 PROBE = f"""
 import sys, time
 CLOCK = {CLOCK!r}
-from bench.env import forbid_network
+from bench.harness import forbid_network
 forbid_network()
 setup, _, code = sys.argv[1].rpartition(CLOCK)
 exec(setup)
 wall, cpu = time.perf_counter(), time.process_time()
 exec(code)
-print((time.process_time() - cpu) * 1000, (time.perf_counter() - wall) * 1000)
+print([(time.process_time() - cpu) * 1000, (time.perf_counter() - wall) * 1000])
 """
 
 FLOOR = "floor: boto3, 3 clients, 1 secret read"
@@ -109,9 +109,9 @@ RESTORED_RECEIVER = RESTORE_HOOKS + RECEIVER_IMPORTS + CLOCK + RUN_RESTORE_HOOKS
 # their paired differences is known to within +/- HALF_WIDTH_MS (a 95 %
 # distribution-free interval), so that two runs of the bench agree within
 # 2 x HALF_WIDTH_MS; at least MIN_PAIRS, at most MAX_PAIRS.
-MIN_PAIRS = 30
-MAX_PAIRS = 150
-HALF_WIDTH_MS = 4.0
+MIN_PAIRS = 20
+MAX_PAIRS = 40
+HALF_WIDTH_MS = 5.0
 Z_95 = 1.96
 
 
@@ -179,22 +179,20 @@ class ColdReport:
 
 
 def _env(tracer: bool = True) -> dict[str, str]:
-    env = {**lambda_runtime_env(), **STUB_NAMES}
+    env = h.lambda_runtime_env()
     if not tracer:
         env["POWERTOOLS_TRACE_DISABLED"] = "true"
     return env
 
 
 def _once(code: str, env: dict[str, str]) -> tuple[float, float]:
-    out = python("-c", PROBE, code, env=env)
-    out.check_returncode()
-    cpu, wall = out.stdout.strip().splitlines()[-1].split()
+    cpu, wall = h.last_json(h.python("-c", PROBE, code, env=env), "a cold-start probe")
     return float(cpu), float(wall)
 
 
 def variants() -> dict[str, str]:
     found = dict(VARIANTS)
-    for module in handler_modules():
+    for module in HANDLERS:
         if module != "receiver":
             found[f"import {module}"] = f"import {module}"
     return found
@@ -204,7 +202,7 @@ def importtime(
     code: str, env: dict[str, str]
 ) -> tuple[list[tuple[str, float]], list[tuple[str, float, float]]]:
     """``python -X importtime``: totals per top-level package, and the heaviest modules."""
-    out = python("-X", "importtime", "-c", code, env=env)
+    out = h.python("-X", "importtime", "-c", code, env=env)
     out.check_returncode()
     per_package: dict[str, float] = {}
     modules: list[tuple[str, float, float]] = []
@@ -221,134 +219,115 @@ def importtime(
     return packages, modules
 
 
+def _many(codes: list[str], env: dict[str, str]) -> list[tuple[float, float]]:
+    """Two processes at a time: CPU time is each one's own, and the two of a pair meet
+    the same moment of the machine (their wall time, shown aside, does not)."""
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(lambda code: _once(code, env), codes))
+
+
 def measure(runs: int) -> ColdReport:
     report = ColdReport(runs)
     on, off = _env(), _env(tracer=False)
     chosen = variants()
-    for code in chosen.values():
-        _once(code, on)  # writes the bytecode cache; not counted
-    # Interleaved, so a noisy moment hits every variant alike.
+    _many([*chosen.values(), RESTORED_FLOOR, RESTORED_RECEIVER], on)  # the bytecode cache
+    again = ("import receiver", RECEIVER_FIRST_USE)
     for _ in range(runs):
-        for name, code in chosen.items():
-            cpu, wall = _once(code, on)
+        # Interleaved, so a noisy moment hits every variant alike.
+        for name, (cpu, wall) in zip(chosen, _many(list(chosen.values()), on), strict=True):
             report.ms.setdefault(name, []).append(cpu)
             report.wall_ms.setdefault(name, []).append(wall)
-        for name in ("import receiver", RECEIVER_FIRST_USE):
-            report.tracer_off_ms.setdefault(name, []).append(_once(chosen[name], off)[0])
-    measure_gap(report.gap, chosen[FLOOR], chosen[RECEIVER_FIRST_USE], on)
-    for code in (RESTORED_FLOOR, RESTORED_RECEIVER):
-        _once(code, on)
-    measure_gap(report.restored, RESTORED_FLOOR, RESTORED_RECEIVER, on)
+        for name, (cpu, _) in zip(again, _many([chosen[n] for n in again], off), strict=True):
+            report.tracer_off_ms.setdefault(name, []).append(cpu)
+    # The judged pair runs until its median is known; the other, MIN_PAIRS.
+    judged = report.restored if RECEIVER_SNAPSTART else report.gap
+    for gap, floor, ours in (
+        (report.gap, chosen[FLOOR], chosen[RECEIVER_FIRST_USE]),
+        (report.restored, RESTORED_FLOOR, RESTORED_RECEIVER),
+    ):
+        while len(gap.floor_ms) < MIN_PAIRS or (gap is judged and not gap.settled()):
+            if len(gap.floor_ms) >= MAX_PAIRS:
+                break
+            (floor_ms, _), (ours_ms, _) = _many([floor, ours], on)
+            gap.floor_ms.append(floor_ms)
+            gap.receiver_ms.append(ours_ms)
     packages, modules = importtime("import receiver", on)
     report.heaviest = packages[:10]
     report.heaviest_modules = modules[:12]
     return report
 
 
-def measure_gap(gap: Gap, floor: str, ours: str, env: dict[str, str]) -> None:
-    """A pair, interleaved, until its median is known (``Gap.settled``)."""
-    while not gap.settled() and len(gap.floor_ms) < MAX_PAIRS:
-        gap.floor_ms.append(_once(floor, env)[0])
-        gap.receiver_ms.append(_once(ours, env)[0])
-
-
 IMPORT_MARGIN_MS = 30.0
 
 
-def render_gap(gap: Gap, what: str = "Receiver's first use less the floor") -> str:
-    diffs = gap.differences
-    low, high = gap.interval
-    q1, q3 = quartiles(diffs)
+def render_gap(gap: Gap, what: str) -> str:
+    diffs, (low, high), (q1, q3) = gap.differences, gap.interval, quartiles(gap.differences)
     return (
-        f"{what}, {len(diffs)} fresh-process pairs (interleaved; "
-        f"more are run until the median's 95 % interval is within +/- {HALF_WIDTH_MS:.0f} ms, "
-        f"{MIN_PAIRS} to {MAX_PAIRS}): median **{gap.median:+.0f} ms CPU**, 95 % interval "
-        f"{low:+.0f} to {high:+.0f}, quartiles {q1:+.0f} / {q3:+.0f}, range "
+        f"{what}, {len(diffs)} fresh-process pairs: median **{gap.median:+.0f} ms CPU**, "
+        f"95 % interval {low:+.0f} to {high:+.0f}, quartiles {q1:+.0f} / {q3:+.0f}, range "
         f"{min(diffs):+.0f} to {max(diffs):+.0f}; floor median "
         f"{statistics.median(gap.floor_ms):.0f} ms, receiver median "
         f"{statistics.median(gap.receiver_ms):.0f} ms."
     )
 
 
-def render(report: ColdReport, targets: Targets) -> None:
+def section(ctx: h.Context) -> ColdReport:
+    report = measure(ctx.pick(3, 1))
+    render(report, ctx.targets)
+    return report
+
+
+def render(report: ColdReport, targets: h.Targets) -> None:
     print(
         f"## 3. Cold start against an honest floor (fresh process, Lambda env, Tracer on; "
         f"CPU ms, median of {report.runs} runs)\n"
     )
-    print(
-        "Floor: what any correct receiver does before its first answer: `import boto3`, "
-        "the DynamoDB, SQS and Secrets Manager clients, one secret read (kept). The read is "
-        "answered at botocore's `before-send` (serialisation, signing and parsing run, the "
-        "round trip does not), for the floor and the receiver alike.\n"
-    )
     floor = report.ms[FLOOR]
-    print(
-        table(
-            ["import", "CPU ms", "wall ms", "vs floor (CPU)"],
-            [
-                (
-                    name,
-                    f"{report.median(name):.0f}",
-                    f"{report.median_wall(name):.0f}",
-                    f"{paired_difference(v, floor):+.0f}",
-                )
-                for name, v in report.ms.items()
-            ],
+    rows = [
+        (
+            name,
+            f"{report.median(name):.0f}",
+            f"{report.median_wall(name):.0f}",
+            f"{h.paired_difference(v, floor):+.0f}",
         )
-    )
-    print("\nWith the Tracer off (`POWERTOOLS_TRACE_DISABLED=true`; the X-Ray SDK not patched in):")
+        for name, v in report.ms.items()
+    ]
+    print(h.table(["import", "CPU ms", "wall ms", "vs floor (CPU)"], rows))
+    print("\nWith the Tracer off (`POWERTOOLS_TRACE_DISABLED=true`):")
     for name, v in report.tracer_off_ms.items():
-        print(
-            f"- {name}: {statistics.median(v):.0f} CPU ms, "
-            f"{paired_difference(v, floor):+.0f} vs floor"
-        )
-    print(
-        "\nHeaviest imports of `import receiver` (`python -X importtime`, own time per package):\n"
-    )
-    print(table(["package", "ms"], [(p, f"{ms:.0f}") for p, ms in report.heaviest]))
-    print("\nHeaviest single modules (own ms / cumulative ms):\n")
-    print(
-        table(
-            ["module", "own ms", "cumulative ms"],
-            [(m, f"{a:.0f}", f"{b:.0f}") for m, a, b in report.heaviest_modules],
-        )
-    )
-    full = "Full init: receiver's import + first use less the floor's"
-    print(f"\n{render_gap(report.gap, full)}\n")
-    restored = "As restored by SnapStart (imports in the snapshot, both timed from the first use)"
-    print(f"{render_gap(report.restored, restored)}\n")
+        print(f"- {name}: {statistics.median(v):.0f} CPU ms, {h.paired_difference(v, floor):+.0f}")
+    print("\nHeaviest imports of `import receiver` (`-X importtime`, own ms per package):\n")
+    print(h.table(["package", "ms"], [(p, f"{ms:.0f}") for p, ms in report.heaviest]))
+    print("\nHeaviest single modules:\n")
+    modules = [(m, f"{a:.0f}", f"{b:.0f}") for m, a, b in report.heaviest_modules]
+    print(h.table(["module", "own ms", "cumulative ms"], modules))
+    print(f"\n{render_gap(report.gap, 'Full init (import + first use) less the floor')}\n")
+    print(f"{render_gap(report.restored, 'As SnapStart restores it (imports in the snapshot)')}\n")
     month, per_million = cost.snapstart(RECEIVER_MEMORY_MB)
     print(
-        f"SnapStart on the receiver ({'enabled' if RECEIVER_SNAPSTART else 'not enabled'}, "
-        f"`infra.spec.RECEIVER_SNAPSTART`) at {RECEIVER_MEMORY_MB} MB: {month:.2f} USD a month "
-        f"for its published version's cached snapshot, {per_million:.2f} USD per million "
-        "restores (one per new container), plus the billed restore duration (the runtime's "
-        "load and the after-restore hook) and the init once per deploy, at publish. The "
-        "restore itself (the snapshot copied back) is not measured here: AWS reports it per "
-        "new container as `Restore Duration` in the REPORT line.\n"
+        f"SnapStart on the receiver ({'enabled' if RECEIVER_SNAPSTART else 'not enabled'}) at "
+        f"{RECEIVER_MEMORY_MB} MB: {month:.2f} USD a month for the cached snapshot, "
+        f"{per_million:.2f} USD per million restores (one per new container). The restore "
+        "itself runs outside the process: AWS reports it as `Restore Duration`.\n"
     )
-    off = paired_difference(report.tracer_off_ms[RECEIVER_FIRST_USE], floor)
+    off = h.paired_difference(report.tracer_off_ms[RECEIVER_FIRST_USE], floor)
     low, high = report.gap.interval
     full_init = (
         f"{report.gap.median:+.0f} ms CPU ({low:+.0f} to {high:+.0f}, "
-        f"{len(report.gap.floor_ms)} pairs) with the Tracer ({off:+.0f} ms without, "
-        f"{report.runs} runs)"
+        f"{len(report.gap.floor_ms)} pairs) with the Tracer ({off:+.0f} ms without)"
     )
+    judged, what, value = report.gap, "import + first use", full_init
     if RECEIVER_SNAPSTART:
-        # As deployed a new container is restored, not initialised: the full
-        # init runs once per deploy, when the version is published.
-        judged = report.restored
+        # As deployed a new container is restored, not initialised: the full init runs
+        # once per deploy, when the version is published.
+        judged, what = report.restored, "as deployed: restored by SnapStart"
         rlow, rhigh = judged.interval
-        what = "as deployed: restored by SnapStart"
         value = (
             f"{judged.median:+.0f} ms CPU restored ({rlow:+.0f} to {rhigh:+.0f}, "
             f"{len(judged.floor_ms)} pairs); full init {full_init}, run once per deploy"
         )
-    else:
-        judged, what, value = report.gap, "import + first use", full_init
     targets.add(
         f"receiver cold start within {IMPORT_MARGIN_MS:.0f} ms of floor ({what})",
         value,
         judged.median <= IMPORT_MARGIN_MS,
     )
-    print()
