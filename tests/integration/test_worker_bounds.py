@@ -203,7 +203,7 @@ def long_path(i):
     return f"/{i:03d}/" + "p" * 1800 + ".mp4"
 
 
-def test_an_artifact_list_past_256_kb_is_cut_in_the_announcement(
+def test_an_artifact_list_past_the_item_is_cut_there_and_announced_whole(
     world, put_events, server, local_urls, replacing_counts_once
 ):
     urls = [server.route(long_path(i), body=bytes([i])) for i in range(130)]
