@@ -28,6 +28,7 @@ import boto3
 
 from devstack import dynamodb_local
 from devstack.apigw import HttpApiServer, http_api_event
+from devstack.banner import banner
 from devstack.eventsources import QueueTap, Schedule, SqsEventSource
 from devstack.journal import Entry, Journal, Observers
 from devstack.lambda_context import LambdaContext
@@ -53,9 +54,7 @@ from infra.spec import ResourceNames
 from sume.core import runtime
 from sume.core.names import (
     DUE_AT,
-    DUE_INDEX,
     MAX_DUE_SHARDS,
-    REGISTRATION_DETAIL_TYPE,
     WEBHOOK_PATH,
     Env,
 )
@@ -64,10 +63,6 @@ from sume.core.settings import TableSettings, due_shards, integer
 from sume.store.compose import build_jobs
 from sume.store.jobs import JobsTable
 from sume_cli.stackinfo import local_log_groups
-
-# Seconds between attempts in the banner's "Send one" line: with Sume's minute,
-# a wrong secret would mean nine silent minutes before the simulator gives up.
-SEND_ONE_SPACING = 5
 
 _running: DevStack | None = None
 _running_lock = threading.Lock()
@@ -569,72 +564,5 @@ class DevStack:
     # Console
 
     def describe(self) -> Iterator[str]:
-        assert self.names is not None
-        n = self.names
-        env = self.lambda_environment()
-        secret_origin = (
-            "from SUME_COM_WEBHOOK_SIGNING_SECRET"
-            if self.settings.signing_secret
-            else "generated dev secret"
-        )
-        rows = [
-            ("webhook URL", self.url),
-            ("signing secret", f"{self.signing_secret}   ({secret_origin})"),
-            ("Sume API token", f"{self.api_token}   (bearer for status_url polls)"),
-            ("moto endpoint", self.endpoint_url),
-            *(
-                [("DynamoDB Local", f"{self.dynamodb_endpoint_url}   (the tables; DYNAMODB=local)")]
-                if self.dynamodb_endpoint_url
-                else []
-            ),
-            ("jobs table", f"{n.table}   (GSI {DUE_INDEX})"),
-            ("jobs queue", n.queue_url),
-            ("jobs DLQ", f"{n.dlq_url}   (after {spec.MAX_RECEIVES} receives)"),
-            ("artifacts bucket", n.artifacts_bucket),
-            ("payloads bucket", n.payloads_bucket),
-            ("event bus", n.event_bus),
-            (
-                "registrations",
-                f"put '{REGISTRATION_DETAIL_TYPE}' on the bus; "
-                f"refused ones wait in {n.registrations_dlq_url}",
-            ),
-            # Where the two values above are kept, as the functions read them.
-            ("signing secret ARN", n.signing_secret_arn),
-            ("API token ARN", n.api_token_secret_arn),
-            (
-                "announcements",
-                f"make your own rule on the bus, pattern {json.dumps(spec.ANNOUNCEMENTS_PATTERN)}, "
-                "and queue (docs/integrating.md#on-the-local-stack)",
-            ),
-            # Both region variables: boto3 and the AWS CLI read AWS_DEFAULT_REGION, the
-            # SDK for JavaScript only AWS_REGION.
-            (
-                "any AWS SDK/CLI:",
-                " ".join(f"{k}={v}" for k, v in self.client_environment().items()),
-            ),
-        ]
-        if self.dynamodb_endpoint_url:
-            yield (
-                "Sume webhooks: local stack on moto, its tables on Amazon's DynamoDB Local "
-                "(no AWS account involved)"
-            )
-        else:
-            yield "Sume webhooks: local stack on moto (no AWS account involved)"
-        for label, value in rows:
-            yield f"  {label:<19} {value}"
-        yield (
-            "LOCAL ONLY: "
-            + " ".join(f"{k}={v}" for k, v in LOCAL_ONLY.items())
-            + " (http and loopback artifact/status URLs, the API token to loopback only;"
-            + " the deployed stack refuses loopback)"
-        )
-        yield (
-            "Short timings: "
-            + " ".join(f"{k}={env[k]}" for k in spec.LOCAL_TIMINGS)
-            + f"; poller every {self.settings.poll_every_seconds:g}s"
-            + f"; a failed message is retried after {self.settings.retry_delay_seconds}s"
-        )
-        yield (
-            "Send one:  .venv/bin/python -m devstack.simulator send "
-            f"{self.url} --secret {self.signing_secret} --spacing {SEND_ONE_SPACING}"
-        )
+        """The banner: where everything is, and what to send first (devstack/banner.py)."""
+        return banner(self)
