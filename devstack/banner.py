@@ -4,21 +4,35 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from devstack.settings import LOCAL_ONLY
+from devstack.settings import LOCAL_ONLY, DevStackSettings
 from infra import spec
+from infra.spec import ResourceNames
 from sume.core.names import DUE_INDEX, REGISTRATION_DETAIL_TYPE
-
-if TYPE_CHECKING:
-    from devstack.stack import DevStack
 
 # Seconds between attempts in the "Send one" line: with Sume's minute, a wrong
 # secret would mean nine silent minutes before the simulator gives up.
 SEND_ONE_SPACING = 5
 
 
-def banner(stack: DevStack) -> Iterator[str]:
+class Running(Protocol):
+    """What the banner reads of a running stack (``devstack.stack.DevStack``)."""
+
+    settings: DevStackSettings
+    names: ResourceNames | None
+    url: str
+    signing_secret: str
+    api_token: str
+    endpoint_url: str
+    dynamodb_endpoint_url: str
+
+    def client_environment(self) -> dict[str, str]: ...
+
+    def lambda_environment(self) -> dict[str, str]: ...
+
+
+def banner(stack: Running) -> Iterator[str]:
     assert stack.names is not None
     n = stack.names
     env = stack.lambda_environment()
