@@ -2,7 +2,7 @@
 
 A generated object (``devstack.origin``) is served on loopback at full speed and capped
 per connection (as CDNs cap each), and copied into S3 on moto's server, each in a
-process of its own (``bench.servers``). Each run of a case is a fresh process
+process of its own (``devstack.servers``). Each run of a case is a fresh process
 (``bench.copier``) giving seconds, CPU and RSS; one more run with tracemalloc on gives
 Python's peak (tracing slows allocation-heavy code, so its time is not used). Every
 copy is checked: the bytes that arrived, the SHA-256 where the copier computes one,
@@ -27,8 +27,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench import copier, cost, servers
+from bench import copier, cost
 from bench import harness as h
+from devstack import servers
 from devstack.origin import Content
 from infra.spec import WORKER_MEMORY_MB, WORKER_TIMEOUT, worker_queue_environment
 from sume.core.names import Env

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench import harness as h
-from bench.counting import short
 from bench.stack import IDEMPOTENCY_TABLE, Stack, account
+from devstack.counting import short
 
 LARGE_EVENT_BYTES = 300 * 1024
 MAX_BODY_BYTES = 1024 * 1024
@@ -185,7 +185,7 @@ IMPORT_PROBE = """
 import json, socket, sys
 from bench.harness import use_fake_aws
 use_fake_aws()
-from bench.counting import CallCounter
+from devstack.counting import CallCounter
 connects = []
 real_connect = socket.socket.connect
 def connect(self, address):

@@ -239,7 +239,7 @@ def measure_row(
 
 def measure(items: int = ITEMS, window: float = WINDOW_SECONDS) -> CapacityReport:
     """A row per count of parallel runs, each over the same backlog."""
-    from bench.servers import spawned
+    from devstack.servers import spawned
     from infra.spec import DEFAULT_POLL_RATE_MINUTES, POLLER_TIMEOUT
     from sume.polling.settings import PollerSettings
 
@@ -259,7 +259,7 @@ def measure(items: int = ITEMS, window: float = WINDOW_SECONDS) -> CapacityRepor
 
 def run(round_: int, shards: list[int], window: float) -> None:
     """One run of the round, in this process: ready, wait for go, work, report."""
-    from bench.counting import CallCounter
+    from devstack.counting import CallCounter
     from sume.polling.compose import build_shard_run
     from sume.polling.fanout import Assignment
     from sume.polling.settings import FanOutSettings, PollerSettings

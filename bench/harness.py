@@ -2,7 +2,7 @@
 signed deliveries, and the report's tables, targets and medians.
 
 The stack the functions run on (moto, counted and metered) is ``bench.stack``; the
-prices are ``bench.cost``; counting calls is ``bench.counting``.
+prices are ``bench.cost``; counting calls is ``devstack.counting``.
 """
 
 from __future__ import annotations

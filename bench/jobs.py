@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 
 from bench import cost
 from bench import harness as h
-from bench.counting import short
 from bench.stack import ESM_BATCH, KEYS_ONLY, PATHS, Invocation, PathRun, paths
+from devstack.counting import short
 from infra import spec
 
 MEMORY_MB = {

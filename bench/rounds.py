@@ -41,16 +41,6 @@ def wait_past(round_: int) -> None:
         time.sleep(0.05)
 
 
-def assignments(sqs: Any, shards_url: str) -> list[dict[str, Any]]:
-    """Every message on the shards queue, received and deleted: the round's runs to make."""
-    taken: list[dict[str, Any]] = []
-    while batch := sqs.receive_message(QueueUrl=shards_url, MaxNumberOfMessages=10).get("Messages"):
-        taken.extend(batch)
-        for message in batch:
-            sqs.delete_message(QueueUrl=shards_url, ReceiptHandle=message["ReceiptHandle"])
-    return taken
-
-
 def check_worked(answers: Iterable[dict[str, Any]]) -> None:
     """Raise ``RoundRefused`` if a run was refused a shard (``RunSummary.taken``).
 

@@ -34,8 +34,8 @@ from typing import Any
 from botocore import handlers
 
 from bench import rounds
-from bench.counting import CallCounter, builtin_handlers
 from bench.harness import LOCAL_URLS, SECRET, delivery, environment, grown, silenced
+from devstack.counting import CallCounter, builtin_handlers
 from devstack.lambda_context import LambdaContext
 from sume.core import runtime
 from sume.core.names import DUE_AT, DUE_INDEX, DUE_SHARDS, JOB_ID, REPORT_BUCKET, Env

@@ -1,4 +1,4 @@
-"""Alter AWS API calls with botocore's event hooks (counting them is ``bench.counting``'s).
+"""Alter AWS API calls with botocore's event hooks (counting them is ``devstack.counting``'s).
 
 Every client created while a hook is installed gets it, whichever module
 created the client: here, answering as another store would.

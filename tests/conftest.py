@@ -121,7 +121,7 @@ def one_botocore_session() -> Iterator[None]:
     clients. A session reads the region and AWS_ENDPOINT_URL at each client it builds;
     only the credentials, the same fake ones everywhere here, it resolves once. A
     session takes botocore's built-in handlers when it is made, so one is made anew
-    while a call counter (``bench.counting``) is installed among them."""
+    while a call counter (``devstack.counting``) is installed among them."""
     from botocore import handlers
 
     from sume.core import aws

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any
 
 import poller
-from bench import rounds as bench_rounds
 from devstack.eventsources import sqs_records
 from devstack.resources import queue_arn
 from sume.core import aws as clients
@@ -26,7 +25,12 @@ def shards_queue() -> tuple[str, str]:
 def assignments() -> list[dict[str, Any]]:
     """The shards queue's messages, taken off it."""
     url, _ = shards_queue()
-    return bench_rounds.assignments(clients.client("sqs"), url)
+    sqs, taken = clients.client("sqs"), []
+    while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages"):
+        taken.extend(batch)
+        for message in batch:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    return taken
 
 
 def run_assignments(messages: list[dict[str, Any]], context: Any) -> list[dict[str, Any]]:

@@ -14,8 +14,8 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.core.models import botocore_stubber as moto_stubber
 
-from bench import servers
 from bench.artifacts import FRAMING_PER_UPLOAD
+from devstack import servers
 from devstack.origin import Content, Fault, Origin
 from sume.net.errors import PermanentFetchError, TransientFetchError
 from sume.net.fetch import SafeHttp

@@ -14,9 +14,9 @@ import receiver
 from bench import calls, cold, cpu
 from bench import harness as h
 from bench.__main__ import main as bench_main
-from bench.counting import CallCounter
 from bench.secretstub import SECRET, answer_secrets
 from bench.stack import account
+from devstack.counting import CallCounter
 from sume.contract.signature import SCHEME, SIGNATURE_HEADER
 from sume.core.names import DUE_SHARDS
 from tests.builders import LambdaContext as Context

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 from botocore.exceptions import ClientError
 
-from bench.counting import CallCounter
+from devstack.counting import CallCounter
 from infra import spec
 from sume.core import runtime
 from sume.core.names import DETAIL_TYPES

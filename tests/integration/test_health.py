@@ -10,7 +10,7 @@ import boto3
 import pytest
 
 import receiver
-from bench.counting import CallCounter
+from devstack.counting import CallCounter
 from sume.core import runtime
 from sume.core.names import HEALTH_PATH
 from tests.builders import LambdaContext, apigw_event

@@ -15,8 +15,8 @@ from botocore.exceptions import ClientError
 
 import receiver
 import worker
-from bench.counting import CallCounter
 from devstack import switches
+from devstack.counting import CallCounter
 from devstack.switches import create_switches
 from sume.contract.envelope import parse
 from sume.core import aws as clients

@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 import poller
-from bench.counting import CallCounter
+from devstack.counting import CallCounter
 from devstack.eventsources import sqs_records
 from sume.core import aws as clients
 from sume.core import runtime

@@ -9,7 +9,7 @@ import boto3
 import pytest
 
 import receiver
-from bench.counting import CallCounter
+from devstack.counting import CallCounter
 from sume.contract.envelope import MAX_STATUS_BYTES, JobEvent, parse
 from sume.contract.signature import SCHEME, SIGNATURE_HEADER
 from sume.core import runtime

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import receiver
 import worker
-from bench.counting import CallCounter
+from devstack.counting import CallCounter
 from sume.contract.envelope import TERMINAL_EVENTS
 from sume.core import runtime
 from sume.core.ids import is_job_id
@@ -233,7 +233,7 @@ def test_importing_the_handlers_makes_no_aws_call():
         """
         import sys
         sys.path[:0] = [{root!r}, {functions!r}]
-        from bench.counting import CallCounter
+        from devstack.counting import CallCounter
         with CallCounter().installed() as calls:
             import receiver
         print(sorted(set(calls.clients)), len(calls.calls))

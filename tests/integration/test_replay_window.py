@@ -14,7 +14,7 @@ from typing import Any
 import boto3
 import pytest
 
-from bench.counting import CallCounter
+from devstack.counting import CallCounter
 from sume.store.job import State
 from sume.store.jobs import JobsTable
 from sume.store.queue import JobQueue

@@ -18,7 +18,7 @@ from typing import Any
 import boto3
 import pytest
 
-from bench.counting import CallCounter
+from devstack.counting import CallCounter
 from infra.spec import ResourceNames
 from sume.contract.envelope import JobEvent, parse
 from sume.core.names import due_shard

@@ -13,7 +13,7 @@ import boto3
 import pytest
 
 import receiver
-from bench.counting import CallCounter
+from devstack.counting import CallCounter
 from sume.core import runtime
 from sume.store.jobs import JobsTable
 from sume.working.compose import build_worker

@@ -3,8 +3,8 @@
 import pytest
 
 from bench import cost
-from bench.counting import short
 from bench.harness import paired_difference, paired_ratio, spread
+from devstack.counting import short
 
 
 def test_write_units_round_up_per_started_kilobyte_and_never_below_one():

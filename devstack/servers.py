@@ -1,12 +1,12 @@
-"""The artifact bench's servers, each in a process of its own: the origin and moto's S3.
+"""Servers in a process of their own: the artifact origin and moto's server (the bench's
+copies, the tests' lagged origin).
 
-The copy being measured runs in a third process, so the three never share one
-interpreter lock (a server slowed by the copier's threads would make the copy
-look slower than it is) and the copier's memory is its own.
+A copy measured in another process never shares an interpreter lock with them (a server
+slowed by the copier's threads would make the copy look slower than it is).
 
-``python -m bench.servers origin --size N [--rate B] [--no-ranges]
+``python -m devstack.servers origin --size N [--rate B] [--no-ranges]
 [--change-after B]`` or ``... moto`` prints ``ready <url>`` and serves until its stdin closes, so
-it ends with the bench even when the bench is killed.
+it ends with its parent even when the parent is killed.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ READY = "ready"
 @contextlib.contextmanager
 def spawned(*args: str) -> Iterator[str]:
     """Run one server process for the duration of the block; yields its URL."""
-    process = subprocess.Popen(  # noqa: S603 - this interpreter running the bench's own module
-        [sys.executable, "-m", "bench.servers", *args],
+    process = subprocess.Popen(  # noqa: S603 - this interpreter running our own module
+        [sys.executable, "-m", "devstack.servers", *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -78,7 +78,7 @@ def _moto(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.servers")
+    parser = argparse.ArgumentParser(prog="python -m devstack.servers")
     kinds = parser.add_subparsers(required=True)
     origin = kinds.add_parser("origin", help="the generated artifact (see devstack.origin)")
     origin.add_argument("--size", type=int, required=True)

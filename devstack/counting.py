@@ -1,4 +1,4 @@
-"""Counting AWS calls with botocore's own event hooks: the bench's and the tests' one counter.
+"""Counting AWS calls with botocore's own event hooks: the tests' and the bench's one counter.
 
 The counter is added to botocore's built-in handlers (as moto adds its
 stubber), so every session created while it is installed, including the ones
