@@ -1,9 +1,6 @@
-"""``python -m bench`` (``make bench``): every section, side by side, one module each.
-
-Progress goes to stderr, a line naming each section as it starts, so stdout is the
-markdown report. A section that fails is reported as a missed target and the others
-still run: the bench never stops half-way without saying which section did.
-"""
+"""``python -m bench`` (``make bench``): every section, one module each. Stdout is the
+markdown report, stderr a line naming each section as it starts. A section that fails is
+a missed target naming it, and the others still run."""
 
 from __future__ import annotations
 
@@ -48,8 +45,8 @@ SECTIONS: dict[str, tuple[str, Section]] = {
     "jobs": ("9. cost per million jobs, per path (moto in-process)", jobs.section),
     "idle": ("10. the idle local stack's CPU (make run, left alone)", idle.section),
 }
+# Sections whose figures another prices: run first when it is chosen.
 NEEDS = {"cost": delivery_cost.NEEDS}
-"""Sections whose figures another prices: run (and printed) first when it is chosen."""
 
 
 def chosen(parser: argparse.ArgumentParser, only: str, skip: str) -> list[str]:
@@ -73,7 +70,6 @@ def parser() -> argparse.ArgumentParser:
 
 
 def run(name: str, ctx: Context, started: float) -> None:
-    """One section; a failure is a missed target naming it, and the bench goes on."""
     title, section = SECTIONS[name]
     print(f"[bench +{time.time() - started:.0f} s] {title}", file=sys.stderr, flush=True)
     try:

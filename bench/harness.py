@@ -1,12 +1,9 @@
 """What every section stands on: fake AWS and a loopback-only network, fresh processes,
-signed deliveries, and the report's tables, targets and medians.
-
-The stack the functions run on (moto, counted and metered) is ``bench.stack``; the
-prices are ``bench.cost``; counting calls is ``devstack.counting``.
-"""
+signed deliveries, and the report's tables, targets and medians."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -21,11 +18,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from sume.core.names import Env
 
-REGION = "us-east-1"
-ACCOUNT = "123456789012"
+REGION, ACCOUNT = "us-east-1", "123456789012"
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = ROOT / "functions"
 MiB = 1024 * 1024
@@ -45,7 +42,7 @@ FAKE_AWS: Mapping[str, str] = {
     "POWERTOOLS_LOG_LEVEL": "INFO",
 }
 UNSET = ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
-# Stand-in names for the stubbed runs (no resource is ever reached).
+# Names for the stubbed runs: no resource is ever reached.
 STUB_NAMES: Mapping[str, str] = {
     Env.JOBS_TABLE_NAME: "sume-bench-jobs",
     Env.JOBS_QUEUE_URL: f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/sume-bench-jobs",
@@ -58,15 +55,15 @@ LOCAL_URLS = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
 
 
 def use_fake_aws() -> None:
-    """Call before anything creates a boto3 session."""
+    """Before anything creates a boto3 session."""
     for name in UNSET:
         os.environ.pop(name, None)
     os.environ.update(FAKE_AWS)
 
 
 def forbid_network() -> None:
-    """Refuse any connection or name lookup beyond loopback in this process: a guard, since
-    a client that escaped moto or the Stubber would try AWS with fake credentials."""
+    """Refuse any connection or name lookup beyond loopback in this process: a client that
+    escaped moto or the Stubber would try AWS with fake credentials."""
     real_connect, real_getaddrinfo = socket.socket.connect, socket.getaddrinfo
 
     def check(host: object) -> None:
@@ -86,19 +83,9 @@ def forbid_network() -> None:
     socket.getaddrinfo = getaddrinfo
 
 
-@contextmanager
-def environment(values: Mapping[str, str]) -> Iterator[None]:
-    """Set variables for the duration of a scenario, then restore the old ones."""
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, old in saved.items():
-            if old is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = old
+def environment(values: Mapping[str, str]) -> Any:
+    """Variables set for the block, then the old ones back."""
+    return mock.patch.dict(os.environ, values)
 
 
 @contextmanager
@@ -120,7 +107,7 @@ def silenced() -> Iterator[None]:
 def python(
     *args: str, env: Mapping[str, str], timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """This interpreter, in a fresh process, on the bench's own code; output kept as text."""
+    """This interpreter in a fresh process, on the bench's own code."""
     return subprocess.run(  # noqa: S603 - this interpreter running the bench's own code
         [sys.executable, *args],
         env=env,
@@ -132,7 +119,7 @@ def python(
 
 
 def last_json(out: subprocess.CompletedProcess[str], what: str) -> Any:
-    """The JSON a bench subprocess printed last; a clear error when it printed none."""
+    """The JSON a bench process printed last; an error with its stderr when it printed none."""
     lines = out.stdout.strip().splitlines()
     if out.returncode or not lines:
         tail = "\n".join(out.stderr.strip().splitlines()[-15:])
@@ -143,17 +130,10 @@ def last_json(out: subprocess.CompletedProcess[str], what: str) -> Any:
 def lambda_runtime_env() -> dict[str, str]:
     """A subprocess environment that looks like a Lambda container to Powertools."""
     env = {k: v for k, v in os.environ.items() if k not in UNSET}
-    env.update(FAKE_AWS)
-    env.update(STUB_NAMES)
-    env.update(
-        {
-            "LAMBDA_TASK_ROOT": str(FUNCTIONS),
-            "AWS_LAMBDA_FUNCTION_NAME": "sume-bench",
-            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256",
-            "AWS_EXECUTION_ENV": "AWS_Lambda_python3.13",
-            "PYTHONPATH": os.pathsep.join([str(FUNCTIONS), str(ROOT)]),
-        }
-    )
+    env |= {**FAKE_AWS, **STUB_NAMES, "LAMBDA_TASK_ROOT": str(FUNCTIONS)}
+    env |= {"AWS_LAMBDA_FUNCTION_NAME": "sume-bench", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "256"}
+    env["AWS_EXECUTION_ENV"] = "AWS_Lambda_python3.13"
+    env["PYTHONPATH"] = os.pathsep.join([str(FUNCTIONS), str(ROOT)])
     # Powertools traces only inside Lambda; as deployed it is on, so the import
     # cost of X-Ray and its patching is part of a real cold start.
     env.pop("POWERTOOLS_TRACE_DISABLED", None)
@@ -174,8 +154,7 @@ def new_job_id() -> str:
 
 
 def job_body(job_id: str, event: str = "job.completed", pad_bytes: int = 0) -> bytes:
-    """A terminal event shaped like Sume's: two artifacts, a little metadata; ``pad_bytes``
-    grows it (an event too large for an item goes to S3)."""
+    """A terminal event shaped like Sume's, two artifacts; ``pad_bytes`` grows it."""
     data: dict[str, Any] = {
         "event": event,
         "job_id": job_id,
@@ -188,15 +167,13 @@ def job_body(job_id: str, event: str = "job.completed", pad_bytes: int = 0) -> b
         data["payload"] = {"artifacts": urls, "duration_seconds": 192.4}
     else:
         data["error"] = {"code": "RENDER_FAILED", "message": "encoder exited with status 1"}
-    if pad_bytes:
-        data["metadata"] = {"notes": "x" * pad_bytes}
-    return json.dumps(data, separators=(",", ":")).encode()
+    return grown(json.dumps(data).encode(), pad_bytes)
 
 
 def grown(body: bytes, pad_bytes: int) -> bytes:
-    """``body`` grown past what an item holds."""
     event = json.loads(body)
-    event["metadata"] = {"notes": "x" * pad_bytes}
+    if pad_bytes:
+        event["metadata"] = {"notes": "x" * pad_bytes}
     return json.dumps(event, separators=(",", ":")).encode()
 
 
@@ -229,13 +206,10 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
 def machine() -> str:
     model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as info:
-            model = next(
-                (ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), model
-            )
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as info:
+        model = next(
+            (ln.split(":")[1].strip() for ln in info if ln.startswith("model name")), model
+        )
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return (
         f"{os.cpu_count()} CPUs (nproc), {model}, Python {platform.python_version()}, "
@@ -244,7 +218,7 @@ def machine() -> str:
 
 
 def paired_ratios(numerators: Sequence[float], denominators: Sequence[float]) -> list[float]:
-    """Round by round: a round's noise hits both sides of its ratio."""
+    """Round by round, so a round's noise hits both sides of its ratio."""
     return [n / d for n, d in zip(numerators, denominators, strict=True)]
 
 
@@ -273,14 +247,13 @@ class Targets:
     rows: list[tuple[str, str, bool | None]] = field(default_factory=list)
 
     def add(self, target: str, measured: str, met: bool | None) -> None:
-        """``met`` None: measured and shown, no longer judged (the row says why)."""
+        """``met`` None: shown, not judged (the row says why)."""
         self.rows.append((target, measured, met))
 
 
 @dataclass
 class Context:
-    """What a section is given: how thorough to be, where its targets go, and the
-    reports of the sections it needs (run before it)."""
+    """A section's input: how thorough, where targets go, the reports it needs."""
 
     quick: bool = False
     targets: Targets = field(default_factory=Targets)
