@@ -311,10 +311,13 @@ def _moved(
     message of it: two messages for one job are normal after a resend, and a
     DLQ left with one keeps DlqNotEmpty paging. What the redrive itself brought
     back (the poller refused the event again, the worker failed the job
-    again) does not: SQS moves a message to the DLQ under the id it had, so a
-    message whose id is one the redrive's sends got, or one sent after the
-    redrive started, is held until the end, so no receive returns it twice,
-    then given back to the DLQ untouched.
+    again) does not: SQS keeps a standard queue message's enqueue timestamp
+    when it moves it to the DLQ (SQS Developer Guide, "dead-letter queue
+    retention"), so a message sent after the redrive started is held until the
+    end, so no receive returns it twice, then given back to the DLQ untouched.
+    A message whose id is one the redrive's sends got is held too: that guard
+    holds should the CLI's clock run ahead of SQS's, if SQS keeps the id (not
+    documented; moto gives a new one).
 
     Each is sent before it is deleted: a failure in between leaves a
     duplicate (the worker's claim and the registry's conditional write make

@@ -41,7 +41,7 @@ class FakeSqs:
         message_id = f"sent-{self.sent}"
         self._put(QueueUrl, message_id, MessageBody, 2)
         if self.back and QueueUrl == "jobs":
-            # Failed again: SQS moves it to the DLQ, its id kept; its SentTimestamp by
+            # Failed again: SQS moves it to the DLQ, here with its id kept; its SentTimestamp by
             # SQS's clock, which here is behind the redrive's.
             self.queues["jobs"].pop()
             self._put("dlq", message_id, MessageBody, 1)
