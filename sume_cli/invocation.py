@@ -16,6 +16,7 @@ import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 PROG = "sume-webhooks"
 
@@ -84,3 +85,18 @@ class Invocation:
 
 def shell(argv: Sequence[str]) -> str:
     return shlex.join(argv)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A command to run next, and why (``when``: only while that holds)."""
+
+    argv: list[str]
+    why: str
+    when: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"argv": self.argv, "why": self.why, "when": self.when}
+
+    def line(self) -> str:
+        return f"{self.when + ': ' if self.when else ''}{shell(self.argv)}  ({self.why})"

@@ -7,6 +7,7 @@ import argparse
 from sume_cli import OK, OpsError, dlq
 from sume_cli.commands import MAX_LISTED_JOBS
 from sume_cli.context import Ops
+from sume_cli.invocation import Step, shell
 from sume_cli.output import as_json_output, dump, note, out, table
 
 
@@ -45,14 +46,17 @@ def cmd_dlq_peek(ops: Ops, args: argparse.Namespace) -> int:
     return OK
 
 
-def _redriven_jobs(ops: Ops, letters: list[dlq.DeadLetter]) -> list[str]:
-    """What to do after a jobs DLQ redrive, each said once."""
+def _redriven_jobs(ops: Ops, letters: list[dlq.DeadLetter]) -> tuple[list[str], list[Step]]:
+    """What to do after a jobs DLQ redrive, each said once: as lines, and as steps."""
     finished = [letter.job_id for letter in letters if letter.finished]
-    steps = []
+    lines, steps = [], []
     if len(finished) < len(letters):
-        steps.append(
-            f"The worker takes the jobs again; `{ops.line('list', '--state', 'owed')}` shows "
-            f"those not done yet, `{ops.line('dlq', 'peek')}` any that failed again."
+        owed = Step(ops.argv("list", "--state", "owed"), "the jobs not done yet")
+        again = Step(ops.argv("dlq", "peek"), "any that failed again")
+        steps += [owed, again]
+        lines.append(
+            f"The worker takes the jobs again; `{shell(owed.argv)}` shows those not done yet, "
+            f"`{shell(again.argv)}` any that failed again."
         )
     if finished:
         shown = ", ".join(finished[:MAX_LISTED_JOBS])
@@ -61,12 +65,14 @@ def _redriven_jobs(ops: Ops, letters: list[dlq.DeadLetter]) -> list[str]:
             if len(finished) > MAX_LISTED_JOBS
             else ""
         )
-        steps.append(
+        replay = Step(ops.argv("replay", finished[0]), "redoes a finished job's work")
+        steps.append(replay)
+        lines.append(
             f"{len(finished)} of them are finished (processed or processing_error) and the "
-            f"worker leaves them alone: {shown}{more}. `{ops.line('replay', finished[0])}` redoes "
+            f"worker leaves them alone: {shown}{more}. `{shell(replay.argv)}` redoes "
             "one's work."
         )
-    return steps
+    return lines, steps
 
 
 def cmd_dlq_redrive(ops: Ops, args: argparse.Namespace) -> int:
@@ -76,22 +82,26 @@ def cmd_dlq_redrive(ops: Ops, args: argparse.Namespace) -> int:
         dlq_url, queue_url = _registrations_dlq(ops)
         moved = dlq.redrive_registrations(sqs, dlq_url, queue_url, args.limit)
         header, target = dlq.REGISTRATION_HEADER, "registrations queue"
-        steps = [
+        steps = [Step(ops.argv("dlq", "peek", "--registrations"), "any refused again")]
+        lines = [
             f"The poller registers them from the registrations queue; any refused again comes "
-            f"back with its reason: `{ops.line('dlq', 'peek', '--registrations')}`."
+            f"back with its reason: `{shell(steps[0].argv)}`."
         ]
     else:
         names = ops.stack.names
         letters = dlq.redrive(sqs, ops.jobs, names.dlq_url, names.queue_url, args.limit)
         moved, header, target = letters, dlq.JOB_HEADER, "jobs queue"
-        steps = _redriven_jobs(ops, letters)
+        lines, steps = _redriven_jobs(ops, letters)
+    if not moved:
+        steps = []
     if as_json_output(args):
-        dump({"moved": [message.as_dict() for message in moved]})
+        next_steps = [step.as_dict() for step in steps]
+        dump({"moved": [message.as_dict() for message in moved], "next": next_steps})
     elif moved:
         table([message.row() for message in moved], header)
     say = note if as_json_output(args) else out
     say(f"moved {len(moved)} message(s) back to the {target}")
     if moved:
-        for step in steps:
-            say(step)
+        for line in lines:
+            say(line)
     return OK

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
-from typing import Any
 
 from sume.store.queue import JobQueue
 from sume_cli import CHECK_FAILED, OK, USAGE, OpsError, owed, report
 from sume_cli.commands.pause import paused
 from sume_cli.commands.replay import window_replay
 from sume_cli.context import Ops
-from sume_cli.invocation import shell
+from sume_cli.invocation import Step
 from sume_cli.output import as_json_output, dump, note, out, table
 from sume_cli.replaying import Filters
 from sume_cli.times import iso, parse_duration, parse_since
@@ -35,21 +33,6 @@ def _listed(listed: report.Listed, rest: str) -> str:
     if listed.more:
         shown += f"{', ' if shown else ''}and {listed.more} more ({rest})"
     return shown
-
-
-@dataclass(frozen=True)
-class Step:
-    """A command to run next, and why (``when``: only while that holds)."""
-
-    argv: list[str]
-    why: str
-    when: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"argv": self.argv, "why": self.why, "when": self.when}
-
-    def line(self) -> str:
-        return f"{self.when + ': ' if self.when else ''}{shell(self.argv)}  ({self.why})"
 
 
 def _steps(ops: Ops, group: report.Group, window: report.Window, worker_paused: bool) -> list[Step]:

@@ -741,6 +741,28 @@ def test_dlq_peek_shows_each_jobs_state_and_last_error_redacted(cli, table, name
     assert table.get("job_dead_fetch").attempts == 2
 
 
+def test_dlq_redrive_json_gives_the_next_commands_as_argv_that_run(cli, table, names, endpoint):
+    processed(table, "job_done_1")
+    received(table, "job_dead_owed")
+    sqs = boto3.client("sqs", endpoint_url=endpoint)
+    for body in ("job_done_1", "job_dead_owed"):
+        sqs.send_message(QueueUrl=names.dlq_url, MessageBody=body)
+
+    code, out, err = cli("dlq", "redrive", "--output", "json")
+    assert code == 0
+    found = json.loads(out)
+    assert sorted(m["job_id"] for m in found["moved"]) == ["job_dead_owed", "job_done_1"]
+    program = ["sume-webhooks", "--endpoint-url", endpoint]
+    assert [step["argv"] for step in found["next"]] == [
+        [*program, "list", "--state", "owed"],
+        [*program, "dlq", "peek"],
+        [*program, "replay", "job_done_1"],
+    ]
+    assert "moved 2 message(s)" in err
+    for step in found["next"]:
+        assert cli(*step["argv"][1:], local=False)[0] == 0, step
+
+
 def test_dlq_redrive_moves_the_jobs_and_says_once_what_next(cli, table, names, endpoint):
     for job_id in ("job_done_1", "job_done_2", "job_done_3"):
         processed(table, job_id)
@@ -766,7 +788,7 @@ def test_dlq_redrive_moves_the_jobs_and_says_once_what_next(cli, table, names, e
     code, out, _ = cli("dlq", "peek")
     assert (code, out.strip()) == (0, "the DLQ is empty")
     code, out, err = cli("dlq", "redrive", "--output", "json")
-    assert (code, json.loads(out)) == (0, {"moved": []})
+    assert (code, json.loads(out)) == (0, {"moved": [], "next": []})
     assert err.strip() == "moved 0 message(s) back to the jobs queue"
 
 
