@@ -140,12 +140,11 @@ def test_the_fixed_costs_list_the_receiver_s_cached_snapshot_at_its_memory():
 def _cold_report() -> cold.ColdReport:
     pairs = cold.MIN_PAIRS
     report = cold.ColdReport(
-        runs=1,
         gap=cold.Gap([300.0] * pairs, [360.0] * pairs),
         restored=cold.Gap([140.0] * pairs, [141.0] * pairs),
     )
-    report.ms = {cold.FLOOR: [300.0], cold.RECEIVER_FIRST_USE: [360.0]}
-    report.wall_ms = {name: list(v) for name, v in report.ms.items()}
+    report.cpu_ms = {cold.FLOOR: [300.0], cold.RECEIVER_FIRST_USE: [360.0]}
+    report.wall_ms = {name: list(v) for name, v in report.cpu_ms.items()}
     report.tracer_off_ms = {cold.RECEIVER_FIRST_USE: [335.0]}
     return report
 
@@ -163,7 +162,7 @@ def test_the_cold_start_target_judges_what_is_deployed_and_prints_the_full_init(
     assert "Full init" in printed and "As SnapStart restores it" in printed
     if snapstart:
         assert "as deployed: restored by SnapStart" in target
-        assert measured.startswith("+1 ms CPU restored") and "full init +60 ms CPU" in measured
+        assert measured.startswith("restored +1 ms CPU") and "full init +60 ms CPU" in measured
         assert met is True
     else:
         assert "(import + first use)" in target
