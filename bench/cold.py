@@ -8,9 +8,8 @@ time is kept alongside. The processes look like a Lambda container to Powertools
 (``LAMBDA_TASK_ROOT`` set), so the Tracer is on and patches botocore as when deployed.
 
 The floor is what any correct receiver must do before its first answer: import boto3,
-create the DynamoDB, SQS and Secrets Manager clients, and read its signing secret once.
-The read is answered at botocore's ``before-send`` (``bench.secretstub``), for the floor
-and the receiver alike: serialisation, signing and parsing run, the round trip does not.
+create the DynamoDB, SQS and Secrets Manager clients, and read its signing secret once
+(``bench.secretstub`` answers the read, for the floor and the receiver alike).
 """
 
 from __future__ import annotations
@@ -97,11 +96,8 @@ HALF_WIDTH_MS = 5.0
 def median_interval(values: list[float]) -> tuple[float, float]:
     """A 95 % confidence interval of the median, from order statistics (no distribution assumed)."""
     ordered = sorted(values)
-    n = len(ordered)
-    spread = 1.96 * math.sqrt(n) / 2
-    low = max(0, math.floor(n / 2 - spread) - 1)
-    high = min(n - 1, math.ceil(n / 2 + spread))
-    return ordered[low], ordered[high]
+    k = max(0, math.floor((len(ordered) - 1.96 * math.sqrt(len(ordered))) / 2) - 1)
+    return ordered[k], ordered[-1 - k]
 
 
 @dataclass
@@ -119,11 +115,12 @@ class Gap:
     def median(self) -> float:
         return statistics.median(self.differences)
 
-    def settled(self) -> bool:
+    def settled(self, judged: bool) -> bool:
+        """MIN_PAIRS in; if ``judged``, the median also known to +/- HALF_WIDTH_MS."""
         if len(self.floor_ms) < MIN_PAIRS:
             return False
         low, high = median_interval(self.differences)
-        return (high - low) / 2 <= HALF_WIDTH_MS
+        return not judged or (high - low) / 2 <= HALF_WIDTH_MS
 
     def figure(self) -> str:
         low, high = median_interval(self.differences)
@@ -191,15 +188,12 @@ def measure(runs: int) -> ColdReport:
             report.wall_ms.setdefault(name, []).append(wall)
         for name, (cpu, _) in zip(again, _many([VARIANTS[n] for n in again], off), strict=True):
             report.tracer_off_ms.setdefault(name, []).append(cpu)
-    # The judged pair runs until its median is known; the other, MIN_PAIRS.
     judged = report.restored if RECEIVER_SNAPSTART else report.gap
     for gap, floor, ours in (
         (report.gap, VARIANTS[FLOOR], VARIANTS[RECEIVER_FIRST_USE]),
         (report.restored, RESTORED_FLOOR, RESTORED_RECEIVER),
     ):
-        while len(gap.floor_ms) < MIN_PAIRS or (gap is judged and not gap.settled()):
-            if len(gap.floor_ms) >= MAX_PAIRS:
-                break
+        while len(gap.floor_ms) < MAX_PAIRS and not gap.settled(gap is judged):
             (floor_ms, _), (ours_ms, _) = _many([floor, ours], on)
             gap.floor_ms.append(floor_ms)
             gap.receiver_ms.append(ours_ms)
@@ -207,10 +201,8 @@ def measure(runs: int) -> ColdReport:
     return report
 
 
-def section(ctx: h.Context) -> ColdReport:
-    report = measure(ctx.pick(3, 1))
-    render(report, ctx.targets)
-    return report
+def section(ctx: h.Context) -> None:
+    render(measure(ctx.pick(3, 1)), ctx.targets)
 
 
 def render(report: ColdReport, targets: h.Targets) -> None:

@@ -70,13 +70,13 @@ def measure(seconds: float) -> tuple[float, float, int]:
     return cpu, elapsed, len([line for line in printed if not line.startswith("stop")])
 
 
-def section(ctx: Context) -> float | None:
+def section(ctx: Context) -> None:
     print("## 10. The idle local stack (`make run` left alone: its whole process tree)\n")
     target = f"idle local stack <= {TARGET_PERCENT:g} % of one core"
     if not (PROC / "self" / "stat").exists():
         print("Not measured: no /proc on this machine.\n")
         ctx.targets.add(target, "not measured", None)
-        return None
+        return
     cpu, seconds, lines = measure(ctx.pick(30.0, 10.0))
     percent = 100 * cpu / seconds
     print(
@@ -84,4 +84,3 @@ def section(ctx: Context) -> float | None:
         f"{lines} line(s) printed meanwhile.\n"
     )
     ctx.targets.add(target, f"{percent:.1f} %", percent <= TARGET_PERCENT and lines == 0)
-    return percent

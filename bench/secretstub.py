@@ -1,10 +1,6 @@
-"""Secrets Manager answered at botocore's ``before-send``, for the cold-start probes' secret read.
-
-Everything up to the socket runs as it does against AWS (parameter handling,
-serialisation, SigV4 signing) and the answer is parsed as AWS's would be;
-only the network round trip is skipped, for the floor and the receiver alike.
-It is registered on one client, so nothing else in the process is affected.
-"""
+"""Secrets Manager answered at botocore's ``before-send``, for the cold-start probes' secret
+read: serialisation, SigV4 signing and parsing run as against AWS, the round trip does not.
+Registered on one client, it affects nothing else in the process."""
 
 from __future__ import annotations
 

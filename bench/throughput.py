@@ -14,15 +14,19 @@ import math
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from botocore.config import Config
+
 from bench import harness as h
-from sume.core.names import Env
+from bench.references import floor_handler
+from infra.spec import RECEIVER_TIMEOUT
+from sume.core.aws import MAX_POOL_CONNECTIONS
+from sume.core.names import WEBHOOK_PATH, Env
 
 SENDERS = 32
 ROUNDS = 3
@@ -40,8 +44,7 @@ class Burst:
         return len(self.latencies_ms) / self.seconds
 
 
-Bursts = dict[tuple[str, str], list[Burst]]
-"""Per (design, mix), one burst per round."""
+Bursts = dict[tuple[str, str], list[Burst]]  # per (design, mix), one burst per round
 
 
 def burst(sends: Sequence[Callable[[], Any]], senders: int) -> Burst:
@@ -65,28 +68,8 @@ def floor_ratios(bursts: Bursts, mix: str) -> list[float]:
     return h.paired_ratios(rates["floor"], rates["ours"])
 
 
-@contextmanager
-def _floor_url(stack: Any) -> Iterator[str]:
-    from botocore.config import Config
-
-    from bench.references import floor_handler
-    from devstack.apigw import HttpApiServer
-    from infra import spec
-    from sume.core.aws import MAX_POOL_CONNECTIONS
-    from sume.core.names import WEBHOOK_PATH
-
-    # Plain clients, with ours' pool size: a pool smaller than the senders would make
-    # the floor open a connection per call over it.
-    config = Config(max_pool_connections=MAX_POOL_CONNECTIONS)
-    session, url = stack.session(), stack.endpoint_url
-    ddb, sqs = (session.client(s, endpoint_url=url, config=config) for s in ("dynamodb", "sqs"))
-    secret = stack.signing_secret.encode()
-    handler = floor_handler(ddb, sqs, stack.names.table, stack.names.queue_url, secret)
-    with HttpApiServer(("127.0.0.1", 0), handler, "floor", spec.RECEIVER_TIMEOUT) as server:
-        yield server.url(WEBHOOK_PATH)
-
-
 def measure(deliveries: int) -> Bursts:
+    from devstack.apigw import HttpApiServer
     from devstack.settings import DevStackSettings
     from devstack.simulator import Sume
     from devstack.stack import DevStack
@@ -97,11 +80,18 @@ def measure(deliveries: int) -> Bursts:
     settings = DevStackSettings(
         port=0, moto_port=0, worker=False, poller=False, ship_logs=False, lambda_env=lambda_env
     )
-    with h.silenced(), DevStack(settings) as stack, _floor_url(stack) as floor_url:
-        secrets = [stack.signing_secret]
+    with h.silenced(), DevStack(settings) as stack:
+        # The floor's plain clients have ours' pool size: a pool smaller than the senders
+        # would make it open a connection per call over it.
+        config = Config(max_pool_connections=MAX_POOL_CONNECTIONS)
+        assert stack.names is not None
+        session, url, secret = stack.session(), stack.endpoint_url, stack.signing_secret
+        ddb, sqs = (session.client(s, endpoint_url=url, config=config) for s in ("dynamodb", "sqs"))
+        handler = floor_handler(ddb, sqs, stack.names.table, stack.names.queue_url, secret.encode())
         with (
-            Sume(stack.url, secrets, attempts=1) as ours,
-            Sume(floor_url, secrets, attempts=1) as floor,
+            HttpApiServer(("127.0.0.1", 0), handler, "floor", RECEIVER_TIMEOUT) as server,
+            Sume(stack.url, [secret], attempts=1) as ours,
+            Sume(server.url(WEBHOOK_PATH), [secret], attempts=1) as floor,
         ):
             for sume in (ours, floor):  # the first deliveries build clients and pools
                 burst([partial(sume.deliver, sume.new_job()) for _ in range(SENDERS)], SENDERS)
@@ -115,7 +105,7 @@ def measure(deliveries: int) -> Bursts:
     return bursts
 
 
-def section(ctx: h.Context) -> Bursts:
+def section(ctx: h.Context) -> None:
     deliveries = ctx.pick(100, 30)
     bursts = measure(deliveries)
     print(
@@ -135,4 +125,3 @@ def section(ctx: h.Context) -> Bursts:
     print(h.table([*headers, "answers"], rows))
     ratios = ", ".join(f"{mix} {h.spread(floor_ratios(bursts, mix))}" for mix in MIXES)
     print(f"\nFloor deliveries/s over ours under the same burst (1.00x: as fast): {ratios}.\n")
-    return bursts
