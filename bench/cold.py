@@ -122,9 +122,10 @@ class Gap:
         low, high = median_interval(self.differences)
         return not judged or (high - low) / 2 <= HALF_WIDTH_MS
 
-    def figure(self) -> str:
+    def figure(self, kind: str = "") -> str:
         low, high = median_interval(self.differences)
-        return f"{self.median:+.0f} ms CPU ({low:+.0f} to {high:+.0f}, {len(self.floor_ms)} pairs)"
+        pairs = len(self.floor_ms)
+        return f"{self.median:+.0f} ms CPU{kind} ({low:+.0f} to {high:+.0f}, {pairs} pairs)"
 
     def line(self, what: str) -> str:
         diffs, (low, high) = self.differences, median_interval(self.differences)
@@ -245,7 +246,7 @@ def render(report: ColdReport, targets: h.Targets) -> None:
         # As deployed a new container is restored, not initialised: the full init runs
         # once per deploy, when the version is published.
         judged, what = report.restored, "as deployed: restored by SnapStart"
-        measured = f"restored {judged.figure()}; full init {full_init}, run once per deploy"
+        measured = f"{judged.figure(' restored')}; full init {full_init}, run once per deploy"
     targets.add(
         f"receiver cold start within {IMPORT_MARGIN_MS:.0f} ms of floor ({what})",
         measured,

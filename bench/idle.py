@@ -51,10 +51,7 @@ def measure(seconds: float) -> tuple[float, float, int]:
     printed: list[str] = []
     try:
         assert stack.stdout is not None
-        for line in stack.stdout:
-            if line.startswith(BANNER_END):
-                break
-        else:
+        if not any(line.startswith(BANNER_END) for line in stack.stdout):
             raise RuntimeError(f"the local stack ended (code {stack.wait()}) before its banner")
         # Read as printed: a full pipe would stall a chatty stack and hide its cost.
         reader = threading.Thread(target=printed.extend, args=(stack.stdout,), daemon=True)

@@ -26,7 +26,6 @@ def answer_secrets(client: Any) -> None:
 
     def send(request: Any, **_: Any) -> AWSResponse:
         body = SimpleNamespace(stream=lambda: iter([json.dumps(ANSWER).encode()]))
-        headers = {"content-type": "application/x-amz-json-1.1"}
-        return AWSResponse(request.url, 200, headers, body)
+        return AWSResponse(request.url, 200, {"content-type": "application/x-amz-json-1.1"}, body)
 
     client.meta.events.register("before-send.secrets-manager.GetSecretValue", send)
