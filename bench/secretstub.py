@@ -1,44 +1,31 @@
-"""Secrets Manager answered at botocore's ``before-send``, for the cold-start probes' secret read.
-
-Everything up to the socket runs as it does against AWS (parameter handling,
-serialisation, SigV4 signing) and the answer is parsed as AWS's would be;
-only the network round trip is skipped, for the floor and the receiver alike.
-It is registered on one client, so nothing else in the process is affected.
-"""
+"""Secrets Manager answered at botocore's ``before-send``, for the cold-start probes' secret
+read: serialisation, SigV4 signing and parsing run as against AWS, the round trip does not.
+Registered on one client, it affects nothing else in the process."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 from botocore.awsrequest import AWSResponse
 
 SECRET = "whsec_bench_cold_start"  # noqa: S105 - only this stub ever answers it
-EVENT = "before-send.secrets-manager.GetSecretValue"
+ANSWER = {
+    "ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:sume-bench-AbCdEf",
+    "Name": "sume-bench",
+    "VersionId": "00000000-0000-0000-0000-000000000001",
+    "SecretString": SECRET,
+    "VersionStages": ["AWSCURRENT"],
+    "CreatedDate": 1_700_000_000,
+}
 
 
-class _Body:
-    def __init__(self, data: bytes) -> None:
-        self._data = data
-
-    def stream(self, **_: Any) -> Iterator[bytes]:
-        yield self._data
-
-
-def answer_secrets(client: Any, secret: str = SECRET) -> None:
-    """Make ``client`` (Secrets Manager) answer every ``GetSecretValue`` with ``secret``."""
+def answer_secrets(client: Any) -> None:
+    """Make ``client`` (Secrets Manager) answer every ``GetSecretValue`` with ``SECRET``."""
 
     def send(request: Any, **_: Any) -> AWSResponse:
-        body = {
-            "ARN": "arn:aws:secretsmanager:us-east-1:123456789012:secret:sume-bench-AbCdEf",
-            "Name": "sume-bench",
-            "VersionId": "00000000-0000-0000-0000-000000000001",
-            "SecretString": secret,
-            "VersionStages": ["AWSCURRENT"],
-            "CreatedDate": 1_700_000_000,
-        }
-        headers = {"content-type": "application/x-amz-json-1.1"}
-        return AWSResponse(request.url, 200, headers, _Body(json.dumps(body).encode()))
+        body = SimpleNamespace(stream=lambda: iter([json.dumps(ANSWER).encode()]))
+        return AWSResponse(request.url, 200, {"content-type": "application/x-amz-json-1.1"}, body)
 
-    client.meta.events.register(EVENT, send)
+    client.meta.events.register("before-send.secrets-manager.GetSecretValue", send)

@@ -1,14 +1,11 @@
 """Section 4, bursts through the local stack: many senders at once, ours beside the floor.
 
-The simulator (playing Sume) releases a bounded burst of signed deliveries from
-``SENDERS`` threads at once, one connection per delivery as Sume does, to two webhook
-URLs served the same way (the local stack's API Gateway stand-in, one process): our
-receiver as the local stack runs it, and the floor handler (``bench.references``) on
-the same moto server, its own job ids. The two take turns, round after round, so a
-noisy moment hits both; a ratio is the median of the rounds' ratios. Every AWS call
-crosses HTTP to moto's server in the same process, so the figures are bounded by moto
-and by this machine: they compare ours with the floor under one load and catch
-regressions, they do not predict production throughput.
+The simulator (playing Sume) releases bursts of signed deliveries from ``SENDERS`` threads,
+one connection per delivery as Sume does, to our receiver as the local stack runs it and to
+the floor handler (``bench.references``) behind the same API stand-in, on the same moto
+server. The two take turns, round after round, so a noisy moment hits both; a ratio is the
+median of the rounds' ratios. Every AWS call crosses HTTP to moto in this one process: the
+figures compare ours with the floor under one load, they do not predict production.
 """
 
 from __future__ import annotations
@@ -17,19 +14,22 @@ import math
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from botocore.config import Config
+
 from bench import harness as h
-from sume.core.names import Env
+from bench.references import floor_handler
+from infra.spec import RECEIVER_TIMEOUT
+from sume.core.aws import MAX_POOL_CONNECTIONS
+from sume.core.names import WEBHOOK_PATH, Env
 
 SENDERS = 32
 ROUNDS = 3
-DESIGNS = ("ours", "floor")
 MIXES = ("new", "duplicate")
 
 
@@ -42,6 +42,9 @@ class Burst:
     @property
     def per_second(self) -> float:
         return len(self.latencies_ms) / self.seconds
+
+
+Bursts = dict[tuple[str, str], list[Burst]]  # per (design, mix), one burst per round
 
 
 def burst(sends: Sequence[Callable[[], Any]], senders: int) -> Burst:
@@ -59,88 +62,66 @@ def burst(sends: Sequence[Callable[[], Any]], senders: int) -> Burst:
     return Burst(seconds, [ms for ms, _ in outcomes], Counter(a for _, a in outcomes))
 
 
-@dataclass
-class ThroughputReport:
-    senders: int
-    burst: int
-    rounds: int
-    bursts: dict[tuple[str, str], list[Burst]] = field(default_factory=dict)
-
-    def floor_ratios(self, mix: str) -> list[float]:
-        """Floor deliveries/s over ours, round by round (1.0: as fast as the floor)."""
-        rates = {d: [b.per_second for b in self.bursts[(d, mix)]] for d in DESIGNS}
-        return h.paired_ratios(rates["floor"], rates["ours"])
+def floor_ratios(bursts: Bursts, mix: str) -> list[float]:
+    """Floor deliveries/s over ours, round by round (1.0: as fast as the floor)."""
+    rates = {d: [b.per_second for b in bursts[(d, mix)]] for d in ("floor", "ours")}
+    return h.paired_ratios(rates["floor"], rates["ours"])
 
 
-@contextmanager
-def _floor_url(stack: Any) -> Iterator[str]:
-    """The floor handler behind the same API stand-in, on the stack's moto and queue."""
-    from botocore.config import Config
-
-    from bench.references import floor_handler
+def measure(deliveries: int) -> Bursts:
     from devstack.apigw import HttpApiServer
-    from infra import spec
-    from sume.core.aws import MAX_POOL_CONNECTIONS
-    from sume.core.names import WEBHOOK_PATH
-
-    # Plain clients, with ours' pool size: a pool smaller than the senders would make
-    # the floor open a connection per call over it.
-    config = Config(max_pool_connections=MAX_POOL_CONNECTIONS)
-    session, url = stack.session(), stack.endpoint_url
-    ddb, sqs = (session.client(s, endpoint_url=url, config=config) for s in ("dynamodb", "sqs"))
-    secret = stack.signing_secret.encode()
-    handler = floor_handler(ddb, sqs, stack.names.table, stack.names.queue_url, secret)
-    with HttpApiServer(("127.0.0.1", 0), handler, "floor", spec.RECEIVER_TIMEOUT) as server:
-        yield server.url(WEBHOOK_PATH)
-
-
-def measure(deliveries: int, senders: int = SENDERS, rounds: int = ROUNDS) -> ThroughputReport:
     from devstack.settings import DevStackSettings
     from devstack.simulator import Sume
     from devstack.stack import DevStack
 
-    report = ThroughputReport(senders, deliveries, rounds)
+    bursts: Bursts = {}
     # Duplicates stay plain duplicates however long the run takes.
     lambda_env = {Env.REDELIVER_GRACE_SECONDS: "3600"}
     settings = DevStackSettings(
         port=0, moto_port=0, worker=False, poller=False, ship_logs=False, lambda_env=lambda_env
     )
-    with h.silenced(), DevStack(settings) as stack, _floor_url(stack) as floor_url:
-        secrets = [stack.signing_secret]
+    with h.silenced(), DevStack(settings) as stack:
+        # The floor's plain clients have ours' pool size: a pool smaller than the senders
+        # would make it open a connection per call over it.
+        config = Config(max_pool_connections=MAX_POOL_CONNECTIONS)
+        assert stack.names is not None
+        session, url, secret = stack.session(), stack.endpoint_url, stack.signing_secret
+        ddb, sqs = (session.client(s, endpoint_url=url, config=config) for s in ("dynamodb", "sqs"))
+        handler = floor_handler(ddb, sqs, stack.names.table, stack.names.queue_url, secret.encode())
         with (
-            Sume(stack.url, secrets, attempts=1) as ours,
-            Sume(floor_url, secrets, attempts=1) as floor,
+            HttpApiServer(("127.0.0.1", 0), handler, "floor", RECEIVER_TIMEOUT) as server,
+            Sume(stack.url, [secret], attempts=1) as ours,
+            Sume(server.url(WEBHOOK_PATH), [secret], attempts=1) as floor,
         ):
-            simulators = {"ours": ours, "floor": floor}
-            for sume in simulators.values():  # the first deliveries build clients and pools
-                burst([partial(sume.deliver, sume.new_job()) for _ in range(senders)], senders)
-            for round_ in range(rounds):
-                for design in DESIGNS[:: 1 if round_ % 2 == 0 else -1]:
-                    sume = simulators[design]
+            for sume in (ours, floor):  # the first deliveries build clients and pools
+                burst([partial(sume.deliver, sume.new_job()) for _ in range(SENDERS)], SENDERS)
+            for round_ in range(ROUNDS):
+                turns = [("ours", ours), ("floor", floor)]
+                for design, sume in turns if round_ % 2 == 0 else turns[::-1]:
                     jobs = [sume.new_job() for _ in range(deliveries)]
                     for mix in MIXES:  # new jobs, then the same again: duplicates
                         sends = [partial(sume.deliver, job) for job in jobs]
-                        report.bursts.setdefault((design, mix), []).append(burst(sends, senders))
-    return report
+                        bursts.setdefault((design, mix), []).append(burst(sends, SENDERS))
+    return bursts
 
 
-def section(ctx: h.Context) -> ThroughputReport:
-    report = measure(ctx.pick(100, 30))
+def section(ctx: h.Context) -> None:
+    deliveries = ctx.pick(100, 30)
+    bursts = measure(deliveries)
     print(
-        f"## 4. Bursts on the local stack ({report.burst} deliveries from {report.senders} "
-        f"senders at once, {report.rounds} rounds, ours and the floor taking turns; HTTP -> "
+        f"## 4. Bursts on the local stack ({deliveries} deliveries from {SENDERS} "
+        f"senders at once, {ROUNDS} rounds, ours and the floor taking turns; HTTP -> "
         "handler -> moto server, one process). BOUNDED BY MOTO, not by AWS\n"
     )
     rows = []
-    for (design, mix), bursts in report.bursts.items():
-        ms = sorted(m for b in bursts for m in b.latencies_ms)
-        answers = sum((b.answers for b in bursts), Counter())
-        rate = statistics.median(b.per_second for b in bursts)
+    for (design, mix), runs in bursts.items():
+        ms = sorted(m for b in runs for m in b.latencies_ms)
+        answers = sum((b.answers for b in runs), Counter())
+        rate = statistics.median(b.per_second for b in runs)
         p50, p99 = statistics.median(ms), ms[math.ceil(0.99 * len(ms)) - 1]
         said = ", ".join(f"{k} {v}" for k, v in sorted(answers.items()))
         rows.append((design, mix, len(ms), f"{rate:.1f}", f"{p50:.0f}", f"{p99:.0f}", said))
     headers = ["design", "mix", "deliveries", "per second (median burst)", "p50 ms", "p99 ms"]
     print(h.table([*headers, "answers"], rows))
-    ratios = ", ".join(f"{mix} {h.spread(report.floor_ratios(mix))}" for mix in MIXES)
+    ratios = ", ".join(f"{mix} {h.spread(floor_ratios(bursts, mix))}" for mix in MIXES)
     print(f"\nFloor deliveries/s over ours under the same burst (1.00x: as fast): {ratios}.\n")
-    return report

@@ -1,11 +1,15 @@
-"""The idle bench's reading of a process tree's CPU from /proc."""
+"""The idle bench's reading of a process tree's CPU from /proc, and of the stack's start."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from typing import Any
 
+import pytest
+
+from bench import idle
 from bench.idle import tree_cpu_seconds
 
 # The child burns this much CPU (by its own clock, however long that takes), then waits.
@@ -30,3 +34,15 @@ def test_the_tree_counts_a_child_s_cpu_with_its_parent_s() -> None:
         assert tree_cpu_seconds(child.pid) >= BURN - 0.05
     finally:
         child.communicate("")
+
+
+def test_a_stack_that_ends_before_its_banner_stops_the_section(monkeypatch) -> None:
+    # An idle figure read off a stack that never started would be a pass for nothing.
+    real = subprocess.Popen
+
+    def ends_at_once(_args: Any, **kwargs: Any) -> Any:
+        return real([sys.executable, "-c", "print('starting')"], **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", ends_at_once)
+    with pytest.raises(RuntimeError, match="before its banner"):
+        idle.measure(0.1)

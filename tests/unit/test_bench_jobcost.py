@@ -120,12 +120,12 @@ def test_the_median_s_interval_narrows_as_pairs_come_in():
 
 def test_the_gap_is_settled_only_with_enough_pairs_and_a_narrow_interval():
     gap = cold.Gap([100.0] * 10, [130.0] * 10)
-    assert not gap.settled()
+    assert not gap.settled(judged=False)
     gap = cold.Gap([100.0] * cold.MIN_PAIRS, [130.0] * cold.MIN_PAIRS)
-    assert gap.settled() and gap.median == 30.0
+    assert gap.settled(judged=True) and gap.median == 30.0
     spread = [float(i % 40) for i in range(cold.MIN_PAIRS)]
     gap = cold.Gap([0.0] * cold.MIN_PAIRS, spread)
-    assert not gap.settled()
+    assert not gap.settled(judged=True) and gap.settled(judged=False)
 
 
 def test_the_fixed_costs_list_the_receiver_s_cached_snapshot_at_its_memory():
@@ -140,12 +140,11 @@ def test_the_fixed_costs_list_the_receiver_s_cached_snapshot_at_its_memory():
 def _cold_report() -> cold.ColdReport:
     pairs = cold.MIN_PAIRS
     report = cold.ColdReport(
-        runs=1,
         gap=cold.Gap([300.0] * pairs, [360.0] * pairs),
         restored=cold.Gap([140.0] * pairs, [141.0] * pairs),
     )
-    report.ms = {cold.FLOOR: [300.0], cold.RECEIVER_FIRST_USE: [360.0]}
-    report.wall_ms = {name: list(v) for name, v in report.ms.items()}
+    report.cpu_ms = {cold.FLOOR: [300.0], cold.RECEIVER_FIRST_USE: [360.0]}
+    report.wall_ms = {name: list(v) for name, v in report.cpu_ms.items()}
     report.tracer_off_ms = {cold.RECEIVER_FIRST_USE: [335.0]}
     return report
 
