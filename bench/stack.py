@@ -210,7 +210,7 @@ class Stack:
         self.writer = ""
         """Who the DynamoDB writes are booked to: the function invoked, or who wrote."""
         self.bench_cpu = 0.0
-        """CPU spent inside invocations that is not the handler's: moto's."""
+        """CPU spent inside invocations that is not the handler's: moto, the meter."""
         self._last_round = 0
         self._keys: dict[str, list[str]] = {}
         self._lock = threading.Lock()
@@ -229,8 +229,9 @@ class Stack:
     @contextmanager
     def installed(self) -> Iterator[Stack]:
         """The counter and the meter's hooks on the sessions made from now on; moto's
-        answering timed in place (per thread, so a pool's calls are not counted twice):
-        a handler's CPU less it is ours and botocore's, which is what Lambda would bill."""
+        answering and the hooks timed in place (per thread, so a pool's calls are not
+        counted twice): a handler's CPU less them is ours and botocore's, which is what
+        Lambda would bill."""
 
         def timed(stub: Callable[..., Any]) -> Callable[..., Any]:
             def answer(**kwargs: Any) -> Any:
@@ -247,8 +248,8 @@ class Stack:
         for i, (event, stub) in stubs:
             handlers.BUILTIN_HANDLERS[i] = (event, timed(stub))
         hooks = [
-            ("before-parameter-build.dynamodb.*", self._before),
-            ("after-call.dynamodb.*", self._after),
+            ("before-parameter-build.dynamodb.*", timed(self._before)),
+            ("after-call.dynamodb.*", timed(self._after)),
         ]
         try:
             with builtin_handlers(hooks), self.counter.installed():

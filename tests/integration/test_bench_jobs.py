@@ -132,3 +132,22 @@ def test_the_sections_judge_every_path_but_the_withdrawn_duplicate(measured, mon
         f"{len(PATHS)} of {len(PATHS)}",
         True,
     ) in ctx.targets.rows
+
+
+def test_the_meter_s_own_reads_are_not_billed_as_the_handler_s_cpu(monkeypatch):
+    # One clock for both CPU timers, moved only by the meter's reads of an item before
+    # and after each write: a handler's CPU is its own, not the bench's bookkeeping.
+    clock = [0.0]
+    monkeypatch.setattr(stack.time, "process_time", lambda: clock[0])
+    monkeypatch.setattr(stack.time, "thread_time", lambda: clock[0])
+    read = stack.Stack._image
+
+    def slow_read(self: stack.Stack, table: str, params: dict[str, Any]) -> Any:
+        clock[0] += 1.0
+        return read(self, table, params)
+
+    monkeypatch.setattr(stack.Stack, "_image", slow_read)
+    with stack.account(shards=2) as s:
+        s.deliver(b'{"event":"job.completed","job_id":"job_cpu","status":"OK"}', drain=False)
+    assert clock[0] >= 2  # the receiver's write, read before and after
+    assert s.run.usage.cpu_us["receiver"] == 0
