@@ -23,7 +23,7 @@ def by_writer(usage: Usage) -> dict[str, int]:
 
 def section(ctx: h.Context) -> None:
     runs, _ = paths()
-    used = {run.label: run.own() for run in runs}
+    used = {run.label: run.usage for run in runs}
     names = [*DEPLOYED_INDEXES, DUE_INDEX_BEFORE]
     print(
         "## 8. Index writes per job (the real handlers on moto in-process; every write's "

@@ -29,19 +29,9 @@ import json
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from bench import cost
+from bench import cost, stack
 from bench import harness as h
-from bench.stack import (
-    DEPLOYED_INDEXES,
-    ESM_BATCH,
-    KEYS_ONLY,
-    MEMORY_MB,
-    PATHS,
-    PathRun,
-    Usage,
-    billed_ms,
-    paths,
-)
+from bench.stack import PathRun, Usage
 from devstack.counting import short
 from infra import spec
 
@@ -109,7 +99,7 @@ COUNT = [Step("receiver", "dynamodb.UpdateItem", "counts the delivery, tells it 
 REPLAY = [Step("ops CLI", "dynamodb.UpdateItem", "the work owed again (conditional)")]
 FLOORS: dict[str, list[Step]] = dict(
     zip(
-        PATHS,
+        stack.PATHS,
         (
             receive() + work(0),
             receive() + work(2),
@@ -132,8 +122,8 @@ def lines(use: Usage) -> dict[str, float]:
     def count(*calls: str) -> int:
         return sum(n for c, n in use.calls.items() if c in calls or c.split(".")[0] in calls)
 
-    gb_s = sum(ms / 1000 * MEMORY_MB[f] / 1024 for f, ms in use.billed_ms.items())
-    index_wru = sum(use.index(name)[1] for name in DEPLOYED_INDEXES)
+    gb_s = sum(ms / 1000 * stack.MEMORY_MB[f] / 1024 for f, ms in use.billed_ms.items())
+    index_wru = sum(use.index(name)[1] for name in stack.DEPLOYED_INDEXES)
     return {
         "API": use.api * cost.HTTP_API_PER_M,
         "Lambda requests": use.requests.total() * cost.LAMBDA_REQUEST_PER_M,
@@ -152,22 +142,25 @@ def lines(use: Usage) -> dict[str, float]:
 def floor(run: PathRun) -> Usage:
     """What the floor design uses on ``run``'s path: its steps' calls and requests, ours'
     mean write for each of its writes, ours' images as keys-only indexes take them."""
-    own, steps = run.own(), FLOORS[run.label]
+    own, steps = run.usage, FLOORS[run.label]
     hand_offs = sum(1 for s in steps if s.call == "sqs.SendMessage")
     writes = sum(1 for s in steps if s.call.startswith("dynamodb."))
     requests = +Counter({"receiver": own.api, "worker": hand_offs})
     billed = Counter[str]()
-    for function in (requests.keys() | {s.function for s in steps}) & MEMORY_MB.keys():
+    for function in (requests.keys() | {s.function for s in steps}) & stack.MEMORY_MB.keys():
         calls = [s.call for s in steps if s.function == function]
         cpu_ms = own.cpu_us[function] / 1000
-        billed[function] = billed_ms(function, cpu_ms, calls, own.http[function])
-    keys_only = {k: n for k, n in own.index_units.items() if k[1].endswith(KEYS_ONLY)}
+        billed[function] = stack.billed_ms(function, cpu_ms, calls, own.http[function])
+    indexes = Counter[tuple[str, str]]()
+    for (writer, index), n in own.index_units.items():
+        if index.endswith(stack.KEYS_ONLY):
+            indexes[(writer, index.removesuffix(stack.KEYS_ONLY))] = n
     return replace(
         own,
         wru=writes * (own.wru / own.writes if own.writes else 1.0),
         writes=writes,
-        index_units=Counter({(w, i.removesuffix(KEYS_ONLY)): n for (w, i), n in keys_only.items()}),
-        calls=Counter(s.call for s in steps) + Counter(dict.fromkeys(ESM_BATCH, hand_offs)),
+        index_units=indexes,
+        calls=Counter(s.call for s in steps) + Counter(dict.fromkeys(stack.ESM_BATCH, hand_offs)),
         requests=requests,
         billed_ms=billed,
     )
@@ -180,7 +173,7 @@ def as_writes(calls: Counter[str]) -> Counter[str]:
 
 def beyond(run: PathRun) -> Counter[str]:
     """Ours' calls on the path that the floor does not make."""
-    return as_writes(run.own().calls) - as_writes(floor(run).calls)
+    return as_writes(run.usage.calls) - as_writes(floor(run).calls)
 
 
 TEMPLATE = h.ROOT / "cdk.out" / "SumeWebhooks-dev.template.json"
@@ -203,7 +196,7 @@ KEPT = (
 def fixed_month(empty_round: PathRun) -> dict[str, float]:
     """USD a month whatever Sume delivers: the poller's rounds and what the stack keeps
     (counted in the synthesized template, when ``make synth`` made one)."""
-    priced = lines(empty_round.own()).items()
+    priced = lines(empty_round.usage).items()
     fixed = {f"poller rounds: {k}": v * ROUNDS_A_MONTH / 1e6 for k, v in priced if v}
     if TEMPLATE.exists():
         found = Counter(r["Type"] for r in json.loads(TEMPLATE.read_text())["Resources"].values())
@@ -219,10 +212,11 @@ def fixed_month(empty_round: PathRun) -> dict[str, float]:
 
 
 def section(ctx: h.Context) -> None:
-    runs, empty = paths()
+    runs, empty = stack.paths()
     totals, by_line, counted, ratios = [], [], [], {}
     for run in runs:
-        use, ours, low = run.own(), lines(run.own()), lines(floor(run))
+        use, low = run.usage, lines(floor(run))
+        ours = lines(use)
         ratios[run.label] = sum(ours.values()) / sum(low.values())
         totals.append(
             (
@@ -247,7 +241,7 @@ def section(ctx: h.Context) -> None:
                 ", ".join(sorted(billed)),
                 use.writes,
                 f"{use.wru:.0f}",
-                sum(use.index(name)[1] for name in DEPLOYED_INDEXES),
+                sum(use.index(name)[1] for name in stack.DEPLOYED_INDEXES),
                 f"{use.rru:.1f}",
                 short(sorted(use.calls.elements())),
             )

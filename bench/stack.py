@@ -97,11 +97,10 @@ def index_writes(
         for e in (old, new)
         if e is not None
     ]
-    if old is not None and new is not None:
-        if any(old[k["AttributeName"]] != new[k["AttributeName"]] for k in index["KeySchema"]):
-            return 2, sum(units)
+    keys = [k["AttributeName"] for k in index["KeySchema"]]
+    if old is not None and new is not None and all(old[k] == new[k] for k in keys):
         return 1, units[-1]
-    return 1, units[0]
+    return len(units), sum(units)
 
 
 def read_units(items: list[dict[str, Any]], consistent: bool) -> float:
@@ -165,15 +164,10 @@ class PathRun:
     label: str
     invocations: list[Invocation] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    """The job's share: a path that ran a poller round is booked less an empty round's."""
     ending: str = ""
     ended: bool = False
     """Finished, or lost and announced, with nothing due: the path ran to its end."""
-    round: PathRun | None = None
-    """The empty round subtracted from this path's poller invocations."""
-
-    def own(self) -> Usage:
-        """The path's usage, less the empty round's when it ran one (the job's share)."""
-        return self.usage.less(self.round.usage) if self.round else self.usage
 
 
 class RoundRefused(RuntimeError):
@@ -195,15 +189,11 @@ class Stack:
         import poller
         import receiver
         import worker
-        from devstack.eventsources import SqsEventSource
+        from devstack.eventsources import Schedule, SqsEventSource
 
         self.session, self.names, self.table = session, names, names.table
         self.reader = session.client("dynamodb")
-        self.handlers = {
-            "receiver": receiver.handler,
-            "worker": worker.handler,
-            "poller": poller.handler,
-        }
+        self.handlers = {f.__name__: f.handler for f in (receiver, worker, poller)}
         self.counter = CallCounter()
         self.run = PathRun("")
         self.sume: Any = None
@@ -214,17 +204,15 @@ class Stack:
         self._last_round = 0
         self._keys: dict[str, list[str]] = {}
         self._lock = threading.Lock()
+        work, poll = (functools.partial(self.invoke, name) for name in ("worker", "poller"))
         sqs = session.client("sqs")
         # Batch sizes as deployed: the worker's 10, one assignment per poller run.
         self.sources = [
-            SqsEventSource(
-                sqs, url, functools.partial(self.invoke, name), name, 300, 1, batch, wait_seconds=0
-            )
-            for url, name, batch in (
-                (names.queue_url, "worker", 10),
-                (names.shards_queue_url, "poller", 1),
-            )
+            SqsEventSource(sqs, names.queue_url, work, "worker", 300, 1, 10, wait_seconds=0),
+            SqsEventSource(sqs, names.shards_queue_url, poll, "poller", 300, 1, 1, wait_seconds=0),
         ]
+        # The tick's own deadline, as Lambda gives each invocation.
+        self.schedule = Schedule(poll, 300, "sume-bench-poller", spec.POLLER_TIMEOUT)
 
     @contextmanager
     def installed(self) -> Iterator[Stack]:
@@ -341,11 +329,14 @@ class Stack:
         )
 
     @contextmanager
-    def path(self, label: str) -> Iterator[PathRun]:
+    def path(self, label: str, job_id: str = "") -> Iterator[PathRun]:
+        """A path run to its end: every queue drained, and how ``job_id`` ended."""
         self.drain()
         self.run = PathRun(label)
         yield self.run
         self.drain()
+        if job_id:
+            self.end(job_id)
 
     def drain(self) -> None:
         """Hand every queued message to its function until no queue holds one."""
@@ -363,17 +354,13 @@ class Stack:
         """A round as deployed: the schedule's tick, then every run it fanned out. Its
         invocations; a round whose runs were refused a shard stops the bench (its calls
         would be no round's)."""
-        from devstack.eventsources import scheduled_event
-
         # A tick names its round by its own clock (``FanOut.start``), which may be a
         # second later than this one when the invocation is slow to start; a tick that
         # named the last round again would have every claim of its runs refused.
         while int(time.time()) <= self._last_round:
             time.sleep(0.05)
         first = len(self.run.invocations)
-        # Its own deadline, as Lambda gives each invocation.
-        context = LambdaContext("sume-bench-poller", spec.POLLER_TIMEOUT)
-        self._last_round = self.invoke("poller", scheduled_event("bench"), context)["round"]
+        self._last_round = self.schedule.run_once()["round"]
         self.drain()
         made = self.run.invocations[first:]
         check_worked(i.answer for i in made[1:] if i.function == "poller")
@@ -481,11 +468,12 @@ def play_paths(stack: Stack) -> tuple[list[PathRun], PathRun]:
             stack.tick()
 
         def path(job: Any, *steps: Callable[[], Any], polled: bool = False) -> None:
-            with stack.path(next(labels)) as run:
+            with stack.path(next(labels), job.job_id) as run:
                 for step in steps:
                     step()
-            stack.end(job.job_id)
-            run.round = empty if polled else None
+            if polled:
+                # The round is paid whether or not this job is due in it.
+                run.usage = run.usage.less(empty.usage)
             runs.append(run)
 
         bare, job, failed = (

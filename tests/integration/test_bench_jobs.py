@@ -60,7 +60,7 @@ def test_a_path_that_stops_before_its_end_is_said_so(measured):
 
 def test_a_completed_job_costs_the_due_index_3_units_and_as_it_was_more(measured):
     runs, _ = measured
-    completed = next(r for r in runs if r.label == stack.COMPLETED).own()
+    completed = next(r for r in runs if r.label == stack.COMPLETED).usage
     # The record puts the entry, the claim changes its state and lease (not its key),
     # the two progress writes change nothing it holds, the finish removes it.
     assert completed.index(DUE_INDEX)[1] == 3
@@ -92,7 +92,7 @@ def test_a_round_the_job_is_due_in_costs_it_only_its_poll(measured):
     calls = empty.usage.calls
     assert (calls["dynamodb.PutItem"], calls["dynamodb.UpdateItem"]) == (2, 2), calls
     assert calls["dynamodb.Query"] == 4, calls
-    found = runs[PATHS.index("registered, found by a status poll (2 artifacts)")].own()
+    found = runs[PATHS.index("registered, found by a status poll (2 artifacts)")].usage
     assert found.requests == Counter({"worker": 1}), found.requests
     assert found.calls["dynamodb.Query"] == 0, found.calls
     assert found.calls["sqs.SendMessage"] == 1, found.calls
@@ -113,7 +113,6 @@ def test_the_large_event_is_kept_in_s3_and_read_from_there(measured):
 
 def test_the_sections_judge_every_path_but_the_withdrawn_duplicate(measured, monkeypatch, capsys):
     monkeypatch.setattr(stack, "paths", lambda: measured)
-    monkeypatch.setattr(jobs, "paths", lambda: measured)
     monkeypatch.setattr(indexes, "paths", lambda: measured)
     ctx = Context()
     jobs.section(ctx)

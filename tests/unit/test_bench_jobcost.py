@@ -88,19 +88,19 @@ def test_a_write_is_a_write_whatever_its_verb_when_ours_is_set_beside_the_floor(
 
 
 def test_a_job_found_by_a_poll_pays_its_round_less_an_empty_round():
-    empty = PathRun("empty")
-    empty.usage = Usage(wru=32, rru=16.0, writes=32, requests=Counter({"poller": 17}))
-    empty.usage.calls.update({"dynamodb.Query": 16})
-    empty.usage.cpu_us.update({"poller": 20_000})
-    run = PathRun(stack.PATHS[4], round=empty)
-    run.usage = Usage(wru=35, rru=16.0, writes=34, requests=Counter({"poller": 17, "worker": 1}))
-    run.usage.calls.update({"dynamodb.Query": 16, "dynamodb.UpdateItem": 2})
-    run.usage.cpu_us.update({"poller": 25_000, "worker": 50_000})
-    own = run.own()
+    empty = Usage(wru=32, rru=16.0, writes=32, requests=Counter({"poller": 17}))
+    empty.calls.update({"dynamodb.Query": 16})
+    empty.cpu_us.update({"poller": 20_000})
+    run = Usage(wru=35, rru=16.0, writes=34, requests=Counter({"poller": 17, "worker": 1}))
+    run.calls.update({"dynamodb.Query": 16, "dynamodb.UpdateItem": 2})
+    run.cpu_us.update({"poller": 25_000, "worker": 50_000})
+    own = run.less(empty)
     assert own.requests == Counter({"worker": 1})
     assert own.calls == Counter({"dynamodb.UpdateItem": 2})
     assert (own.wru, own.rru, own.writes) == (3, 0.0, 2)
     assert own.cpu_us == Counter({"poller": 5_000, "worker": 50_000})
+    # Never below nothing: a round that cost less than the empty one is no refund.
+    assert empty.less(run) == Usage()
 
 
 def test_read_units_per_started_4_kb_and_half_when_eventually_consistent():
