@@ -23,15 +23,14 @@ def by_writer(usage: Usage) -> dict[str, int]:
 
 def section(ctx: h.Context) -> None:
     runs, _ = paths()
-    used = {run.label: run.usage for run in runs}
+    used = [run.usage for run in runs]
     names = [*DEPLOYED_INDEXES, DUE_INDEX_BEFORE]
     print(
         "## 8. Index writes per job (the real handlers on moto in-process; every write's "
         "item read before and after, each index's entry compared)\n"
     )
     rows = []
-    for run in runs:
-        use = used[run.label]
+    for run, use in zip(runs, used, strict=True):
         cells = [f"{use.index(n)[0]} ({use.index(n)[1]} WRU)" for n in names]
         writers = ", ".join(f"{w} {n}" for w, n in by_writer(use).items())
         rows.append((run.label, use.writes, *cells, writers, run.ending))
@@ -39,7 +38,7 @@ def section(ctx: h.Context) -> None:
     headers.append(f"`{DUE_INDEX_BEFORE}` writes (WRU) as it was (ALL), not deployed")
     writers = f"`{REPORT_INDEX}` WRU by writer"
     print(h.table(["job's life", "table writes", *headers, writers, "ending"], rows))
-    completed = used[COMPLETED].index(DUE_INDEX)[1]
+    completed = next(r.usage for r in runs if r.label == COMPLETED).index(DUE_INDEX)[1]
     ctx.targets.add(
         f"`{DUE_INDEX}`: at most 3 write units for a job completed with 2 artifacts",
         str(completed),
@@ -52,8 +51,8 @@ def section(ctx: h.Context) -> None:
         + (f"; not: {', '.join(unended)}" if unended else ""),
         not unended,
     )
-    per_job = max(use.index(REPORT_INDEX)[1] for use in used.values())
-    receiver = sum(by_writer(use).get("receiver", 0) for use in used.values())
+    per_job = max(use.index(REPORT_INDEX)[1] for use in used)
+    receiver = sum(by_writer(use).get("receiver", 0) for use in used)
     keys = {"report_bucket": {"S": "2026-12-01#07"}, "report_at": {"N": "1764590000"}}
     print(
         f"\nThe report index's keys add {item_size(keys)} B to the item; at most {per_job} write "

@@ -1,10 +1,9 @@
 """Section 9: what a million jobs cost end to end, per path, against the floor design.
 
-Ours is priced from what ``bench.stack`` counted on each path: every AWS call, the
-event sources' receive and batch delete per batch, API requests, each invocation's
-CPU less moto's, the requests to Sume, DynamoDB units. A poller round costs the same
-whether or not a job is due in it, so a path's round less an empty round is the job's
-share, and the empty round is priced per month among the fixed costs.
+Ours is priced from what ``bench.stack`` booked on each path (``Usage``). A poller
+round costs the same whether or not a job is due in it, so a path's round less an
+empty round is the job's share, and the empty round is priced per month among the
+fixed costs.
 
 The floor design (``FLOORS``) is the fewest calls a design with ours' guarantees makes
 on the path (docs/design.md: nothing acknowledged before it is durable, the follow-up
@@ -179,24 +178,20 @@ def beyond(run: PathRun) -> Counter[str]:
 TEMPLATE = h.ROOT / "cdk.out" / "SumeWebhooks-dev.template.json"
 # An SQS event source long-polls whether or not messages come: five pollers each
 # asking every 20 s is the model's assumption (Lambda does not publish it).
-IDLE_RECEIVES_A_MONTH = 5 * 3 * 60 * 24 * 30
+IDLE = 5 * 3 * 60 * 24 * 30 * cost.SQS_REQUEST_PER_M / 1e6
 KEPT = (
     ("alarms", "AWS::CloudWatch::Alarm", cost.ALARM_MONTH),
     ("dashboard", "AWS::CloudWatch::Dashboard", cost.DASHBOARD_MONTH),
     ("secrets", "AWS::SecretsManager::Secret", cost.SECRET_MONTH),
-    (
-        "SQS event sources' empty receives (modelled)",
-        "AWS::Lambda::EventSourceMapping",
-        IDLE_RECEIVES_A_MONTH * cost.SQS_REQUEST_PER_M / 1e6,
-    ),
+    ("SQS event sources' empty receives (modelled)", "AWS::Lambda::EventSourceMapping", IDLE),
 )
 """What the stack keeps, each a month, by its resource type in the template."""
 
 
-def fixed_month(empty_round: PathRun) -> dict[str, float]:
+def fixed_month(empty_round: Usage) -> dict[str, float]:
     """USD a month whatever Sume delivers: the poller's rounds and what the stack keeps
     (counted in the synthesized template, when ``make synth`` made one)."""
-    priced = lines(empty_round.usage).items()
+    priced = lines(empty_round).items()
     fixed = {f"poller rounds: {k}": v * ROUNDS_A_MONTH / 1e6 for k, v in priced if v}
     if TEMPLATE.exists():
         found = Counter(r["Type"] for r in json.loads(TEMPLATE.read_text())["Resources"].values())
@@ -257,7 +252,7 @@ def section(ctx: h.Context) -> None:
     print("\nWhat was counted on ours (per job; billed ms is the warm duration):\n")
     headers = ["path", "API", "Lambda requests", "billed ms (CPU ms)", "table writes", "WRU"]
     print(h.table([*headers, "index WRU", "RRU", "AWS requests"], counted))
-    fixed = fixed_month(empty)
+    fixed = fixed_month(empty.usage)
     where = "counted in `cdk.out/`" if TEMPLATE.exists() else "not counted: run make synth first"
     print(
         f"\nFixed, a month, whatever Sume delivers ({sum(fixed.values()):.2f} USD; "

@@ -7,7 +7,7 @@ the poller behind ``devstack.eventsources.SqsEventSource`` (which receives and d
 Lambda's event source does). After each step every queue is drained, so a path stops
 only when no message is left, and its ending is read off the item.
 
-``Meter`` books units as DynamoDB bills them, read off the calls as they run: for each
+The meter (``Stack._after``) books units as DynamoDB bills them, off the calls: for each
 write the item is read before and after by a client of the bench's own (not watched)
 and charged one write unit per started KB of the larger image, a failed conditional
 write the size of the item it met, at least one. Each index of the table is charged by
@@ -117,8 +117,8 @@ def billed_ms(function: str, cpu_ms: float, calls: list[str], http_requests: int
 
 @dataclass
 class Usage:
-    """What a path (or a round) used: the DynamoDB units ``Meter`` books, and what
-    ``Stack`` books of the API, of each Lambda invocation and of every AWS call."""
+    """What a path (or a round) used: DynamoDB's units, the API and Lambda requests, each
+    function's billed ms, CPU and requests to Sume, every AWS call."""
 
     api: int = 0
     wru: float = 0.0
@@ -130,12 +130,9 @@ class Usage:
     calls: Counter[str] = field(default_factory=Counter)
     """The functions', the event sources' and those made from outside Lambda."""
     requests: Counter[str] = field(default_factory=Counter)
-    """Per function (as the next three): Lambda requests."""
     billed_ms: Counter[str] = field(default_factory=Counter)
     cpu_us: Counter[str] = field(default_factory=Counter)
-    """CPU less moto's."""
     http: Counter[str] = field(default_factory=Counter)
-    """Requests to Sume."""
 
     def index(self, name: str) -> tuple[int, int]:
         """(writes, units) of index ``name``, every writer's."""
@@ -476,24 +473,18 @@ def play_paths(stack: Stack) -> tuple[list[PathRun], PathRun]:
                 run.usage = run.usage.less(empty.usage)
             runs.append(run)
 
-        bare, job, failed = (
-            sume.new_job(),
-            sume.new_job(artifacts=2),
-            sume.new_job(event="job.failed"),
-        )
+        bare, never, failed = sume.new_job(), sume.new_job(), sume.new_job(event="job.failed")
+        job, reg, silent, big = (sume.new_job(artifacts=2) for _ in range(4))
         path(bare, lambda: stack.deliver(bare.body))
         path(job, lambda: stack.deliver(job.body))
         path(failed, lambda: stack.deliver(failed.body))
-        reg = sume.new_job(artifacts=2)
         path(
             reg, lambda: stack.register(reg.job_id, reg.status_url), lambda: stack.deliver(reg.body)
         )
-        silent = sume.new_job(artifacts=2)
         found = (lambda: stack.register(silent.job_id, silent.status_url, due_ago=1), stack.tick)
         path(silent, *found, polled=True)
         # A status URL Sume does not know: the poll fails and, past the job's maximum
         # age, the run gives the job up and announces it itself.
-        never = sume.new_job()
         unknown = never.status_url.replace(never.job_id, "job_unknown")
         lost = (lambda: stack.register(never.job_id, unknown, due_ago=1, age=10**7), stack.tick)
         path(never, *lost, polled=True)
@@ -506,7 +497,6 @@ def play_paths(stack: Stack) -> tuple[list[PathRun], PathRun]:
             replay(jobs, queue, job.job_id, int(time.time()), DEFAULT_SWEEP_AFTER_SECONDS)
 
         path(job, lambda: stack.outside("ops CLI", replayed))
-        big = sume.new_job(artifacts=2)
         path(big, lambda: stack.deliver(grown(big.body, LARGE_EVENT_PAD_BYTES)))
     stack.sume = None
     return runs, empty

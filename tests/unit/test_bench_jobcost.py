@@ -128,7 +128,7 @@ def test_the_gap_is_settled_only_with_enough_pairs_and_a_narrow_interval():
 
 
 def test_the_fixed_costs_list_the_receiver_s_cached_snapshot_at_its_memory():
-    fixed = jobs.fixed_month(PathRun("empty"))
+    fixed = jobs.fixed_month(Usage())
     # 512 MB cached all month at the cache's GB-second price: about 1.95 USD.
     month = spec.RECEIVER_MEMORY_MB / 1024 * cost.MONTH_S * cost.SNAPSTART_CACHE_GB_SECOND
     assert spec.RECEIVER_SNAPSTART
