@@ -254,7 +254,7 @@ class Stack:
         return found
 
     def _before(self, model: Any, params: dict[str, Any], context: Any, **_: Any) -> None:
-        write = model.name in WRITES and "TableName" in params
+        write = model.name in WRITES
         context["metered"] = (params, self._image(params["TableName"], params) if write else None)
 
     def _after(self, model: Any, parsed: Any, context: Any, **_: Any) -> None:
@@ -266,7 +266,7 @@ class Stack:
             found += [i for items in parsed.get("Responses", {}).values() for i in items]
             with self._lock:
                 use.rru += read_units(found, bool(request.get("ConsistentRead")))
-        if model.name not in WRITES or "TableName" not in request:
+        if model.name not in WRITES:
             return
         after = self._image(request["TableName"], request)
         sizes = [item_size(i) for i in (before, after) if i is not None]
