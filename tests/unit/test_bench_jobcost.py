@@ -1,5 +1,6 @@
 """The per-job cost's pieces: pricing, the floor's steps, the cold start's interval, by hand."""
 
+import json
 from collections import Counter
 
 import pytest
@@ -134,6 +135,24 @@ def test_the_fixed_costs_list_the_receiver_s_cached_snapshot_at_its_memory():
     assert spec.RECEIVER_SNAPSTART
     assert fixed["receiver's SnapStart snapshot, 1 version cached"] == pytest.approx(month)
     assert round(month, 2) == 1.95
+
+
+def test_the_fixed_costs_count_what_the_synthesized_template_keeps(tmp_path, monkeypatch):
+    kinds = ["AWS::CloudWatch::Alarm"] * 3 + ["AWS::Lambda::EventSourceMapping"] * 2
+    kinds += ["AWS::CloudWatch::Dashboard", "AWS::SecretsManager::Secret", "AWS::SQS::Queue"]
+    template = tmp_path / "template.json"
+    template.write_text(
+        json.dumps({"Resources": {f"R{n}": {"Type": k} for n, k in enumerate(kinds)}})
+    )
+    monkeypatch.setattr(jobs, "TEMPLATE", template)
+    fixed = jobs.fixed_month(Usage())
+    assert fixed["3 alarms"] == pytest.approx(0.30)
+    assert fixed["1 dashboard"] == 3.00 and fixed["1 secrets"] == 0.40
+    # Two event sources, five pollers each asking every 20 s for a 30-day month.
+    receives = 2 * 5 * 3 * 60 * 24 * 30
+    assert fixed["2 SQS event sources' empty receives (modelled)"] == pytest.approx(
+        receives * 0.40 / 1e6
+    )
 
 
 def _cold_report() -> cold.ColdReport:
