@@ -2,7 +2,7 @@
 
 The lives are ``bench.stack``'s paths (the real handlers, the integrator's registration
 and the ops CLI's replay, each to its end as deployed), and the counting is its
-``Meter``. The due-work index as it was (``due-work``, projecting ALL; not deployed) is
+meter's. The due-work index as it was (``due-work``, projecting ALL; not deployed) is
 priced on the same writes beside the deployed ones.
 """
 

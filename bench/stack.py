@@ -16,9 +16,6 @@ keys-only index would be (the floor design's), and, for the due-work index, as i
 (``ALL``, not deployed). moto writes no index entry (it filters the table when an index
 is read), so every index figure is this module's count, not moto's. A read books units
 per started 4 KB of what it returned, half when eventually consistent.
-
-Lambda duration is booked per invocation (``billed_ms``): ``cost.billed_ms`` of its CPU
-less moto's and its AWS calls, plus ``cost.HTTP_LATENCY_MS`` per request to Sume.
 """
 
 from __future__ import annotations
@@ -109,7 +106,9 @@ def read_units(items: list[dict[str, Any]], consistent: bool) -> float:
 
 
 def billed_ms(function: str, cpu_ms: float, calls: list[str], http_requests: int) -> int:
-    """What Lambda bills an invocation of ``function`` (a reference receiver's as ours')."""
+    """What Lambda bills an invocation of ``function`` (a reference receiver's as ours'):
+    ``cost.billed_ms`` of its CPU and calls, plus ``cost.HTTP_LATENCY_MS`` per request to
+    Sume."""
     memory = MEMORY_MB.get(function, spec.RECEIVER_MEMORY_MB)
     billed = cost.billed_ms(cost.Usage(cpu_ms * 1000, tuple(calls), 0, 0), memory)
     return billed + round(http_requests * cost.HTTP_LATENCY_MS)
