@@ -2,57 +2,43 @@
 
 The lives are ``bench.stack``'s paths (the real handlers, the integrator's registration
 and the ops CLI's replay, each to its end as deployed), and the counting is its
-``Meter``: each write's item read before and after, each index's entry compared by
-DynamoDB's rules (``bench.stack.index_writes``). The due-work index as it was
-(``due-work``, projecting ALL; not deployed) is priced on the same writes beside the
-deployed ones.
+meter's. The due-work index as it was (``due-work``, projecting ALL; not deployed) is
+priced on the same writes beside the deployed ones.
 """
 
 from __future__ import annotations
 
 from bench import cost
 from bench import harness as h
-from bench.stack import COMPLETED, PathRun, paths
-from infra import spec
+from bench.stack import COMPLETED, DEPLOYED_INDEXES, Usage, paths
 from sume.core.names import DUE_INDEX, DUE_INDEX_BEFORE, REPORT_INDEX
 from sume.store.sizing import item_size
 
 
-def index_names() -> list[str]:
-    deployed = [i["IndexName"] for i in spec.table_definition("t")["GlobalSecondaryIndexes"]]
-    return [*deployed, DUE_INDEX_BEFORE]
+def by_writer(usage: Usage) -> dict[str, int]:
+    """Write units of the report index per writer (function, registration, ops CLI)."""
+    units = usage.index_units
+    return {writer: n for (writer, name), n in units.items() if name == REPORT_INDEX and writer}
 
 
-def by_writer(run: PathRun, index: str = REPORT_INDEX) -> dict[str, int]:
-    """Write units of ``index`` per writer (function, registration, ops CLI)."""
-    units = run.own_units().index_units
-    return {writer: n for (writer, name), n in units.items() if name == index and writer}
-
-
-def section(ctx: h.Context) -> list[PathRun]:
+def section(ctx: h.Context) -> None:
     runs, _ = paths()
-    names = index_names()
+    used = [run.usage for run in runs]
+    names = [*DEPLOYED_INDEXES, DUE_INDEX_BEFORE]
     print(
         "## 8. Index writes per job (the real handlers on moto in-process; every write's "
         "item read before and after, each index's entry compared)\n"
     )
     rows = []
-    for run in runs:
-        units = run.own_units()
-        cells = [f"{units.index(n)[0]} ({units.index(n)[1]} WRU)" for n in names]
-        writers = ", ".join(f"{w} {n}" for w, n in by_writer(run).items())
-        rows.append((run.label, units.writes, *cells, writers, run.ending))
-    headers = [
-        f"`{n}` writes (WRU)" + (" as it was (ALL), not deployed" if n == DUE_INDEX_BEFORE else "")
-        for n in names
-    ]
-    print(
-        h.table(
-            ["job's life", "table writes", *headers, f"`{REPORT_INDEX}` WRU by writer", "ending"],
-            rows,
-        )
-    )
-    completed = next(r for r in runs if r.label == COMPLETED).own_units().index(DUE_INDEX)[1]
+    for run, use in zip(runs, used, strict=True):
+        cells = [f"{use.index(n)[0]} ({use.index(n)[1]} WRU)" for n in names]
+        writers = ", ".join(f"{w} {n}" for w, n in by_writer(use).items())
+        rows.append((run.label, use.writes, *cells, writers, run.ending))
+    headers = [f"`{n}` writes (WRU)" for n in DEPLOYED_INDEXES]
+    headers.append(f"`{DUE_INDEX_BEFORE}` writes (WRU) as it was (ALL), not deployed")
+    writers = f"`{REPORT_INDEX}` WRU by writer"
+    print(h.table(["job's life", "table writes", *headers, writers, "ending"], rows))
+    completed = next(r.usage for r in runs if r.label == COMPLETED).index(DUE_INDEX)[1]
     ctx.targets.add(
         f"`{DUE_INDEX}`: at most 3 write units for a job completed with 2 artifacts",
         str(completed),
@@ -65,8 +51,8 @@ def section(ctx: h.Context) -> list[PathRun]:
         + (f"; not: {', '.join(unended)}" if unended else ""),
         not unended,
     )
-    per_job = max(r.own_units().index(REPORT_INDEX)[1] for r in runs)
-    receiver = sum(by_writer(r).get("receiver", 0) for r in runs)
+    per_job = max(use.index(REPORT_INDEX)[1] for use in used)
+    receiver = sum(by_writer(use).get("receiver", 0) for use in used)
     keys = {"report_bucket": {"S": "2026-12-01#07"}, "report_at": {"N": "1764590000"}}
     print(
         f"\nThe report index's keys add {item_size(keys)} B to the item; at most {per_job} write "
@@ -77,4 +63,3 @@ def section(ctx: h.Context) -> list[PathRun]:
         f"receiver: 0 writes of the `{REPORT_INDEX}` index", str(receiver), receiver == 0
     )
     ctx.targets.add(f"`{REPORT_INDEX}`: at most 1 write unit per job", str(per_job), per_job <= 1)
-    return runs

@@ -7,7 +7,7 @@ the poller behind ``devstack.eventsources.SqsEventSource`` (which receives and d
 Lambda's event source does). After each step every queue is drained, so a path stops
 only when no message is left, and its ending is read off the item.
 
-``Meter`` books units as DynamoDB bills them, read off the calls as they run: for each
+The meter (``Stack._after``) books units as DynamoDB bills them, off the calls: for each
 write the item is read before and after by a client of the bench's own (not watched)
 and charged one write unit per started KB of the larger image, a failed conditional
 write the size of the item it met, at least one. Each index of the table is charged by
@@ -26,19 +26,20 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from botocore import handlers
 
-from bench import rounds
+from bench import cost
 from bench.harness import LOCAL_URLS, SECRET, delivery, environment, grown, silenced
 from devstack.counting import CallCounter, builtin_handlers
 from devstack.lambda_context import LambdaContext
+from infra import spec
 from sume.core import runtime
-from sume.core.names import DUE_AT, DUE_INDEX, DUE_SHARDS, JOB_ID, REPORT_BUCKET, Env
+from sume.core.names import DUE_AT, DUE_SHARDS, JOB_ID, REPORT_BUCKET, Env
 from sume.store.sizing import item_size
 
 WRITES = ("PutItem", "UpdateItem", "DeleteItem")
@@ -49,6 +50,21 @@ ESM_BATCH = ("sqs.ReceiveMessage", "sqs.DeleteMessageBatch")
 KEYS_ONLY = " keys-only"
 IDEMPOTENCY_TABLE = "sume-bench-idempotency"
 ENDED = ("processed", "processing_error", "lost")
+INDEXES = spec.table_definition("t")["GlobalSecondaryIndexes"]
+DEPLOYED_INDEXES = [i["IndexName"] for i in INDEXES]
+KEYS_ONLY_PROJECTION = {"Projection": {"ProjectionType": "KEYS_ONLY"}}
+METERED_INDEXES = [
+    *INDEXES,
+    *({**i, "IndexName": i["IndexName"] + KEYS_ONLY, **KEYS_ONLY_PROJECTION} for i in INDEXES),
+    spec.DUE_INDEX_BEFORE_DEFINITION,
+]
+"""The jobs table's indexes as deployed, as keys-only ones (the floor's), and the
+due-work index as it was."""
+MEMORY_MB = {
+    "receiver": spec.RECEIVER_MEMORY_MB,
+    "worker": spec.WORKER_MEMORY_MB,
+    "poller": spec.POLLER_MEMORY_MB,
+}
 
 
 def _entry(item: dict[str, Any] | None, index: dict[str, Any]) -> dict[str, Any] | None:
@@ -78,11 +94,10 @@ def index_writes(
         for e in (old, new)
         if e is not None
     ]
-    if old is not None and new is not None:
-        if any(old[k["AttributeName"]] != new[k["AttributeName"]] for k in index["KeySchema"]):
-            return 2, sum(units)
+    keys = [k["AttributeName"] for k in index["KeySchema"]]
+    if old is not None and new is not None and all(old[k] == new[k] for k in keys):
         return 1, units[-1]
-    return 1, units[0]
+    return len(units), sum(units)
 
 
 def read_units(items: list[dict[str, Any]], consistent: bool) -> float:
@@ -90,16 +105,33 @@ def read_units(items: list[dict[str, Any]], consistent: bool) -> float:
     return float(units) if consistent else units / 2
 
 
-@dataclass
-class Units:
-    """DynamoDB units booked since the last ``take``."""
+def billed_ms(function: str, cpu_ms: float, calls: list[str], http_requests: int) -> int:
+    """What Lambda bills an invocation of ``function`` (a reference receiver's as ours'):
+    ``cost.billed_ms`` of its CPU and calls, plus ``cost.HTTP_LATENCY_MS`` per request to
+    Sume."""
+    memory = MEMORY_MB.get(function, spec.RECEIVER_MEMORY_MB)
+    billed = cost.billed_ms(cost.Usage(cpu_ms * 1000, tuple(calls), 0, 0), memory)
+    return billed + round(http_requests * cost.HTTP_LATENCY_MS)
 
-    wru: int = 0
+
+@dataclass
+class Usage:
+    """What a path (or a round) used: DynamoDB's units, the API and Lambda requests, each
+    function's billed ms, CPU and requests to Sume, every AWS call."""
+
+    api: int = 0
+    wru: float = 0.0
     rru: float = 0.0
     writes: int = 0
     index_writes: Counter[tuple[str, str]] = field(default_factory=Counter)
     """Per (writer, index): the writer is the function or who wrote from outside."""
     index_units: Counter[tuple[str, str]] = field(default_factory=Counter)
+    calls: Counter[str] = field(default_factory=Counter)
+    """The functions', the event sources' and those made from outside Lambda."""
+    requests: Counter[str] = field(default_factory=Counter)
+    billed_ms: Counter[str] = field(default_factory=Counter)
+    cpu_us: Counter[str] = field(default_factory=Counter)
+    http: Counter[str] = field(default_factory=Counter)
 
     def index(self, name: str) -> tuple[int, int]:
         """(writes, units) of index ``name``, every writer's."""
@@ -108,87 +140,82 @@ class Units:
             sum(n for (_, i), n in self.index_units.items() if i == name),
         )
 
-    def less(self, other: Units) -> Units:
-        """What these units used beyond ``other``'s (a round's share of a path)."""
-        return Units(
-            self.wru - other.wru,
-            max(0.0, self.rru - other.rru),
-            self.writes - other.writes,
-            self.index_writes - other.index_writes,
-            self.index_units - other.index_units,
-        )
+    def less(self, other: Usage) -> Usage:
+        """What was used beyond ``other`` (a path's share of its round), none below 0."""
+        pairs = [(getattr(self, f.name), getattr(other, f.name)) for f in fields(self)]
+        return Usage(*(a - b if isinstance(a, Counter) else max(0, a - b) for a, b in pairs))
 
 
-class Meter:
-    def __init__(self, reader: Any) -> None:
-        self._reader = reader
-        self._tables: dict[str, tuple[list[str], list[dict[str, Any]]]] = {}
-        self._pending = threading.local()
-        self._lock = threading.Lock()
-        self.units = Units()
-        self.moto_cpu = 0.0
+@dataclass
+class Invocation:
+    function: str
+    calls: list[str]
+    answer: Any
+
+
+@dataclass
+class PathRun:
+    """One path (or one empty poller round): its invocations, what it used, its ending."""
+
+    label: str
+    invocations: list[Invocation] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    """The job's share: a path that ran a poller round is booked less an empty round's."""
+    ending: str = ""
+    ended: bool = False
+    """Finished, or lost and announced, with nothing due: the path ran to its end."""
+
+
+class RoundRefused(RuntimeError):
+    """A run of the round found shards held by another run: what it cost is not a round's."""
+
+
+def check_worked(answers: Iterable[dict[str, Any]]) -> None:
+    """Raise ``RoundRefused`` if a run in the poller's ``answers`` was refused a shard."""
+    runs = [run for answer in answers for run in answer.get("runs", [])]
+    taken = sorted(shard for run in runs for shard in run.get("taken", ()))
+    if taken:
+        raise RoundRefused(f"shards {taken} were held by another run: the round is not measured")
+
+
+class Stack:
+    """Made inside ``account()``: the session's clients are the bench's own (unwatched)."""
+
+    def __init__(self, session: Any, names: Any) -> None:
+        import poller
+        import receiver
+        import worker
+        from devstack.eventsources import Schedule, SqsEventSource
+
+        self.session, self.names, self.table = session, names, names.table
+        self.reader = session.client("dynamodb")
+        self.handlers = {f.__name__: f.handler for f in (receiver, worker, poller)}
+        self.counter = CallCounter()
+        self.run = PathRun("")
+        self.sume: Any = None
         self.writer = ""
-
-    def _table(self, name: str) -> tuple[list[str], list[dict[str, Any]]]:
-        if name not in self._tables:
-            from infra import spec
-
-            described = self._reader.describe_table(TableName=name)["Table"]
-            indexes = described.get("GlobalSecondaryIndexes", [])
-            for index in list(indexes):
-                indexes.append({**index, "IndexName": index["IndexName"] + KEYS_ONLY})
-                indexes[-1]["Projection"] = {"ProjectionType": "KEYS_ONLY"}
-                if index["IndexName"] == DUE_INDEX:
-                    indexes.append(spec.DUE_INDEX_BEFORE_DEFINITION)
-            self._tables[name] = ([k["AttributeName"] for k in described["KeySchema"]], indexes)
-        return self._tables[name]
-
-    def _image(self, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
-        key = params.get("Key") or {k: params["Item"][k] for k in self._table(name)[0]}
-        got = self._reader.get_item(TableName=name, Key=key, ConsistentRead=True)
-        found: dict[str, Any] | None = got.get("Item")
-        return found
-
-    def before(self, model: Any, params: dict[str, Any], **_: Any) -> None:
-        # Per thread: the poller writes from its pool while its pages are read.
-        write = model.name in WRITES and "TableName" in params
-        self._pending.call = (params, self._image(params["TableName"], params) if write else None)
-
-    def after(self, model: Any, parsed: dict[str, Any], **_: Any) -> None:
-        pending, self._pending.call = getattr(self._pending, "call", None), None
-        if pending is None:
-            return
-        request, before = pending
-        if model.name in READS:
-            found = parsed.get("Items", [])
-            if model.name == "GetItem":
-                found = [parsed["Item"]] if "Item" in parsed else []
-            elif model.name == "BatchGetItem":
-                found = [i for items in parsed.get("Responses", {}).values() for i in items]
-            with self._lock:
-                self.units.rru += read_units(found, bool(request.get("ConsistentRead")))
-        if model.name not in WRITES or "TableName" not in request:
-            return
-        after = self._image(request["TableName"], request)
-        sizes = [item_size(i) for i in (before, after) if i is not None]
-        with self._lock:
-            self.units.writes += 1
-            self.units.wru += max(1, math.ceil(max(sizes, default=0) / 1024))
-            for index in self._table(request["TableName"])[1]:
-                writes, units = index_writes(before, after, index)
-                self.units.index_writes[(self.writer, index["IndexName"])] += writes
-                self.units.index_units[(self.writer, index["IndexName"])] += units
-
-    def take(self) -> Units:
-        with self._lock:
-            units, self.units = self.units, Units()
-        return units
+        """Who the DynamoDB writes are booked to: the function invoked, or who wrote."""
+        self.bench_cpu = 0.0
+        """CPU spent inside invocations that is not the handler's: moto, the meter."""
+        self._last_round = 0
+        self._keys: dict[str, list[str]] = {}
+        self._lock = threading.Lock()
+        work, poll = (functools.partial(self.invoke, name) for name in ("worker", "poller"))
+        sqs = session.client("sqs")
+        # Batch sizes as deployed: the worker's 10, one assignment per poller run.
+        self.sources = [
+            SqsEventSource(sqs, names.queue_url, work, "worker", 300, 1, 10, wait_seconds=0),
+            SqsEventSource(sqs, names.shards_queue_url, poll, "poller", 300, 1, 1, wait_seconds=0),
+        ]
+        # The tick's own deadline, as Lambda gives each invocation.
+        self.schedule = Schedule(poll, 300, "sume-bench-poller", spec.POLLER_TIMEOUT)
 
     @contextmanager
-    def installed(self) -> Iterator[Meter]:
-        """Hooks for the sessions made from now on; moto's answering timed in place (per
-        thread, so a pool's calls are not counted twice): a handler's CPU less it is ours
-        and botocore's, which is what Lambda would bill."""
+    def installed(self) -> Iterator[Stack]:
+        """The counter and the meter's hooks on the sessions made from now on; moto's
+        answering and the hooks timed in place (per thread, so a pool's calls are not
+        counted twice): a handler's CPU less them is ours and botocore's, which is what
+        Lambda would bill."""
 
         def timed(stub: Callable[..., Any]) -> Callable[..., Any]:
             def answer(**kwargs: Any) -> Any:
@@ -197,122 +224,83 @@ class Meter:
                     return stub(**kwargs)
                 finally:
                     with self._lock:
-                        self.moto_cpu += time.thread_time() - started
+                        self.bench_cpu += time.thread_time() - started
 
             return answer
 
         stubs = [(i, s) for i, s in enumerate(handlers.BUILTIN_HANDLERS) if s[0] == "before-send"]
         for i, (event, stub) in stubs:
             handlers.BUILTIN_HANDLERS[i] = (event, timed(stub))
-        hooks: list[tuple[str, Callable[..., None]]] = [
-            ("before-parameter-build.dynamodb.*", self.before),
-            ("after-call.dynamodb.*", self.after),
+        hooks = [
+            ("before-parameter-build.dynamodb.*", timed(self._before)),
+            ("after-call.dynamodb.*", timed(self._after)),
         ]
         try:
-            with builtin_handlers(hooks):
+            with builtin_handlers(hooks), self.counter.installed():
                 yield self
         finally:
-            for i, spec in stubs:
-                handlers.BUILTIN_HANDLERS[i] = spec
+            for i, hook in stubs:
+                handlers.BUILTIN_HANDLERS[i] = hook
 
+    def _image(self, table: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        if table not in self._keys:
+            described = self.reader.describe_table(TableName=table)["Table"]
+            self._keys[table] = [k["AttributeName"] for k in described["KeySchema"]]
+        key = params.get("Key") or {k: params["Item"][k] for k in self._keys[table]}
+        found: dict[str, Any] | None = self.reader.get_item(
+            TableName=table, Key=key, ConsistentRead=True
+        ).get("Item")
+        return found
 
-@dataclass
-class Invocation:
-    function: str
-    cpu_ms: float
-    calls: list[str]
-    http_requests: int
-    answer: Any = None
+    def _before(self, model: Any, params: dict[str, Any], context: Any, **_: Any) -> None:
+        write = model.name in WRITES
+        context["metered"] = (params, self._image(params["TableName"], params) if write else None)
 
-
-@dataclass
-class PathRun:
-    """What one path (or one empty poller round) used."""
-
-    label: str
-    api_requests: int = 0
-    invocations: list[Invocation] = field(default_factory=list)
-    outside_calls: dict[str, list[str]] = field(default_factory=dict)
-    """Calls made outside Lambda, by who: the integrator's registration, the ops CLI."""
-    esm_requests: list[str] = field(default_factory=list)
-    units: Units = field(default_factory=Units)
-    ending: str = ""
-    ended: bool = False
-    """Finished, or lost and announced, with nothing due: the path ran to its end."""
-    round: PathRun | None = None
-    """The empty round subtracted from this path's poller invocations."""
-
-    def calls(self) -> Counter[str]:
-        counted = Counter(c for i in self.invocations for c in i.calls)
-        counted.update(c for calls in self.outside_calls.values() for c in calls)
-        counted.update(self.esm_requests)
-        return counted
-
-    def requests(self) -> Counter[str]:
-        """Lambda requests per function."""
-        return Counter(i.function for i in self.invocations)
-
-    def own_units(self) -> Units:
-        """The path's units, less the empty round's when it ran one (the job's share)."""
-        return self.units.less(self.round.units) if self.round else self.units
-
-
-class Stack:
-    """Made inside ``account()``: the session's clients are the bench's own (unwatched)."""
-
-    def __init__(self, session: Any, names: Any, counter: CallCounter, meter: Meter) -> None:
-        import boto3
-
-        import poller
-        import receiver
-        import worker
-        from devstack.eventsources import SqsEventSource
-        from sume.store.jobs import JobsTable
-        from sume.store.queue import JobQueue
-
-        self.session, self.names, self.counter, self.meter = session, names, counter, meter
-        self.table = names.table
-        self.reader = session.client("dynamodb")
-        watched = boto3.session.Session()
-        self.ddb = watched.client("dynamodb")
-        self.jobs = JobsTable(self.ddb, self.table, int(os.environ[Env.DUE_SHARDS]))
-        self.queue = JobQueue(watched.client("sqs"), names.queue_url)
-        self.handlers = {"receiver": receiver.handler, "worker": worker.handler}
-        self.handlers["poller"] = poller.handler
-        self.run = PathRun("")
-        self.sume: Any = None
-        self._last_round = 0
-        sqs = session.client("sqs")
-        # Batch sizes as deployed: the worker's 10, one assignment per poller run.
-        self.sources = [
-            SqsEventSource(sqs, url, self.lambda_of(name), name, 300, 1, batch, wait_seconds=0)
-            for url, name, batch in (
-                (names.queue_url, "worker", 10),
-                (names.shards_queue_url, "poller", 1),
-            )
-        ]
+    def _after(self, model: Any, parsed: Any, context: Any, **_: Any) -> None:
+        """Book the call's units on the running path (the meter of the module's docstring)."""
+        request, before = context["metered"]
+        use = self.run.usage
+        if model.name in READS:
+            found = parsed.get("Items", []) + ([parsed["Item"]] if "Item" in parsed else [])
+            found += [i for items in parsed.get("Responses", {}).values() for i in items]
+            with self._lock:
+                use.rru += read_units(found, bool(request.get("ConsistentRead")))
+        if model.name not in WRITES:
+            return
+        after = self._image(request["TableName"], request)
+        sizes = [item_size(i) for i in (before, after) if i is not None]
+        indexes = METERED_INDEXES if request["TableName"] == self.table else []
+        with self._lock:
+            use.writes += 1
+            use.wru += max(1, math.ceil(max(sizes, default=0) / 1024))
+            for index in indexes:
+                writes, units = index_writes(before, after, index)
+                use.index_writes[(self.writer, index["IndexName"])] += writes
+                use.index_units[(self.writer, index["IndexName"])] += units
 
     def invoke(self, function: str, event: dict[str, Any], context: Any = None) -> Any:
         """One invocation of ``function``'s handler (or any handler named so, a reference
-        receiver): its calls, its CPU less moto's, its requests to Sume, its answer."""
+        receiver): its calls, its answer, and what it used booked on the path."""
         handler = self.handlers[function]
         hits = sum(self.sume.hits.values()) if self.sume else 0
         self.counter.take()
-        self.meter.writer = function
-        moto, started = self.meter.moto_cpu, time.process_time()
+        self.writer = function
+        bench, started = self.bench_cpu, time.process_time()
         answer = None
         try:
             with silenced():
                 answer = handler(event, context or LambdaContext())
             return answer
         finally:
-            cpu = time.process_time() - started - (self.meter.moto_cpu - moto)
+            cpu = time.process_time() - started - (self.bench_cpu - bench)
             http = (sum(self.sume.hits.values()) if self.sume else 0) - hits
-            invocation = Invocation(function, cpu * 1000, self.counter.take(), http, answer)
-            self.run.invocations.append(invocation)
-
-    def lambda_of(self, function: str) -> Callable[..., Any]:
-        return lambda event, context: self.invoke(function, event, context)
+            calls, use = self.counter.take(), self.run.usage
+            self.run.invocations.append(Invocation(function, calls, answer))
+            use.calls.update(calls)
+            use.requests[function] += 1
+            use.billed_ms[function] += billed_ms(function, cpu * 1000, calls, http)
+            use.cpu_us[function] += round(cpu * 1e6)
+            use.http[function] += http
 
     def add_references(self) -> None:
         """The two receivers ours is measured against (``bench.references``), as
@@ -337,21 +325,22 @@ class Stack:
         )
 
     @contextmanager
-    def path(self, label: str) -> Iterator[PathRun]:
+    def path(self, label: str, job_id: str = "") -> Iterator[PathRun]:
+        """A path run to its end: every queue drained, and how ``job_id`` ended."""
         self.drain()
-        self.meter.take()
         self.run = PathRun(label)
         yield self.run
         self.drain()
-        self.run.units = self.meter.take()
+        if job_id:
+            self.end(job_id)
 
     def drain(self) -> None:
         """Hand every queued message to its function until no queue holds one."""
         while batches := [size for size in (s.poll_once() for s in self.sources) if size]:
-            self.run.esm_requests.extend(ESM_BATCH * len(batches))
+            self.run.usage.calls.update(ESM_BATCH * len(batches))
 
     def deliver(self, body: bytes, drain: bool = True) -> Any:
-        self.run.api_requests += 1
+        self.run.usage.api += 1
         answer = self.invoke("receiver", delivery(body))
         if drain:
             self.drain()
@@ -360,45 +349,35 @@ class Stack:
     def tick(self) -> list[Invocation]:
         """A round as deployed: the schedule's tick, then every run it fanned out. Its
         invocations; a round whose runs were refused a shard stops the bench (its calls
-        would be no round's, ``bench.rounds``)."""
+        would be no round's)."""
+        # A tick names its round by its own clock (``FanOut.start``), which may be a
+        # second later than this one when the invocation is slow to start; a tick that
+        # named the last round again would have every claim of its runs refused.
+        while int(time.time()) <= self._last_round:
+            time.sleep(0.05)
         first = len(self.run.invocations)
-        rounds.wait_past(self._last_round)
-        tick = self.invoke("poller", rounds.SCHEDULED, rounds.poller_context())
-        self._last_round = tick["round"]
+        self._last_round = self.schedule.run_once()["round"]
         self.drain()
         made = self.run.invocations[first:]
-        rounds.check_worked(i.answer for i in made[1:] if i.function == "poller")
+        check_worked(i.answer for i in made[1:] if i.function == "poller")
         return made
 
     def outside(self, who: str, action: Callable[[], Any]) -> None:
+        """``action``'s calls, made outside Lambda by ``who``: the integrator, the ops CLI."""
         self.counter.take()
-        self.meter.writer = who
+        self.writer = who
         action()
-        self.run.outside_calls.setdefault(who, []).extend(self.counter.take())
+        self.run.usage.calls.update(self.counter.take())
         self.drain()
 
     def register(self, job_id: str, status_url: str, due_ago: int = 0, age: int = 0) -> None:
         from sume.polling import registry
 
-        self.outside(
-            "registration",
-            lambda: registry.expect(job_id, status_url, table_name=self.table, dynamodb=self.ddb),
-        )
+        self.outside("registration", lambda: registry.expect(job_id, status_url))
         if due_ago or age:
             # Due now, registered ``age`` ago: the bench's own write, not counted.
             now = int(time.time())
             self.set(job_id, f"SET {DUE_AT} = :a, registered_at = :b", now - due_ago, now - age)
-
-    def replay(self, job_id: str) -> None:
-        from sume.core.settings import DEFAULT_SWEEP_AFTER_SECONDS
-        from sume_cli.jobs import replay
-
-        self.outside(
-            "ops CLI",
-            lambda: replay(
-                self.jobs, self.queue, job_id, int(time.time()), DEFAULT_SWEEP_AFTER_SECONDS
-            ),
-        )
 
     def set(self, job_id: str, expression: str, *values: Any, **names: str) -> None:
         """The bench's own write on a job (``:a``, ``:b``... are ``values``), not counted."""
@@ -437,16 +416,14 @@ def account(shards: int = DUE_SHARDS) -> Iterator[Stack]:
     from devstack.resources import create_resources
     from devstack.resources import environment as lambda_env
 
-    counter = CallCounter()
     with mock_aws():
         session = boto3.session.Session()
         names = create_resources(session, prefix="sume-bench", signing_secret=SECRET)
         env = {**lambda_env(names), **LOCAL_URLS, Env.DUE_SHARDS: str(shards)}
-        meter = Meter(session.client("dynamodb"))
         runtime.reset()
         try:
-            with meter.installed(), counter.installed(), environment(env):
-                yield Stack(session, names, counter, meter)
+            with environment(env), Stack(session, names).installed() as stack:
+                yield stack
         finally:
             runtime.reset()
 
@@ -469,6 +446,11 @@ PATHS = (
 def play_paths(stack: Stack) -> tuple[list[PathRun], PathRun]:
     """Every path of ``PATHS`` to its end, warm, and the empty round measured before them."""
     from devstack.simulator import Sume
+    from sume.core import aws
+    from sume.core.settings import DEFAULT_SWEEP_AFTER_SECONDS
+    from sume.store.compose import TableRef, build_jobs
+    from sume.store.queue import JobQueue
+    from sume_cli.jobs import replay
 
     runs: list[PathRun] = []
     labels = iter(PATHS)
@@ -482,37 +464,38 @@ def play_paths(stack: Stack) -> tuple[list[PathRun], PathRun]:
             stack.tick()
 
         def path(job: Any, *steps: Callable[[], Any], polled: bool = False) -> None:
-            with stack.path(next(labels)) as run:
+            with stack.path(next(labels), job.job_id) as run:
                 for step in steps:
                     step()
-            stack.end(job.job_id)
-            run.round = empty if polled else None
+            if polled:
+                # The round is paid whether or not this job is due in it.
+                run.usage = run.usage.less(empty.usage)
             runs.append(run)
 
-        bare, job, failed = (
-            sume.new_job(),
-            sume.new_job(artifacts=2),
-            sume.new_job(event="job.failed"),
-        )
+        bare, never, failed = sume.new_job(), sume.new_job(), sume.new_job(event="job.failed")
+        job, reg, silent, big = (sume.new_job(artifacts=2) for _ in range(4))
         path(bare, lambda: stack.deliver(bare.body))
         path(job, lambda: stack.deliver(job.body))
         path(failed, lambda: stack.deliver(failed.body))
-        reg = sume.new_job(artifacts=2)
         path(
             reg, lambda: stack.register(reg.job_id, reg.status_url), lambda: stack.deliver(reg.body)
         )
-        silent = sume.new_job(artifacts=2)
         found = (lambda: stack.register(silent.job_id, silent.status_url, due_ago=1), stack.tick)
         path(silent, *found, polled=True)
         # A status URL Sume does not know: the poll fails and, past the job's maximum
         # age, the run gives the job up and announces it itself.
-        never = sume.new_job()
         unknown = never.status_url.replace(never.job_id, "job_unknown")
         lost = (lambda: stack.register(never.job_id, unknown, due_ago=1, age=10**7), stack.tick)
         path(never, *lost, polled=True)
         path(job, lambda: stack.deliver(job.body))
-        path(job, lambda: stack.replay(job.job_id))
-        big = sume.new_job(artifacts=2)
+
+        def replayed() -> None:
+            table = TableRef(stack.table, int(os.environ[Env.DUE_SHARDS]))
+            queue = JobQueue(aws.client("sqs"), stack.names.queue_url)
+            jobs = build_jobs(table, aws.client("dynamodb"))
+            replay(jobs, queue, job.job_id, int(time.time()), DEFAULT_SWEEP_AFTER_SECONDS)
+
+        path(job, lambda: stack.outside("ops CLI", replayed))
         path(big, lambda: stack.deliver(grown(big.body, LARGE_EVENT_PAD_BYTES)))
     stack.sume = None
     return runs, empty

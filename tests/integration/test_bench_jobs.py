@@ -60,7 +60,7 @@ def test_a_path_that_stops_before_its_end_is_said_so(measured):
 
 def test_a_completed_job_costs_the_due_index_3_units_and_as_it_was_more(measured):
     runs, _ = measured
-    completed = next(r for r in runs if r.label == stack.COMPLETED).own_units()
+    completed = next(r for r in runs if r.label == stack.COMPLETED).usage
     # The record puts the entry, the claim changes its state and lease (not its key),
     # the two progress writes change nothing it holds, the finish removes it.
     assert completed.index(DUE_INDEX)[1] == 3
@@ -72,48 +72,47 @@ def test_a_completed_job_costs_the_due_index_3_units_and_as_it_was_more(measured
 def test_every_job_with_work_reaches_the_worker_through_its_event_source(measured):
     runs, _ = measured
     for run in runs:
-        functions = run.requests()
+        functions, calls = run.usage.requests, run.usage.calls
         if run.label.startswith("a duplicate"):
             assert functions == Counter({"receiver": 1})
             continue
         if run.label == "registered, never found: lost":
             # The poller's run that gives it up announces it: nothing queued.
-            assert functions["worker"] == 0 and run.calls()["sqs.SendMessage"] == 0
+            assert functions["worker"] == 0 and calls["sqs.SendMessage"] == 0
             continue
         assert functions["worker"] == 1, run.label
-        assert run.esm_requests.count("sqs.ReceiveMessage") >= 1
+        # No function receives from a queue itself: these are the event source's.
+        assert calls["sqs.ReceiveMessage"] >= 1 and calls["sqs.DeleteMessageBatch"] >= 1
 
 
 def test_a_round_the_job_is_due_in_costs_it_only_its_poll(measured):
     runs, empty = measured
-    assert empty.requests()["poller"] >= 2  # the tick and its runs
+    assert empty.usage.requests["poller"] >= 2  # the tick and its runs
     # Each shard claimed, queried, counted by the gauge and released.
-    calls = empty.calls()
+    calls = empty.usage.calls
     assert (calls["dynamodb.PutItem"], calls["dynamodb.UpdateItem"]) == (2, 2), calls
     assert calls["dynamodb.Query"] == 4, calls
-    found = jobs.price(runs[PATHS.index("registered, found by a status poll (2 artifacts)")])
-    assert found.ours.requests == Counter({"worker": 1}), found.ours.requests
-    assert found.ours.calls["dynamodb.Query"] == 0, found.ours.calls
-    assert found.ours.calls["sqs.SendMessage"] == 1, found.ours.calls
+    found = runs[PATHS.index("registered, found by a status poll (2 artifacts)")].usage
+    assert found.requests == Counter({"worker": 1}), found.requests
+    assert found.calls["dynamodb.Query"] == 0, found.calls
+    assert found.calls["sqs.SendMessage"] == 1, found.calls
 
 
 def test_a_webhook_and_a_lost_job_make_no_call_beyond_the_floor_s(measured):
     runs, _ = measured
     for label in ("webhook, 0 artifacts", "webhook, 2 artifacts", "registered, never found: lost"):
-        priced = jobs.price(runs[PATHS.index(label)])
-        assert jobs.beyond(priced) == Counter(), label
+        assert jobs.beyond(runs[PATHS.index(label)]) == Counter(), label
 
 
 def test_the_large_event_is_kept_in_s3_and_read_from_there(measured):
     runs, _ = measured
     large = runs[PATHS.index("large event, 300 KiB (body in S3, 2 artifacts)")]
-    calls = large.calls()
+    calls = large.usage.calls
     assert calls["s3.PutObject"] == 3 and calls["s3.GetObject"] == 1
 
 
 def test_the_sections_judge_every_path_but_the_withdrawn_duplicate(measured, monkeypatch, capsys):
     monkeypatch.setattr(stack, "paths", lambda: measured)
-    monkeypatch.setattr(jobs, "paths", lambda: measured)
     monkeypatch.setattr(indexes, "paths", lambda: measured)
     ctx = Context()
     jobs.section(ctx)
@@ -132,3 +131,22 @@ def test_the_sections_judge_every_path_but_the_withdrawn_duplicate(measured, mon
         f"{len(PATHS)} of {len(PATHS)}",
         True,
     ) in ctx.targets.rows
+
+
+def test_the_meter_s_own_reads_are_not_billed_as_the_handler_s_cpu(monkeypatch):
+    # One clock for both CPU timers, moved only by the meter's reads of an item before
+    # and after each write: a handler's CPU is its own, not the bench's bookkeeping.
+    clock = [0.0]
+    monkeypatch.setattr(stack.time, "process_time", lambda: clock[0])
+    monkeypatch.setattr(stack.time, "thread_time", lambda: clock[0])
+    read = stack.Stack._image
+
+    def slow_read(self: stack.Stack, table: str, params: dict[str, Any]) -> Any:
+        clock[0] += 1.0
+        return read(self, table, params)
+
+    monkeypatch.setattr(stack.Stack, "_image", slow_read)
+    with stack.account(shards=2) as s:
+        s.deliver(b'{"event":"job.completed","job_id":"job_cpu","status":"OK"}', drain=False)
+    assert clock[0] >= 2  # the receiver's write, read before and after
+    assert s.run.usage.cpu_us["receiver"] == 0

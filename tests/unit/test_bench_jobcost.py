@@ -1,5 +1,6 @@
 """The per-job cost's pieces: pricing, the floor's steps, the cold start's interval, by hand."""
 
+import json
 from collections import Counter
 
 import pytest
@@ -7,17 +8,19 @@ import pytest
 import bench.__main__ as bench_main
 from bench import cold, cost, jobs, stack
 from bench.harness import Context, Targets
-from bench.stack import Invocation, PathRun, Units, read_units
+from bench.stack import KEYS_ONLY, PathRun, Usage, read_units
 from infra import spec
+from sume.core.names import DUE_INDEX
 
 
 def test_each_line_of_a_bill_is_its_count_times_its_price():
-    bill = jobs.Bill(
+    usage = Usage(
         api=1,
         requests=Counter({"receiver": 1, "worker": 1}),
-        billed_ms={"worker": 1000.0},
+        billed_ms=Counter({"worker": 1000}),
         wru=3,
-        index_wru=2,
+        # Only the deployed indexes are priced: the keys-only variant is the floor's.
+        index_units=Counter({("worker", DUE_INDEX): 2, ("worker", DUE_INDEX + KEYS_ONLY): 5}),
         rru=4,
         calls=Counter(
             {
@@ -31,7 +34,7 @@ def test_each_line_of_a_bill_is_its_count_times_its_price():
             }
         ),
     )
-    lines = bill.lines()
+    lines = jobs.lines(usage)
     assert lines["API"] == 1.00
     assert lines["Lambda requests"] == pytest.approx(0.40)
     # One second at the worker's 1024 MB: one GB-second a job.
@@ -43,12 +46,11 @@ def test_each_line_of_a_bill_is_its_count_times_its_price():
     assert lines["EventBridge"] == 1.00
     assert lines["S3"] == pytest.approx(2 * 5.00 + 0.40)
     assert lines["Secrets Manager"] == pytest.approx(5.00)
-    assert bill.total() == pytest.approx(sum(lines.values()))
 
 
 def test_billed_ms_scales_cpu_to_the_memory_s_share_and_adds_each_wait():
     # 10 ms CPU at 512 MB is 10 x 1769 / 512 = 34.6 ms, plus DynamoDB 5, SQS 8, one Sume request.
-    assert jobs.billed_ms("receiver", 10.0, ["dynamodb.UpdateItem", "sqs.SendMessage"], 1) == 148
+    assert stack.billed_ms("receiver", 10.0, ["dynamodb.UpdateItem", "sqs.SendMessage"], 1) == 148
 
 
 def writes(steps):
@@ -65,17 +67,20 @@ def test_the_floor_of_a_worker_run_writes_a_progress_between_copies_only():
 
 
 def test_the_floor_prices_its_writes_at_ours_mean_write_and_a_hand_off_at_its_requests():
-    run = PathRun("webhook, 0 artifacts", api_requests=1)
-    run.invocations = [Invocation("receiver", 1.0, [], 0), Invocation("worker", 2.0, [], 0)]
-    run.units = Units(wru=10, writes=5)
-    mine, cpu, count = jobs.ours(run)
-    floor = jobs.floor(run, mine, cpu, count)
+    keys_only = ("worker", DUE_INDEX + KEYS_ONLY)
+    usage = Usage(api=1, wru=10, writes=5, index_units=Counter({keys_only: 2}))
+    usage.cpu_us.update({"receiver": 1000, "worker": 2000})
+    floor = jobs.floor(PathRun("webhook, 0 artifacts", usage=usage))
     # Four floor writes at ours' 2 units a write; one hand-off: its send, the event
     # source's receive and delete, one worker request.
     assert floor.wru == 8
     assert floor.requests == Counter({"receiver": 1, "worker": 1})
     assert floor.calls["sqs.SendMessage"] == 1 and floor.calls["sqs.ReceiveMessage"] == 1
     assert floor.calls["sqs.DeleteMessageBatch"] == 1
+    # Ours' index images as a keys-only index takes them, priced as the deployed index.
+    assert jobs.lines(floor)["index writes"] == pytest.approx(2 * 0.625)
+    # The receiver's 1 ms CPU at 512 MB (3.5 ms), its write (5) and its send (8).
+    assert floor.billed_ms["receiver"] == 17
 
 
 def test_a_write_is_a_write_whatever_its_verb_when_ours_is_set_beside_the_floor():
@@ -83,25 +88,20 @@ def test_a_write_is_a_write_whatever_its_verb_when_ours_is_set_beside_the_floor(
     assert jobs.as_writes(calls) == Counter({"dynamodb.write": 3, "sqs.SendMessage": 1})
 
 
-def _invocation(function, cpu, calls):
-    return Invocation(function, cpu, calls, 0)
-
-
 def test_a_job_found_by_a_poll_pays_its_round_less_an_empty_round():
-    empty = PathRun("empty")
-    empty.invocations = [_invocation("poller", 20.0, ["dynamodb.Query"] * 16)]
-    empty.units = Units(wru=32, rru=16.0, writes=32)
-    run = PathRun(stack.PATHS[4], round=empty)
-    run.invocations = [
-        _invocation("poller", 25.0, ["dynamodb.Query"] * 16 + ["dynamodb.UpdateItem"]),
-        _invocation("worker", 50.0, ["dynamodb.UpdateItem"]),
-    ]
-    run.units = Units(wru=35, rru=16.0, writes=34)
-    bill, cpu, writes = jobs.ours(run)
-    assert bill.requests == Counter({"worker": 1})
-    assert bill.calls == Counter({"dynamodb.UpdateItem": 2})
-    assert (bill.wru, bill.rru, writes) == (3, 0.0, 2)
-    assert cpu == {"poller": 5.0, "worker": 50.0}
+    empty = Usage(wru=32, rru=16.0, writes=32, requests=Counter({"poller": 17}))
+    empty.calls.update({"dynamodb.Query": 16})
+    empty.cpu_us.update({"poller": 20_000})
+    run = Usage(wru=35, rru=16.0, writes=34, requests=Counter({"poller": 17, "worker": 1}))
+    run.calls.update({"dynamodb.Query": 16, "dynamodb.UpdateItem": 2})
+    run.cpu_us.update({"poller": 25_000, "worker": 50_000})
+    own = run.less(empty)
+    assert own.requests == Counter({"worker": 1})
+    assert own.calls == Counter({"dynamodb.UpdateItem": 2})
+    assert (own.wru, own.rru, own.writes) == (3, 0.0, 2)
+    assert own.cpu_us == Counter({"poller": 5_000, "worker": 50_000})
+    # Never below nothing: a round that cost less than the empty one is no refund.
+    assert empty.less(run) == Usage()
 
 
 def test_read_units_per_started_4_kb_and_half_when_eventually_consistent():
@@ -129,12 +129,30 @@ def test_the_gap_is_settled_only_with_enough_pairs_and_a_narrow_interval():
 
 
 def test_the_fixed_costs_list_the_receiver_s_cached_snapshot_at_its_memory():
-    fixed = jobs.fixed_month(PathRun("empty"))
+    fixed = jobs.fixed_month(Usage())
     # 512 MB cached all month at the cache's GB-second price: about 1.95 USD.
     month = spec.RECEIVER_MEMORY_MB / 1024 * cost.MONTH_S * cost.SNAPSTART_CACHE_GB_SECOND
     assert spec.RECEIVER_SNAPSTART
     assert fixed["receiver's SnapStart snapshot, 1 version cached"] == pytest.approx(month)
     assert round(month, 2) == 1.95
+
+
+def test_the_fixed_costs_count_what_the_synthesized_template_keeps(tmp_path, monkeypatch):
+    kinds = ["AWS::CloudWatch::Alarm"] * 3 + ["AWS::Lambda::EventSourceMapping"] * 2
+    kinds += ["AWS::CloudWatch::Dashboard", "AWS::SecretsManager::Secret", "AWS::SQS::Queue"]
+    template = tmp_path / "template.json"
+    template.write_text(
+        json.dumps({"Resources": {f"R{n}": {"Type": k} for n, k in enumerate(kinds)}})
+    )
+    monkeypatch.setattr(jobs, "TEMPLATE", template)
+    fixed = jobs.fixed_month(Usage())
+    assert fixed["3 alarms"] == pytest.approx(0.30)
+    assert fixed["1 dashboard"] == 3.00 and fixed["1 secrets"] == 0.40
+    # Two event sources, five pollers each asking every 20 s for a 30-day month.
+    receives = 2 * 5 * 3 * 60 * 24 * 30
+    assert fixed["2 SQS event sources' empty receives (modelled)"] == pytest.approx(
+        receives * 0.40 / 1e6
+    )
 
 
 def _cold_report() -> cold.ColdReport:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.rounds import RoundRefused, check_worked
+from bench.stack import RoundRefused, check_worked
 from sume.polling.poller import RunSummary
 
 WORKED = RunSummary(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, True, shards=(0, 1))
