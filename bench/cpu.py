@@ -42,13 +42,23 @@ KINDS = ("new", "duplicate", "rejected")
 DESIGNS = ("ours", "floor", "powertools")
 EXPECTED = {"new": (200, "new"), "duplicate": (200, "duplicate"), "rejected": (401, None)}
 POWERTOOLS_RATIO_TARGET = 1.5
-# What a batch of each kind is answered with, call by call; "failed" is the conditional
-# write refused, carrying what DynamoDB hands back (``stored``).
+# A design's AWS answers per delivery of a kind; "failed" is its first call refused by
+# the condition, carrying what DynamoDB hands back (``stored``).
 CALLS = {
     "ours": {"new": ["update_item", "send_message"], "duplicate": ["failed", "update_item"]},
     "floor": {"new": ["put_item", "send_message"], "duplicate": ["failed"]},
     "powertools": {"new": ["put_item", "send_message", "update_item"], "duplicate": ["failed"]},
 }
+LAYERS = (
+    "floor",
+    "ours: domain only (no Powertools layers)",
+    "ours: + EMF metrics line (Metrics.log_metrics; log line below the level)",
+    "ours: + JSON log line",
+    "ours: + Tracer.capture_lambda_handler (X-Ray off)",
+    "ours: + Logger.inject_lambda_context (as deployed)",
+)
+TELEMETRY = {"EMF metrics line": (LAYERS[1], LAYERS[2]), "JSON log line": (LAYERS[2], LAYERS[3])}
+"""Per-delivery telemetry: each part is the difference between two layers."""
 
 
 def stored(design: str, job: str, raw: bytes, now: int) -> dict[str, Any] | None:
@@ -81,33 +91,13 @@ def stored(design: str, job: str, raw: bytes, now: int) -> dict[str, Any] | None
 
 @dataclass
 class Design:
-    name: str
     handler: Handler
     stubs: dict[str, Stubber]
     """By service: ``dynamodb``, ``sqs``, ``secretsmanager``."""
-    calls: str = ""
-    """Whose answers its batches get (``CALLS``): its own name unless a layer of ours."""
+    answers: str
+    """Whose ``CALLS`` its batches are answered with (``ours`` for each layer of ours)."""
     setting: Callable[[], AbstractContextManager[Any]] = nullcontext
     """Entered around each timed batch."""
-
-    def stage(self, kind: str, jobs: list[str], bodies: dict[str, bytes]) -> None:
-        """Queue the AWS answers a batch of ``kind`` deliveries needs."""
-        now, design = int(time.time()), self.calls or self.name
-        for job in jobs:
-            for method in CALLS[design].get(kind, []):
-                if method == "send_message":
-                    md5 = hashlib.md5(job.encode(), usedforsecurity=False).hexdigest()
-                    answer = {"MessageId": str(uuid.uuid4()), "MD5OfMessageBody": md5}
-                    self.stubs["sqs"].add_response(method, answer)
-                elif method != "failed":
-                    self.stubs["dynamodb"].add_response(method, {})
-                else:
-                    item = stored(design, job, bodies[job], now)
-                    self.stubs["dynamodb"].add_client_error(
-                        CALLS[design]["new"][0],
-                        service_error_code="ConditionalCheckFailedException",
-                        modeled_fields={"Item": item} if item else None,
-                    )
 
 
 def _stubbed(*clients: Any) -> dict[str, Stubber]:
@@ -120,47 +110,66 @@ def _stubbed(*clients: Any) -> dict[str, Stubber]:
     return stubs
 
 
-@dataclass
-class Batch:
-    events: list[dict[str, Any]]
-    jobs: list[str]
-    bodies: dict[str, bytes] = field(default_factory=dict)
-
-
-def _batch(kind: str, size: int) -> Batch:
-    jobs = [h.new_job_id() for _ in range(size)]
-    bodies = {job: h.job_body(job) for job in jobs}
-    make = h.forged if kind == "rejected" else h.delivery
-    return Batch([make(bodies[job]) for job in jobs], jobs, bodies)
-
-
-def _run(design: Design, kind: str, batch: Batch) -> float:
-    """CPU seconds per delivery for one batch; checks every answer afterwards."""
-    design.stage(kind, batch.jobs, batch.bodies)
+def _run(design: Design, kind: str, size: int) -> float:
+    """CPU seconds per delivery for a batch of ``size``; checks every answer afterwards."""
+    bodies = {job: h.job_body(job) for job in (h.new_job_id() for _ in range(size))}
+    events = [(h.forged if kind == "rejected" else h.delivery)(b) for b in bodies.values()]
+    now, calls, stubs = int(time.time()), CALLS[design.answers], design.stubs
+    for job, body in bodies.items():
+        for method in calls.get(kind, []):
+            if method == "send_message":
+                md5 = hashlib.md5(job.encode(), usedforsecurity=False).hexdigest()
+                stubs["sqs"].add_response(
+                    method, {"MessageId": str(uuid.uuid4()), "MD5OfMessageBody": md5}
+                )
+            elif method == "failed":
+                item = stored(design.answers, job, body, now)
+                stubs["dynamodb"].add_client_error(
+                    calls["new"][0],
+                    service_error_code="ConditionalCheckFailedException",
+                    modeled_fields={"Item": item} if item else None,
+                )
+            else:
+                stubs["dynamodb"].add_response(method, {})
     context, handler = LambdaContext(), design.handler
     with h.silenced(), design.setting():
         gc.collect()
         start = time.process_time()
-        answers = [handler(event, context) for event in batch.events]
+        answers = [handler(event, context) for event in events]
         elapsed = time.process_time() - start
-    for stub in design.stubs.values():
+    for stub in stubs.values():
         stub.assert_no_pending_responses()
     status, result = EXPECTED[kind]
     for answer in answers:
         body = json.loads(answer["body"])
         if answer["statusCode"] != status or (result and body.get("result") != result):
-            raise AssertionError(f"{design.name} answered {kind} with {answer}")
-    return elapsed / len(batch.events)
+            raise AssertionError(f"{design.answers} answered {kind} with {answer}")
+    return elapsed / size
+
+
+@contextmanager
+def _log_line_off() -> Iterator[None]:
+    """The handler's ``logger.info`` returns at its level check; warnings still log."""
+    from sume.core.observability import logger
+
+    level = logger.log_level
+    logger.setLevel("WARNING")
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 @contextmanager
 def designs() -> Iterator[dict[str, Design]]:
-    """The three receivers, stubbed and warmed up (secret cached, clients built)."""
+    """The three receivers and the layers of ours (``LAYERS``), stubbed and warmed up
+    (secret cached, clients built)."""
     import boto3
 
     import receiver
     from sume.core import aws
-    from sume.receiving.compose import build_signing_secrets
+    from sume.receiving.compose import build_signing_secrets, receiver_service
+    from sume.receiving.http import HttpResponse, request_from_event, to_event_response
     from sume.receiving.settings import ReceiverSettings
 
     # The secret stays cached for the whole run, as in a warm container.
@@ -177,21 +186,31 @@ def designs() -> Iterator[dict[str, Design]]:
             # The same secret handling as ours: Secrets Manager, cached by Powertools.
             settings = ReceiverSettings.from_env()
             secrets = build_signing_secrets(settings, lambda service, patient=False: sm)
+            floor = floor_handler(fddb, fsqs, table, queue, h.SECRET.encode())
             built = {
-                "ours": Design("ours", receiver.handler, ours),
-                "floor": Design(
-                    "floor",
-                    floor_handler(fddb, fsqs, table, queue, h.SECRET.encode()),
-                    _stubbed(fddb, fsqs),
-                ),
+                "ours": Design(receiver.handler, ours, "ours"),
+                "floor": Design(floor, _stubbed(fddb, fsqs), "floor"),
                 "powertools": Design(
-                    "powertools",
                     powertools_handler(ddb, sqs, "sume-bench-idempotency", queue, secrets),
                     _stubbed(ddb, sqs, sm),
+                    "powertools",
                 ),
             }
+            webhook = receiver_service()
+
+            def domain_only(event: dict[str, Any], context: Any) -> dict[str, Any]:
+                receipt = webhook.receive(request_from_event(event))
+                body = {"result": receipt.result, "job_id": receipt.job_id}
+                return to_event_response(HttpResponse(200, body))
+
+            # The handler's Powertools decorators, peeled off by ``__wrapped__``.
+            inner = receiver.handler.__wrapped__.__wrapped__
+            layers = (domain_only, inner, inner, receiver.handler.__wrapped__, receiver.handler)
+            for name, handler in zip(LAYERS[1:], layers, strict=True):
+                quiet = _log_line_off if name == LAYERS[2] else nullcontext
+                built[name] = Design(handler, ours, "ours", quiet)
             for design in built.values():
-                _run(design, "new", _batch("new", 2))
+                _run(design, "new", 2)
             # What is loaded so far (moto, the other sections' modules) is left out of
             # collection: each batch's gc.collect() then walks only what the batches made.
             gc.freeze()
@@ -202,11 +221,26 @@ def designs() -> Iterator[dict[str, Design]]:
             runtime.reset()
 
 
+def interleaved(
+    built: dict[str, Design],
+    names: tuple[str, ...],
+    kinds: tuple[str, ...],
+    rounds: int,
+    batch: int,
+) -> dict[tuple[str, str], list[float]]:
+    """CPU seconds per delivery, per (design, kind), a batch of each per round; each round
+    starts one design further on, so none is always first."""
+    seconds: dict[tuple[str, str], list[float]] = {}
+    for n in range(rounds):
+        for kind in kinds:
+            for name in names[n % len(names) :] + names[: n % len(names)]:
+                seconds.setdefault((name, kind), []).append(_run(built[name], kind, batch))
+    return seconds
+
+
 @dataclass
 class CpuReport:
-    rounds: int
-    batch: int
-    seconds: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    seconds: dict[tuple[str, str], list[float]]
     layers: dict[str, list[float]] = field(default_factory=dict)
 
     def median_us(self, design: str, kind: str) -> float:
@@ -216,81 +250,21 @@ class CpuReport:
         return h.paired_ratios(self.seconds[(top, kind)], self.seconds[(bottom, kind)])
 
 
-def measure(rounds: int, batch: int) -> CpuReport:
-    report = CpuReport(rounds, batch)
+def measure(rounds: int, batch: int, layer_rounds: int) -> CpuReport:
+    """The three designs; then, in rounds of their own, where a new delivery's CPU goes
+    (the floor, then ours layer by layer)."""
     with designs() as built:
-        for n in range(rounds):
-            for kind in KINDS:
-                for name in DESIGNS[n % 3 :] + DESIGNS[: n % 3]:
-                    seconds = _run(built[name], kind, _batch(kind, batch))
-                    report.seconds.setdefault((name, kind), []).append(seconds)
+        report = CpuReport(interleaved(built, DESIGNS, KINDS, rounds, batch))
+        layers = interleaved(built, LAYERS, ("new",), layer_rounds, batch)
+    report.layers = {name: layers[(name, "new")] for name in LAYERS}
     return report
-
-
-LAYERS = (
-    "floor",
-    "ours: domain only (no Powertools layers)",
-    "ours: + EMF metrics line (Metrics.log_metrics; log line below the level)",
-    "ours: + JSON log line",
-    "ours: + Tracer.capture_lambda_handler (X-Ray off)",
-    "ours: + Logger.inject_lambda_context (as deployed)",
-)
-TELEMETRY = {"EMF metrics line": (LAYERS[1], LAYERS[2]), "JSON log line": (LAYERS[2], LAYERS[3])}
-"""Per-delivery telemetry: each part is the difference between two layers."""
-
-
-@contextmanager
-def _log_line_off() -> Iterator[None]:
-    """The handler's ``logger.info`` returns at its level check; warnings still log."""
-    from sume.core.observability import logger
-
-    level = logger.log_level
-    logger.setLevel("WARNING")
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-def breakdown(rounds: int, batch: int) -> dict[str, list[float]]:
-    """Where the CPU of a new delivery goes: the floor, then ours layer by layer
-    (the handler's Powertools decorators peeled off by ``__wrapped__``)."""
-    import receiver
-    from sume.receiving.compose import receiver_service
-    from sume.receiving.http import HttpResponse, request_from_event, to_event_response
-
-    seconds: dict[str, list[float]] = {name: [] for name in LAYERS}
-    with designs() as built:
-        webhook = receiver_service()
-
-        def domain_only(event: dict[str, Any], context: Any) -> dict[str, Any]:
-            receipt = webhook.receive(request_from_event(event))
-            body = {"result": receipt.result, "job_id": receipt.job_id}
-            return to_event_response(HttpResponse(200, body))
-
-        full, stubs = receiver.handler, built["ours"].stubs
-        inner = full.__wrapped__.__wrapped__
-        handlers = (domain_only, inner, inner, full.__wrapped__, full)
-        layers = [built["floor"]] + [
-            Design(
-                name, handler, stubs, "ours", _log_line_off if name == LAYERS[2] else nullcontext
-            )
-            for name, handler in zip(LAYERS[1:], handlers, strict=True)
-        ]
-        for n in range(rounds):
-            for k in range(len(layers)):
-                layer = layers[(k + n) % len(layers)]
-                seconds[LAYERS[(k + n) % len(layers)]].append(
-                    _run(layer, "new", _batch("new", batch))
-                )
-    return seconds
 
 
 def profile(batch: int, top: int = 25) -> str:
     """cProfile of ours on a batch of new deliveries, by own time."""
     profiler = cProfile.Profile()
     with designs() as built:
-        profiler.runcall(_run, built["ours"], "new", _batch("new", batch))
+        profiler.runcall(_run, built["ours"], "new", batch)
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
     return out.getvalue()
@@ -298,8 +272,7 @@ def profile(batch: int, top: int = 25) -> str:
 
 def section(ctx: h.Context) -> CpuReport:
     rounds, batch = ctx.pick((9, 100), (3, 40))
-    report = measure(rounds, batch)
-    report.layers = breakdown(*ctx.pick((7, 100), (3, 40)))
+    report = measure(rounds, batch, ctx.pick(7, 3))
     print(
         f"## 2. Receiver CPU per delivery (Stubber, no network; median of {rounds} "
         f"interleaved rounds x {batch} deliveries)\n"

@@ -1,47 +1,23 @@
 """Section 5: cost per million deliveries, single region and two, priced by ``bench.cost``
-from the calls (section 1) and the CPU (section 2) measured; then what two regions add
-for large events and the expiry (modelled, no AWS account here)."""
+from the calls and write units (section 1) and the CPU (section 2) measured; then what two
+regions add for large events and the expiry (modelled, no AWS account here)."""
 
 from __future__ import annotations
 
-import math
-
 from bench import cost
 from bench import harness as h
-from bench.calls import CallsReport
-from bench.cpu import KINDS, CpuReport
+from bench.cpu import KINDS
 from infra.spec import RECEIVER_MEMORY_MB
 from sume.store.sizing import item_size
 
 NEEDS = ("calls", "cpu")
-
-
-def usages(calls: CallsReport, cpu: CpuReport) -> dict[tuple[str, str], cost.Usage]:
-    """What each kind of delivery uses, per design."""
-    item = item_size(calls.job_item)
-    record = item_size(calls.idempotency_record)
-    event_bytes = len(calls.job_item.get("body", {}).get("S", "").encode())
-    counted = item + 40  # the duplicate's counter update grows the item a little
-
-    def use(design: str, kind: str, wru: int, sqs: int, row: str = "") -> cost.Usage:
-        shown = "powertools" if design == "powertools" else "ours"
-        made = tuple(calls.row(shown, row).calls) if row else ()
-        return cost.Usage(cpu.median_us(design, kind), made, wru, sqs)
-
-    return {
-        ("new", "ours"): use("ours", "new", cost.wru(item), 1, "new"),
-        ("duplicate", "ours"): use(
-            "ours", "duplicate", cost.wru(item) + cost.wru(counted), 0, "duplicate (retry)"
-        ),
-        ("rejected", "ours"): use("ours", "rejected", 0, 0),
-        ("new", "powertools"): use(
-            "powertools", "new", 2 * cost.wru(record), max(1, math.ceil(event_bytes / 65536)), "new"
-        ),
-        ("duplicate", "powertools"): use(
-            "powertools", "duplicate", cost.wru(record), 0, "duplicate (retry)"
-        ),
-        ("rejected", "powertools"): use("powertools", "rejected", 0, 0),
-    }
+ROWS = {"new": "new", "duplicate": "duplicate (retry)", "rejected": "rejected: forged signature"}
+"""The section 1 row whose calls and write units price each kind of delivery."""
+DESIGNS = (
+    ("ours (HTTP API)", "ours", cost.HTTP_API_PER_M),
+    ("Powertools idempotency (HTTP API)", "powertools", cost.HTTP_API_PER_M),
+    ("ours behind a REST API", "ours", cost.REST_API_PER_M),
+)
 
 
 def section(ctx: h.Context) -> None:
@@ -51,21 +27,17 @@ def section(ctx: h.Context) -> None:
         f"## 5. Cost per million deliveries (USD, us-east-1 list prices checked "
         f"{cost.PRICES_CHECKED}; receiver {memory} MB arm64)\n"
     )
-    used = usages(calls, cpu)
     rows = []
+    ours: dict[str, dict[str, float]] = {}
     for kind in KINDS:
-        for label, design, api in (
-            ("ours (HTTP API)", "ours", cost.HTTP_API_PER_M),
-            ("Powertools idempotency (HTTP API)", "powertools", cost.HTTP_API_PER_M),
-            ("ours behind a REST API", "ours", cost.REST_API_PER_M),
-        ):
-            u = used[(kind, design)]
-            c = cost.per_million(u, memory, api)
-            lines = (c.api, c.lambda_requests + c.lambda_duration, c.dynamodb, c.sqs)
-            money = [f"{v:.2f}" for v in lines]
-            rows.append(
-                (kind, label, c.billed_ms, u.wru, u.sqs_requests, *money, f"**{c.total:.2f}**")
-            )
+        for label, design, api in DESIGNS:
+            row = calls.row(design, ROWS[kind])
+            ms = cost.billed_ms(cpu.median_us(design, kind), row.calls, memory)
+            sqs = sum(call.startswith("sqs.") for call in row.calls)
+            lines = cost.per_million(ms, row.wru, sqs, memory, api)
+            ours.setdefault(kind, lines)  # the first design's: ours on the HTTP API
+            money = [f"{v:.2f}" for v in lines.values()]
+            rows.append((kind, label, ms, row.wru, sqs, *money, f"**{sum(lines.values()):.2f}**"))
     headers = ["delivery", "design", "billed ms", "WRU", "SQS req", "API", "Lambda", "DynamoDB"]
     print(h.table([*headers, "SQS", "total"], rows))
     item, record = item_size(calls.job_item), item_size(calls.idempotency_record)
@@ -76,31 +48,24 @@ def section(ctx: h.Context) -> None:
         f"write; a duplicate pays the failed conditional write and the counter update), the "
         f"idempotency record {record} B.\n"
     )
-    fixed = cost.failover_fixed_month(memory)
     rows = []
-    for kind in KINDS:
-        single = cost.per_million(used[(kind, "ours")], memory)
+    for kind, single in ours.items():
         both = cost.mrsc(single)
-        rows.append(
-            (
-                kind,
-                f"{single.dynamodb:.2f}",
-                f"{both.dynamodb:.2f}",
-                f"**{single.total:.2f}**",
-                f"**{both.total:.2f}**",
-                f"{both.total - single.total:+.2f}",
-            )
-        )
+        one, two = sum(single.values()), sum(both.values())
+        dynamodb = f"{single['DynamoDB']:.2f}", f"{both['DynamoDB']:.2f}"
+        rows.append((kind, *dynamodb, f"**{one:.2f}**", f"**{two:.2f}**", f"{two - one:+.2f}"))
     print("Single region against two regions on an MRSC table (ours, HTTP API), per million:\n")
     headers = ["delivery", "DynamoDB 1 region", "DynamoDB MRSC", "total 1 region", "total MRSC"]
     print(h.table([*headers, "+"], rows))
-    per_m = ", ".join(f"{fixed.total / m:.2f} at {m} M a month" for m in (1, 10, 100))
+    fixed = cost.failover_fixed_month(memory)
+    total = sum(fixed.values())
+    per_m = ", ".join(f"{total / m:.2f} at {m} M a month" for m in (1, 10, 100))
     print(
-        f"\nFixed for two regions, whatever Sume delivers: {fixed.total:.2f} USD a month = "
-        f"Route 53 health checks {fixed.health_checks:.2f}, their probes "
-        f"{fixed.health_probes:.2f} ({cost.HEALTH_CHECKERS} checkers every "
+        f"\nFixed for two regions, whatever Sume delivers: {total:.2f} USD a month = "
+        f"Route 53 health checks {fixed['health checks']:.2f}, their probes "
+        f"{fixed['probes']:.2f} ({cost.HEALTH_CHECKERS} checkers every "
         f"{cost.HEALTH_CHECK_INTERVAL_S} s per region, modelled), the second region's alarms, "
-        f"dashboard and secrets {fixed.second_region:.2f}; per million deliveries {per_m}.\n"
+        f"dashboard and secrets {fixed['second region']:.2f}; per million deliveries {per_m}.\n"
     )
     print("A large event's second copy in the other region, per million (model):\n")
     copies = {f"{kib} KiB": cost.second_copy(kib * 1024) for kib in (257, 512, 1024)}
@@ -108,6 +73,6 @@ def section(ctx: h.Context) -> None:
     print(h.table(["large event", *copies["257 KiB"]], costs))
     print("\nThe MRSC table's expiry, per million ended jobs (model):\n")
     ended = cost.expiry()
-    row = (f"{cost.ENDED_ITEM_BYTES} B item", *(f"{v:.2f}" for v in ended.values()))
-    print(h.table(["item", *ended], [row]))
+    item_row = (f"{cost.ENDED_ITEM_BYTES} B item", *(f"{v:.2f}" for v in ended.values()))
+    print(h.table(["item", *ended], [item_row]))
     print()

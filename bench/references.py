@@ -75,66 +75,51 @@ def floor_handler(ddb: Any, sqs: Any, table: str, queue_url: str, secret: bytes)
     return handler
 
 
-class PowertoolsIntake:
-    """Stands in for ``JobIntake`` (only ``accept`` is called) on Powertools idempotency."""
-
-    def __init__(self, ddb: Any, sqs: Any, idempotency_table: str, queue_url: str) -> None:
-        from aws_lambda_powertools.utilities.idempotency import (
-            DynamoDBPersistenceLayer,
-            IdempotencyConfig,
-            idempotent_function,
-        )
-
-        self.config = IdempotencyConfig(
-            event_key_jmespath="job_id",
-            raise_on_no_idempotency_key=True,
-            expires_after_seconds=IDEMPOTENCY_SECONDS,
-        )
-        persistence = DynamoDBPersistenceLayer(table_name=idempotency_table, boto3_client=ddb)
-
-        @idempotent_function(
-            data_keyword_argument="event", persistence_store=persistence, config=self.config
-        )
-        def enqueue(event: dict[str, Any], raw: str, token: str) -> dict[str, Any]:
-            sqs.send_message(QueueUrl=queue_url, MessageBody=raw)
-            return {"job_id": event["job_id"], "token": token}
-
-        self._enqueue = enqueue
-
-    def accept(self, event: JobEvent, source: Source, now: int) -> Intake:
-        # A duplicate gets the first delivery's stored answer, token included,
-        # which is how this design tells the two apart.
-        token = uuid.uuid4().hex
-        answer = self._enqueue(event=event.data, raw=event.raw, token=token)
-        new = answer["token"] == token
-        return Intake(Outcome.NEW if new else Outcome.DUPLICATE, enqueued=new)
-
-
 def powertools_handler(
-    ddb: Any,
-    sqs: Any,
-    idempotency_table: str,
-    queue_url: str,
-    secrets: SigningSecrets,
-    max_body_bytes: int = 1024 * 1024,
+    ddb: Any, sqs: Any, idempotency_table: str, queue_url: str, secrets: SigningSecrets
 ) -> Handler:
+    from aws_lambda_powertools.utilities.idempotency import (
+        DynamoDBPersistenceLayer,
+        IdempotencyConfig,
+        idempotent_function,
+    )
+
     import receiver
     from sume.core.observability import logger, metrics, tracer
 
-    intake = PowertoolsIntake(ddb, sqs, idempotency_table, queue_url)
-    webhook = WebhookReceiver(
-        lambda: cast(JobIntake, intake),
-        secrets,
-        signature.TOLERANCE_SECONDS,
-        max_body_bytes,
-        time.time,
+    config = IdempotencyConfig(
+        event_key_jmespath="job_id",
+        raise_on_no_idempotency_key=True,
+        expires_after_seconds=IDEMPOTENCY_SECONDS,
     )
+    persistence = DynamoDBPersistenceLayer(table_name=idempotency_table, boto3_client=ddb)
+
+    @idempotent_function(
+        data_keyword_argument="event", persistence_store=persistence, config=config
+    )
+    def enqueue(event: dict[str, Any], raw: str, token: str) -> dict[str, Any]:
+        sqs.send_message(QueueUrl=queue_url, MessageBody=raw)
+        return {"job_id": event["job_id"], "token": token}
+
+    class PowertoolsIntake:
+        """Stands in for ``JobIntake`` (only ``accept`` is called)."""
+
+        def accept(self, event: JobEvent, source: Source, now: int) -> Intake:
+            # A duplicate gets the first delivery's stored answer, token included,
+            # which is how this design tells the two apart.
+            token = uuid.uuid4().hex
+            new = enqueue(event=event.data, raw=event.raw, token=token)["token"] == token
+            return Intake(Outcome.NEW if new else Outcome.DUPLICATE, enqueued=new)
+
+    intake = cast(JobIntake, PowertoolsIntake())
+    tolerance = signature.TOLERANCE_SECONDS
+    webhook = WebhookReceiver(lambda: intake, secrets, tolerance, 1024 * 1024, time.time)
 
     @logger.inject_lambda_context(clear_state=True)
     @tracer.capture_lambda_handler(capture_response=False)
     @metrics.log_metrics
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        intake.config.register_lambda_context(context)
+        config.register_lambda_context(context)
         metrics.add_metric(name=Metric.DELIVERIES, unit="Count", value=1)
         try:
             response = receiver.accepted(webhook.receive(receiver.request_from_event(event)))

@@ -19,6 +19,7 @@ from bench.stack import account
 from devstack.counting import CallCounter
 from sume.contract.signature import SCHEME, SIGNATURE_HEADER
 from sume.core.names import DUE_SHARDS
+from sume.store.sizing import item_size
 from tests.builders import LambdaContext as Context
 from tests.builders import delivery_event, job_body
 
@@ -69,17 +70,14 @@ def test_references_are_correct_receivers_and_each_invocation_counts_its_own_cal
     ]
 
 
-def test_cpu_runs_every_design_with_exactly_its_stubbed_calls(frozen_heap):
+def test_cpu_runs_every_design_and_layer_with_exactly_its_stubbed_calls(frozen_heap):
     # _run fails when a design makes a call that was not queued, leaves one
     # unused, or answers differently than expected.
-    report = cpu.measure(rounds=1, batch=3)
+    report = cpu.measure(rounds=1, batch=3, layer_rounds=1)
     assert set(report.seconds) == {(d, k) for d in cpu.DESIGNS for k in cpu.KINDS}
     assert all(len(v) == 1 and v[0] > 0 for v in report.seconds.values())
-
-
-def test_breakdown_runs_every_layer_and_the_telemetry_is_made_of_them(frozen_heap):
-    parts = cpu.breakdown(rounds=1, batch=2)
-    assert list(parts) == list(cpu.LAYERS)
+    assert list(report.layers) == list(cpu.LAYERS)
+    assert all(len(v) == 1 and v[0] > 0 for v in report.layers.values())
     for below, above in cpu.TELEMETRY.values():
         assert cpu.LAYERS.index(above) == cpu.LAYERS.index(below) + 1
 
@@ -195,3 +193,11 @@ def test_the_calls_section_reads_each_row_off_what_the_function_did():
         m: {"calls": 0, "clients": 0, "connects": 0} for m in calls.HANDLERS
     }
     assert report.job_item["job_id"]["S"].startswith("job_") and report.idempotency_record
+    # The write units section 5 prices: our item and the Powertools record are under
+    # 1 KB; a duplicate pays the refused write and, ours, the counter's update.
+    assert item_size(report.job_item) < 1024 and item_size(report.idempotency_record) < 1024
+    units = {(r.design, r.delivery): r.wru for r in report.rows if r.design != "worker"}
+    assert units[("ours", "new")] == 1 and units[("ours", "duplicate (retry)")] == 2
+    assert units[("powertools", "new")] == 2 and units[("powertools", "duplicate (retry)")] == 1
+    assert units[("floor", "duplicate (retry)")] == 1
+    assert units[("ours", "rejected: forged signature")] == 0
