@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.stub import Stubber
@@ -49,15 +49,17 @@ CALLS = {
     "floor": {"new": ["put_item", "send_message"], "duplicate": ["failed"]},
     "powertools": {"new": ["put_item", "send_message", "update_item"], "duplicate": ["failed"]},
 }
-LAYERS = (
-    "floor",
-    "ours: domain only (no Powertools layers)",
-    "ours: + EMF metrics line (Metrics.log_metrics; log line below the level)",
-    "ours: + JSON log line",
-    "ours: + Tracer.capture_lambda_handler (X-Ray off)",
-    "ours: + Logger.inject_lambda_context (as deployed)",
-)
-TELEMETRY = {"EMF metrics line": (LAYERS[1], LAYERS[2]), "JSON log line": (LAYERS[2], LAYERS[3])}
+LAYERS = {
+    "floor": "floor",
+    "domain": "ours: domain only (no Powertools layers)",
+    "metrics": "ours: + EMF metrics line (Metrics.log_metrics; log line below the level)",
+    "log": "ours: + JSON log line",
+    "tracer": "ours: + Tracer.capture_lambda_handler (X-Ray off)",
+    "ours": "ours: + Logger.inject_lambda_context (as deployed)",
+}
+"""Where a new delivery's CPU goes: the floor, then ours' handler with its Powertools
+decorators peeled off (``__wrapped__``), measured with the designs, new deliveries only."""
+TELEMETRY = {"EMF metrics line": ("domain", "metrics"), "JSON log line": ("metrics", "log")}
 """Per-delivery telemetry: each part is the difference between two layers."""
 
 
@@ -203,12 +205,11 @@ def designs() -> Iterator[dict[str, Design]]:
                 body = {"result": receipt.result, "job_id": receipt.job_id}
                 return to_event_response(HttpResponse(200, body))
 
-            # The handler's Powertools decorators, peeled off by ``__wrapped__``.
             inner = receiver.handler.__wrapped__.__wrapped__
-            layers = (domain_only, inner, inner, receiver.handler.__wrapped__, receiver.handler)
-            for name, handler in zip(LAYERS[1:], layers, strict=True):
-                quiet = _log_line_off if name == LAYERS[2] else nullcontext
-                built[name] = Design(handler, ours, "ours", quiet)
+            built["domain"] = Design(domain_only, ours, "ours")
+            built["metrics"] = Design(inner, ours, "ours", _log_line_off)
+            built["log"] = Design(inner, ours, "ours")
+            built["tracer"] = Design(receiver.handler.__wrapped__, ours, "ours")
             for design in built.values():
                 _run(design, "new", 2)
             # What is loaded so far (moto, the other sections' modules) is left out of
@@ -221,43 +222,29 @@ def designs() -> Iterator[dict[str, Design]]:
             runtime.reset()
 
 
-def interleaved(
-    built: dict[str, Design],
-    names: tuple[str, ...],
-    kinds: tuple[str, ...],
-    rounds: int,
-    batch: int,
-) -> dict[tuple[str, str], list[float]]:
-    """CPU seconds per delivery, per (design, kind), a batch of each per round; each round
-    starts one design further on, so none is always first."""
-    seconds: dict[tuple[str, str], list[float]] = {}
-    for n in range(rounds):
-        for kind in kinds:
-            for name in names[n % len(names) :] + names[: n % len(names)]:
-                seconds.setdefault((name, kind), []).append(_run(built[name], kind, batch))
-    return seconds
-
-
 @dataclass
 class CpuReport:
     seconds: dict[tuple[str, str], list[float]]
-    layers: dict[str, list[float]] = field(default_factory=dict)
+    """CPU seconds per delivery, per (design or layer, kind), one per round."""
 
-    def median_us(self, design: str, kind: str) -> float:
+    def median_us(self, design: str, kind: str = "new") -> float:
         return statistics.median(self.seconds[(design, kind)]) * 1e6
 
     def ratios(self, top: str, bottom: str, kind: str = "new") -> list[float]:
         return h.paired_ratios(self.seconds[(top, kind)], self.seconds[(bottom, kind)])
 
 
-def measure(rounds: int, batch: int, layer_rounds: int) -> CpuReport:
-    """The three designs; then, in rounds of their own, where a new delivery's CPU goes
-    (the floor, then ours layer by layer)."""
+def measure(rounds: int, batch: int) -> CpuReport:
+    """A batch of each design and kind (each layer: new only) per round; each round starts
+    one design further on, so none is always first."""
+    seconds: dict[tuple[str, str], list[float]] = {}
     with designs() as built:
-        report = CpuReport(interleaved(built, DESIGNS, KINDS, rounds, batch))
-        layers = interleaved(built, LAYERS, ("new",), layer_rounds, batch)
-    report.layers = {name: layers[(name, "new")] for name in LAYERS}
-    return report
+        for n in range(rounds):
+            for kind in KINDS:
+                names = [name for name in built if kind == "new" or name in DESIGNS]
+                for name in names[n % len(names) :] + names[: n % len(names)]:
+                    seconds.setdefault((name, kind), []).append(_run(built[name], kind, batch))
+    return CpuReport(seconds)
 
 
 def profile(batch: int, top: int = 25) -> str:
@@ -272,7 +259,7 @@ def profile(batch: int, top: int = 25) -> str:
 
 def section(ctx: h.Context) -> CpuReport:
     rounds, batch = ctx.pick((9, 100), (3, 40))
-    report = measure(rounds, batch, ctx.pick(7, 3))
+    report = measure(rounds, batch)
     print(
         f"## 2. Receiver CPU per delivery (Stubber, no network; median of {rounds} "
         f"interleaved rounds x {batch} deliveries)\n"
@@ -299,16 +286,18 @@ def section(ctx: h.Context) -> CpuReport:
         statistics.median(ahead) >= POWERTOOLS_RATIO_TARGET,
     )
     print("\nWhere a new delivery's CPU goes (ours, peeled layer by layer; same method):\n")
-    floor = report.layers["floor"]
-    rows = [
-        (name, f"{statistics.median(v) * 1e6:.0f}", f"{h.paired_ratio(v, floor):.2f}x")
-        for name, v in report.layers.items()
-    ]
+    rows = []
+    for name, label in LAYERS.items():
+        over = statistics.median(report.ratios(name, "floor"))
+        rows.append((label, f"{report.median_us(name):.0f}", f"{over:.2f}x"))
     print(h.table(["layer", "us", "x floor"], rows))
     print("\nPer-delivery telemetry, each the paired difference of two layers above:\n")
     parts = []
     for part, (below, above) in TELEMETRY.items():
-        each = h.paired_difference(report.layers[above], report.layers[below]) * 1e6
+        each = (
+            h.paired_difference(report.seconds[(above, "new")], report.seconds[(below, "new")])
+            * 1e6
+        )
         parts.append((part, f"{each:.0f}", f"{cost.cpu_per_million(each, memory):.4f}"))
     print(h.table(["telemetry", "us", f"USD per million at {memory} MB"], parts))
     print()
