@@ -7,17 +7,16 @@ is read off what happened (the answer, the item, the run's summary), never writt
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench import harness as h
-from bench.stack import IDEMPOTENCY_TABLE, Stack, account
+from bench.stack import IDEMPOTENCY_TABLE, LARGE_EVENT_PAD_BYTES, Stack, account
 from devstack.counting import short
 
-LARGE_EVENT_BYTES = 300 * 1024
-MAX_BODY_BYTES = 1024 * 1024
 HANDLERS = ("receiver", "worker", "poller")
 """The functions' handler modules, as the stack deploys them."""
 TARGETS = {"= 2": {2}, "1-2": {1, 2}, "= 3 (re-enqueue)": {3}, "= 3 (+ PutObject)": {3}, "= 0": {0}}
@@ -67,9 +66,7 @@ def _receive(
 def _receiver_rows(report: CallsReport, stack: Stack) -> None:
     from sume.store.job import JobAttr, State
 
-    def row(label: str, event: Any, target: str = "") -> None:
-        _receive(report, stack, "receiver", label, event, target)
-
+    row = functools.partial(_receive, report, stack, "receiver")
     row("new, cold container (secret fetched)", h.delivery(h.job_body(h.new_job_id())))
     job = h.new_job_id()
     body = h.job_body(job)
@@ -84,14 +81,14 @@ def _receiver_rows(report: CallsReport, stack: Stack) -> None:
     finished = f"SET #s = :a REMOVE {JobAttr.DUE_SHARD}, {JobAttr.DUE_AT}"
     stack.set(job, finished, State.PROCESSED.value, s=JobAttr.STATE)
     row("duplicate after processed (Redeliver)", h.delivery(body), "1-2")
-    big = h.job_body(h.new_job_id(), pad_bytes=LARGE_EVENT_BYTES)
+    big = h.job_body(h.new_job_id(), pad_bytes=LARGE_EVENT_PAD_BYTES)
     row("new, 300 KiB event (body to S3)", h.delivery(big), "= 3 (+ PutObject)")
     ping = json.dumps({"event": "webhook.test", "request_id": h.new_job_id()}).encode()
     row("webhook.test", h.delivery(ping), "= 0")
     other = h.job_body(h.new_job_id())
     row("rejected: forged signature", h.forged(other), "= 0")
     row("rejected: stale timestamp", h.delivery(other, skew_seconds=3600), "= 0")
-    oversize = h.job_body(h.new_job_id(), pad_bytes=MAX_BODY_BYTES + 1)
+    oversize = h.job_body(h.new_job_id(), pad_bytes=1024 * 1024 + 1)  # MAX_BODY_BYTES' default
     row("rejected: oversize body", h.delivery(oversize), "= 0")
     row("rejected: signed, not JSON", h.delivery(b"{not json"), "= 0")
     from sume.core import runtime
@@ -187,8 +184,7 @@ def import_side_effects(module: str) -> dict[str, int] | str:
     """AWS calls, clients and sockets a fresh process makes by importing ``module``."""
     out = h.python("-c", IMPORT_PROBE, module, env=h.lambda_runtime_env())
     try:
-        found: dict[str, int] = h.last_json(out, f"import {module}")
-        return found
+        return dict(h.last_json(out, f"import {module}"))
     except RuntimeError as error:
         return str(error).splitlines()[-1]
 

@@ -178,12 +178,10 @@ def designs() -> Iterator[dict[str, Design]]:
     with h.environment({**h.STUB_NAMES, Env.SECRET_CACHE_SECONDS: "3600"}):
         try:
             runtime.reset()
-            aws.client("s3")
             ours = _stubbed(aws.client("dynamodb"), aws.client("sqs"), aws.client("secretsmanager"))
             table, queue = h.STUB_NAMES[Env.JOBS_TABLE_NAME], h.STUB_NAMES[Env.JOBS_QUEUE_URL]
             session = boto3.session.Session()
             fddb, fsqs = session.client("dynamodb"), session.client("sqs")
-            session = boto3.session.Session()
             ddb, sqs, sm = (session.client(s) for s in ("dynamodb", "sqs", "secretsmanager"))
             # The same secret handling as ours: Secrets Manager, cached by Powertools.
             settings = ReceiverSettings.from_env()
