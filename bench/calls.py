@@ -31,7 +31,7 @@ class Row:
     calls: list[str]
     target: str = ""
     wru: int = 0
-    """DynamoDB write units booked for it (``bench.stack.Meter``), which section 5 prices."""
+    """DynamoDB write units the stack's meter booked for it, which section 5 prices."""
 
     @property
     def met(self) -> bool | None:
@@ -54,13 +54,14 @@ class CallsReport:
 def _receive(
     report: CallsReport, stack: Stack, design: str, label: str, event: Any, target: str = ""
 ) -> None:
-    stack.meter.take()
+    booked = stack.run.usage.wru
     answer = stack.invoke(design, event)
     body = json.loads(answer["body"])
     result = f"{answer['statusCode']} {body.get('result') or body.get('error')}"
     shown = "ours" if design == "receiver" else design
     calls = stack.run.invocations[-1].calls
-    report.rows.append(Row(shown, label, result, calls, target, stack.meter.take().wru))
+    wru = round(stack.run.usage.wru - booked)
+    report.rows.append(Row(shown, label, result, calls, target, wru))
 
 
 def _receiver_rows(report: CallsReport, stack: Stack) -> None:

@@ -23,7 +23,7 @@ model, not a measurement.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from dataclasses import dataclass
 
 from infra.spec import RECEIVER_MEMORY_MB
 
@@ -86,10 +86,21 @@ def wru(size_bytes: int) -> int:
     return max(1, math.ceil(size_bytes / 1024))
 
 
-def billed_ms(cpu_us: float, calls: Sequence[str], memory_mb: int) -> int:
+@dataclass(frozen=True)
+class Usage:
+    """What one invocation uses of each priced thing."""
+
+    cpu_us: float
+    calls: tuple[str, ...]
+    """``service.Operation`` per AWS call."""
+    wru: int
+    sqs_requests: int
+
+
+def billed_ms(usage: Usage, memory_mb: int) -> int:
     """The CPU at the memory's share of a vCPU, plus each call's latency, rounded up."""
-    cpu_ms = cpu_us / 1000 * max(1.0, FULL_VCPU_MB / memory_mb)
-    wait_ms = sum(LATENCY_MS.get(call.split(".")[0], 10.0) for call in calls)
+    cpu_ms = usage.cpu_us / 1000 * max(1.0, FULL_VCPU_MB / memory_mb)
+    wait_ms = sum(LATENCY_MS.get(call.split(".")[0], 10.0) for call in usage.calls)
     return max(1, math.ceil(cpu_ms + wait_ms))
 
 
@@ -103,14 +114,15 @@ def cpu_per_million(cpu_us: float, memory_mb: int) -> float:
 
 
 def per_million(
-    ms: int, wru: int, sqs_requests: int, memory_mb: int, api_per_m: float = HTTP_API_PER_M
+    usage: Usage, memory_mb: int, api_per_m: float = HTTP_API_PER_M
 ) -> dict[str, float]:
-    """USD per million deliveries, by line, each billed ``ms`` and using the rest."""
+    """USD per million invocations like ``usage``, by line."""
     return {
         "API": api_per_m,
-        "Lambda": LAMBDA_REQUEST_PER_M + duration_per_million(ms, memory_mb),
-        "DynamoDB": wru * DDB_WRU_PER_M,
-        "SQS": sqs_requests * SQS_REQUEST_PER_M,
+        "Lambda": LAMBDA_REQUEST_PER_M
+        + duration_per_million(billed_ms(usage, memory_mb), memory_mb),
+        "DynamoDB": usage.wru * DDB_WRU_PER_M,
+        "SQS": usage.sqs_requests * SQS_REQUEST_PER_M,
     }
 
 
@@ -121,7 +133,7 @@ def mrsc(single: dict[str, float]) -> dict[str, float]:
 
 def failover_fixed_month(memory_mb: int, probe_cpu_us: float = 1000.0) -> dict[str, float]:
     """USD a month the two-region deployment costs whether or not Sume delivers."""
-    probe = per_million(billed_ms(probe_cpu_us, ("dynamodb.GetItem",), memory_mb), 0, 0, memory_mb)
+    probe = per_million(Usage(probe_cpu_us, ("dynamodb.GetItem",), 0, 0), memory_mb)
     probes = MRSC_REPLICAS * HEALTH_CHECKERS * MONTH_S / HEALTH_CHECK_INTERVAL_S
     return {
         "health checks": MRSC_REPLICAS * HEALTH_CHECK_MONTH + ALARM_MONTH,

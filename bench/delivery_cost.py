@@ -32,9 +32,9 @@ def section(ctx: h.Context) -> None:
     for kind in KINDS:
         for label, design, api in DESIGNS:
             row = calls.row(design, ROWS[kind])
-            ms = cost.billed_ms(cpu.median_us(design, kind), row.calls, memory)
             sqs = sum(call.startswith("sqs.") for call in row.calls)
-            lines = cost.per_million(ms, row.wru, sqs, memory, api)
+            used = cost.Usage(cpu.median_us(design, kind), tuple(row.calls), row.wru, sqs)
+            ms, lines = cost.billed_ms(used, memory), cost.per_million(used, memory, api)
             ours.setdefault(kind, lines)  # the first design's: ours on the HTTP API
             money = [f"{v:.2f}" for v in lines.values()]
             rows.append((kind, label, ms, row.wru, sqs, *money, f"**{sum(lines.values()):.2f}**"))

@@ -14,23 +14,24 @@ def test_write_units_round_up_per_started_kilobyte_and_never_below_one():
 
 
 def test_cost_per_million_of_a_new_delivery_at_a_full_vcpu():
-    calls = ("dynamodb.UpdateItem", "sqs.SendMessage")
+    usage = cost.Usage(1000, ("dynamodb.UpdateItem", "sqs.SendMessage"), wru=1, sqs_requests=1)
     # 1 ms of CPU at a full vCPU, plus 5 ms DynamoDB and 8 ms SQS.
-    assert cost.billed_ms(1000, calls, 1769) == 14
-    lines = cost.per_million(14, wru=1, sqs_requests=1, memory_mb=1769)
+    assert cost.billed_ms(usage, 1769) == 14
+    lines = cost.per_million(usage, memory_mb=1769)
     gb_seconds = 0.014 * 1769 / 1024
     assert lines["Lambda"] == pytest.approx(0.20 + gb_seconds * 0.0000133334 * 1e6)
     assert sum(lines.values()) == pytest.approx(1.00 + lines["Lambda"] + 0.625 + 0.40)
 
 
 def test_less_memory_means_a_smaller_cpu_share():
-    assert cost.billed_ms(1000, (), 1769) == 1
-    assert cost.billed_ms(1000, (), 512) == 4  # 1 ms x 1769/512 = 3.46 ms, rounded up
+    usage = cost.Usage(cpu_us=1000, calls=(), wru=0, sqs_requests=0)
+    assert cost.billed_ms(usage, 1769) == 1
+    assert cost.billed_ms(usage, 512) == 4  # 1 ms x 1769/512 = 3.46 ms, rounded up
 
 
 def test_rest_api_front_changes_only_the_api_line():
-    http = cost.per_million(1, 0, 0, 512)
-    rest = cost.per_million(1, 0, 0, 512, cost.REST_API_PER_M)
+    usage = cost.Usage(cpu_us=0, calls=(), wru=0, sqs_requests=0)
+    http, rest = cost.per_million(usage, 512), cost.per_million(usage, 512, cost.REST_API_PER_M)
     assert sum(rest.values()) - sum(http.values()) == pytest.approx(2.50)
 
 
@@ -46,11 +47,11 @@ def test_paired_statistics_compare_within_rounds():
 
 
 def test_mrsc_pays_every_write_unit_in_both_replicas_and_nothing_else_more() -> None:
-    single = cost.per_million(9, wru=2, sqs_requests=1, memory_mb=512)
+    single = cost.per_million(cost.Usage(5000.0, ("dynamodb.UpdateItem",), 2, 1), 512)
     both = cost.mrsc(single)
     assert both["DynamoDB"] == cost.MRSC_REPLICAS * single["DynamoDB"] == 2 * 2 * 0.625
     assert sum(both.values()) - sum(single.values()) == pytest.approx(single["DynamoDB"])
-    rejected = cost.per_million(1, 0, 0, 512)
+    rejected = cost.per_million(cost.Usage(500.0, (), 0, 0), 512)
     assert cost.mrsc(rejected) == rejected
 
 
