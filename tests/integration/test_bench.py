@@ -74,8 +74,8 @@ def test_cpu_runs_every_design_and_layer_with_exactly_its_stubbed_calls(frozen_h
     # _run fails when a design makes a call that was not queued, leaves one
     # unused, or answers differently than expected.
     report = cpu.measure(rounds=1, batch=3)
-    layers = {(name, "new") for name in cpu.LAYERS}
-    assert set(report.seconds) == {(d, k) for d in cpu.DESIGNS for k in cpu.KINDS} | layers
+    layered = {(name, "new") for name in cpu.LAYERS}
+    assert set(report.seconds) == {(d, k) for d in cpu.DESIGNS for k in cpu.KINDS} | layered
     assert all(len(v) == 1 and v[0] > 0 for v in report.seconds.values())
     # Each telemetry part is what one layer adds to the one below it.
     layers = list(cpu.LAYERS)
