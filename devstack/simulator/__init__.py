@@ -50,6 +50,12 @@ TIMEOUT_SECONDS = 10.0
 # production value. Tests and the demo scale it down.
 SPACING_SECONDS = 60.0
 USER_AGENT = "Sume-Webhooks/1 (simulator)"
+# The longest a wait sleeps at a stretch. Python acts on Ctrl-C between bytecodes:
+# a SIGINT caught after the last such check but before a sleep's system call began
+# (the process preempted in between, as on a busy machine) does not cut that sleep
+# short, and its KeyboardInterrupt waits for the sleep's end. Naps bound that delay,
+# whatever the spacing (a minute by default).
+NAP_SECONDS = 0.2
 ERRORS = {
     "job.failed": {"code": "RENDER_FAILED", "message": "the encoder exited with status 1"},
     "job.canceled": {"code": "CANCELED", "message": "canceled by the user"},
@@ -128,6 +134,13 @@ class Delivery:
             if a.answer is not None:
                 out.append(str(a.answer.get("result") or a.answer.get("error")))
         return out
+
+
+def pause(seconds: float) -> None:
+    """Sleep ``seconds``, in naps, so that Ctrl-C stops the wait within ``NAP_SECONDS``."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, NAP_SECONDS))
 
 
 def post(url: str, raw: bytes, headers: dict[str, str], timeout: float) -> tuple[int, bytes]:
@@ -340,7 +353,7 @@ class Sume:
         last = attempts or self.attempts
         for number in range(1, last + 1):
             if number > 1:
-                time.sleep(self.spacing)
+                pause(self.spacing)
             drop = drop_first_response and number == 1
             where = target() if callable(target) else target
             attempt = self._attempt(number, where, raw, signing_secrets, drop)

@@ -23,6 +23,7 @@ from devstack.simulator import (
     TIMEOUT_SECONDS,
     Attempt,
     Sume,
+    pause,
     scenario,
 )
 from sume.core.names import Env
@@ -168,14 +169,12 @@ def _scenario(args: argparse.Namespace) -> int:
             registry.expect(job_id, status_url)
 
     with _sume(args, api_token=args.api_token) as sume:
-        run = scenario.drive(
-            sume, expect, redeliver_after=lambda _job: time.sleep(args.spacing * 10)
-        )
+        run = scenario.drive(sume, expect, redeliver_after=lambda _job: pause(args.spacing * 10))
         # Keep serving status and artifacts while the stack catches up.
         for line in scenario.delivery_lines(run):
             print(line)
         print(f"serving status_url and artifacts for {args.linger:g}s more...", flush=True)
-        time.sleep(args.linger)
+        pause(args.linger)
     return 0 if run.as_expected() else 1
 
 

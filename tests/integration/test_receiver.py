@@ -1,5 +1,6 @@
 """The receiver against the contract, on in-process moto."""
 
+import itertools
 import json
 import logging
 import time
@@ -14,9 +15,9 @@ from sume.contract.envelope import MAX_STATUS_BYTES, JobEvent, parse
 from sume.contract.signature import SCHEME, SIGNATURE_HEADER
 from sume.core import runtime
 from sume.receiving.settings import ReceiverSettings
-from sume.store.compose import build_intake
+from sume.store.compose import build_intake, build_jobs
 from sume.store.intake import Outcome
-from sume.store.job import Source
+from sume.store.job import RECENT_DELIVERIES, Source
 from tests.awscalls import hooking_new_clients
 from tests.builders import (
     SECRET,
@@ -169,6 +170,104 @@ def test_a_retried_count_that_had_landed_counts_the_delivery_once(aws):
     assert item(aws, "job_counted")["deliveries"]["N"] == "2"
     assert call(delivery_event(job_body("job_counted")))[1]["result"] == "duplicate"
     assert item(aws, "job_counted")["deliveries"]["N"] == "3"
+
+
+def ring(names, job_id):
+    return [slot["S"] for slot in item(names, job_id)["delivery_ids"]["L"]]
+
+
+def test_a_resent_count_is_counted_once_though_other_deliveries_counted_first(aws):
+    body = job_body("job_interleaved")
+    call(delivery_event(body))
+    event = parse(raw_of(body))
+    assert isinstance(event, JobEvent)
+    # Twins of the delivery, counted on clients of their own (made before the hook).
+    plain = {service: boto3.client(service) for service in ("dynamodb", "sqs", "s3")}
+    twins = build_intake(ReceiverSettings.from_env(), lambda service, patient=False: plain[service])
+    newer = RECENT_DELIVERIES - 1
+    interleaved: list[Outcome] = []
+
+    def twins_count_before_the_resend(attempts: int, response: Any, request_dict: Any, **_: Any):
+        # The count landed and its answer is lost; while botocore waits to send it
+        # again, other deliveries of the job are counted (a storm, a busy server).
+        update = json.loads(request_dict["body"]).get("UpdateExpression", "")
+        if attempts == 1 and response is not None and "ADD deliveries" in update:
+            now = int(time.time())
+            interleaved.extend(
+                twins.accept(event, Source.WEBHOOK, now).outcome for n in range(newer)
+            )
+            return 0
+        return None
+
+    with hooking_new_clients(
+        lambda client: client.meta.events.register(
+            "needs-retry.dynamodb.UpdateItem", twins_count_before_the_resend
+        )
+    ):
+        runtime.reset()
+        status, answer = call(delivery_event(body))
+    runtime.reset()
+    assert (status, answer["result"]) == (200, "duplicate")
+    assert interleaved == [Outcome.DUPLICATE] * newer
+    # The resend met its own count, the oldest in the ring under the newer ones.
+    assert item(aws, "job_interleaved")["deliveries"]["N"] == str(2 + newer)
+    counted = ring(aws, "job_interleaved")
+    assert len(set(counted)) == RECENT_DELIVERIES and "" not in counted
+
+
+def test_the_ring_of_counted_deliveries_keeps_the_latest_ones_only(aws):
+    body = job_body("job_many")
+    call(delivery_event(body))
+    event = parse(raw_of(body))
+    assert isinstance(event, JobEvent)
+    intake = build_intake(ReceiverSettings.from_env())
+    rings = []
+    for _ in range(RECENT_DELIVERIES + 4):
+        intake.accept(event, Source.WEBHOOK, int(time.time()))
+        rings.append(ring(aws, "job_many"))
+    # Each count shifts its id in at the front and, once full, the oldest out.
+    assert rings[0][1:] == [""] * (RECENT_DELIVERIES - 1)
+    for before, after in itertools.pairwise(rings):
+        assert after[1:] == before[:-1] and after[0] not in before
+    assert item(aws, "job_many")["deliveries"]["N"] == str(RECENT_DELIVERIES + 5)
+
+
+def test_the_first_counts_of_a_job_racing_each_other_both_count(aws):
+    call(delivery_event(job_body("job_race")))
+    jobs = build_jobs(ReceiverSettings.from_env().table, boto3.client("dynamodb"))
+    # Both refused records showed no ring: the second count's fresh ring is
+    # refused, and it shifts itself into the first one's instead.
+    jobs.count_delivery("job_race", int(time.time()), conflict=False, seen=None)
+    jobs.count_delivery("job_race", int(time.time()), conflict=True, seen=None)
+    stored = item(aws, "job_race")
+    assert (stored["deliveries"]["N"], stored["conflicts"]["N"]) == ("3", "1")
+    assert ring(aws, "job_race")[2:] == [""] * (RECENT_DELIVERIES - 2)
+    assert "" not in ring(aws, "job_race")[:2]
+
+
+@pytest.mark.parametrize(
+    "earlier",
+    [
+        {"delivery_id": {"S": "0" * 32}},  # counted before the ring existed
+        {"delivery_ids": {"L": [{"S": "0" * 32}] * 4}},  # a ring of another size
+    ],
+)
+def test_a_count_on_an_item_without_a_fitting_ring_starts_a_fresh_one(aws, earlier):
+    body = job_body("job_earlier")
+    call(delivery_event(body))
+    boto3.client("dynamodb").update_item(
+        TableName=aws.table,
+        Key={"job_id": {"S": "job_earlier"}},
+        UpdateExpression=f"SET {', '.join(f'{name} = :{name}' for name in earlier)}",
+        ExpressionAttributeValues={f":{name}": value for name, value in earlier.items()},
+    )
+    assert call(delivery_event(body))[1]["result"] == "duplicate"
+    assert call(delivery_event(body))[1]["result"] == "duplicate"
+    stored = item(aws, "job_earlier")
+    assert "delivery_id" not in stored
+    assert stored["deliveries"]["N"] == "3"
+    counted = ring(aws, "job_earlier")
+    assert len(counted) == RECENT_DELIVERIES and counted[2:] == [""] * (RECENT_DELIVERIES - 2)
 
 
 def test_conflicting_duplicate_is_kept_out_and_counted(aws):

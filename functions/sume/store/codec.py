@@ -25,6 +25,9 @@ def attribute_value(value: Any) -> dict[str, Any]:
         return {"S": value}
     if type(value) is int:
         return {"N": str(value)}
+    # A duplicate's ring of delivery ids: a list of strings, element by element as above.
+    if type(value) is list:
+        return {"L": [attribute_value(v) for v in value]}
     return _serializer.serialize(value)
 
 

@@ -13,9 +13,12 @@ IS_NEW_JOB = f"attribute_not_exists({JobAttr.JOB_ID})"
 IS_WAITING_FOR_EVENT = "#state IN (:awaiting, :lost)"
 EXISTS = f"attribute_exists({JobAttr.JOB_ID})"
 # A delivery's count, unless this very write landed already (its answer lost, botocore
-# sends it again with the same id).
-IS_NOT_COUNTED = (
-    f"(attribute_not_exists({JobAttr.DELIVERY_ID}) OR {JobAttr.DELIVERY_ID} <> :delivery)"
+# sends it again with the same id) and is still among the ids of the latest counts.
+IS_NOT_COUNTED = f"NOT contains({JobAttr.DELIVERY_IDS}, :delivery)"
+# The item keeps the latest counts' ids in a ring of ``:ring`` slots, which a count
+# shifts; anything else (no ring yet, or one of another size) is started afresh.
+HAS_DELIVERY_RING = (
+    f"(attribute_exists({JobAttr.DELIVERY_IDS}) AND size({JobAttr.DELIVERY_IDS}) = :ring)"
 )
 IS_OWED = "#state = :received"
 HAS_EXPIRED_LEASE = f"(#state = :processing AND {JobAttr.LEASE_UNTIL} < :now)"

@@ -67,7 +67,7 @@ class JobIntake:
 
         conflict = stored.conflicts_with(event)
         if source is Source.WEBHOOK:
-            self._jobs.count_delivery(event.job_id, now, conflict)
+            self._jobs.count_delivery(event.job_id, now, conflict, seen=stored.delivery_ids)
         # A retry after a crash between write and send finds the work still
         # owed: send again, the worker's claim makes a second message harmless.
         owed = stored.work_owed(now, self._grace)

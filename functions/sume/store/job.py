@@ -76,9 +76,11 @@ class Job:
     """When the work became owed: the first record, or an operator's replay."""
     last_delivery_at: int | None = None
     """The latest webhook delivery (receiver)."""
-    delivery_id: str | None = None
-    """A random id of the write that counted the latest delivery: botocore's resend of
-    a count that had landed finds its own id and counts nothing (receiver)."""
+    delivery_ids: list[str] | None = None
+    """The random ids of the writes that counted the latest ``RECENT_DELIVERIES``
+    deliveries, newest first (blank until that many): botocore's resend of a count
+    that had landed finds its own id, even under newer counts, and counts nothing
+    (receiver)."""
     deliveries: int | None = None
     """Webhook deliveries counted (receiver); 0 when a poll found the event."""
     conflicts: int | None = None
@@ -240,3 +242,7 @@ if not set(DUE_PROJECTED) <= set(JobAttr):
 
 # An operator's reason for a replay, as kept on the item.
 MAX_REPLAY_REASON_BYTES = 512
+# Counts whose ids the item keeps (``delivery_ids``): a resent count is recognised
+# while fewer newer deliveries of its job have been counted since it landed. Each
+# slot holds a 32-character id, so the ring costs the item about 0.5 KB.
+RECENT_DELIVERIES = 16

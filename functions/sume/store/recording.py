@@ -10,10 +10,32 @@ from typing import Any
 
 from sume.contract.envelope import JobEvent
 from sume.core.names import due_shard
-from sume.store.conditions import EXISTS, IS_NEW_JOB, IS_NOT_COUNTED, IS_WAITING_FOR_EVENT
+from sume.store.conditions import (
+    EXISTS,
+    HAS_DELIVERY_RING,
+    IS_NEW_JOB,
+    IS_NOT_COUNTED,
+    IS_WAITING_FOR_EVENT,
+)
 from sume.store.errors import refused_as_invalid
-from sume.store.job import Job, JobAttr, Source, State
+from sume.store.job import RECENT_DELIVERIES, Job, JobAttr, Source, State
 from sume.store.table import TableBase
+
+# A count's id into the ring's first slot, each other slot's into the next, the
+# last one's out. Slots are written last to first, so the expression means the
+# same whether a store reads its operands before the update or as it goes.
+_SHIFT = ", ".join(
+    [
+        *(
+            f"{JobAttr.DELIVERY_IDS}[{i}] = {JobAttr.DELIVERY_IDS}[{i - 1}]"
+            for i in range(RECENT_DELIVERIES - 1, 0, -1)
+        ),
+        f"{JobAttr.DELIVERY_IDS}[0] = :delivery",
+    ]
+)
+# Where items counted before the ring kept the latest count's id alone; a fresh
+# ring replaces it.
+_SINGLE_DELIVERY_ID = "delivery_id"
 
 
 @dataclass(frozen=True)
@@ -92,21 +114,50 @@ class Recording(TableBase):
         # TTL, an operator). Taken as a job with no event: a conflict, nothing owed.
         return Recorded(stored=old or Job(job_id=event.job_id))
 
-    def count_delivery(self, job_id: str, now: int, conflict: bool) -> None:
+    def count_delivery(
+        self, job_id: str, now: int, conflict: bool, seen: list[str] | None = None
+    ) -> None:
         """A later delivery of a known job changes nothing but its counters, once.
 
-        The write carries a random id: when botocore resends it because the answer
-        to a count that landed was lost, the resend meets its own id and is refused,
-        so ``deliveries`` counts deliveries, not requests.
+        The write carries a random id, which it shifts into the ring of the
+        latest counts' ids (``delivery_ids``) as it adds 1 to ``deliveries``; it
+        is refused when the ring holds the id already. So when botocore resends
+        a count that landed (its answer lost), even after other deliveries of the
+        job were counted meanwhile, the resend counts nothing, and ``deliveries``
+        counts deliveries, not requests. The ring stays ``RECENT_DELIVERIES``
+        long. ``seen`` is the ring as the caller saw it (the stored job that
+        refused the record); when there is none yet, or one of another size, the
+        count starts a fresh one. A refusal hands back the stored item, which
+        tells whether the other write fits instead: still one write per count
+        but for the first counts of a job racing each other.
         """
-        update = (
-            f"SET {JobAttr.LAST_DELIVERY_AT} = :now, {JobAttr.DELIVERY_ID} = :delivery "
-            f"ADD {JobAttr.DELIVERIES} :one"
+        values: dict[str, Any] = {
+            "now": now,
+            "one": 1,
+            "delivery": uuid.uuid4().hex,
+            "ring": RECENT_DELIVERIES,
+        }
+        counters = f"ADD {JobAttr.DELIVERIES} :one" + (
+            f", {JobAttr.CONFLICTS} :one" if conflict else ""
         )
-        if conflict:
-            update += f", {JobAttr.CONFLICTS} :one"
-        values = {"now": now, "one": 1, "delivery": uuid.uuid4().hex}
-        self._conditional(job_id, update, f"{EXISTS} AND {IS_NOT_COUNTED}", values)
+        shifts = seen is not None and len(seen) == RECENT_DELIVERIES
+        for _ in range(2):
+            if shifts:
+                update = f"SET {JobAttr.LAST_DELIVERY_AT} = :now, {_SHIFT} {counters}"
+                condition = f"{EXISTS} AND {HAS_DELIVERY_RING} AND {IS_NOT_COUNTED}"
+                values.pop("fresh", None)
+            else:
+                update = (
+                    f"SET {JobAttr.LAST_DELIVERY_AT} = :now, {JobAttr.DELIVERY_IDS} = :fresh "
+                    f"{counters} REMOVE {_SINGLE_DELIVERY_ID}"
+                )
+                condition = f"{EXISTS} AND NOT {HAS_DELIVERY_RING} AND {IS_NOT_COUNTED}"
+                values["fresh"] = [values["delivery"]] + [""] * (RECENT_DELIVERIES - 1)
+            counted, stored = self._conditional(job_id, update, condition, values, read_stored=True)
+            if counted or stored is None or values["delivery"] in (stored.delivery_ids or ()):
+                return
+            # Refused for the ring's shape alone: another count of the job started it.
+            shifts = not shifts
 
     def register(
         self,
