@@ -1,5 +1,7 @@
 """The arithmetic behind the artifact and poller sections: limits, ratios, capacity."""
 
+from collections import Counter
+
 import pytest
 
 from bench import artifacts, capacity, cost
@@ -74,21 +76,15 @@ def test_backlog_a_schedule_keeps_up_with():
 
 
 def test_capacity_rows_count_the_jobs_tables_calls_apart_from_the_leases():
-    calls = {"dynamodb.PutItem": 2, "dynamodb.Query": 5, "dynamodb.UpdateItem": 252}
-    runs = [
-        capacity.Run(shards=[0, 1], polled=300, seconds=10, calls=calls),
-        capacity.Run(shards=[2, 3], polled=200, seconds=9, calls=calls),
-    ]
-    row = capacity.Row(runs=2, due=1000, window=8, seconds=10, each=runs)
-    one = capacity.Row(runs=1, due=1000, window=8, seconds=10, each=[runs[0]])
-    report = capacity.CapacityReport(32, 110, 95, 300, (900, 21600), [one, row])
-    assert row.polled == 500 and row.polled_per_second == 50
-    assert row.calls["dynamodb.UpdateItem"] == 504
+    calls = Counter({"dynamodb.PutItem": 4, "dynamodb.Query": 10, "dynamodb.UpdateItem": 504})
+    row = capacity.Row(2, 1000, 8, seconds=10, polled=500, calls=calls, shards=[0, 1, 2, 3])
+    one = capacity.Row(1, 1000, 8, seconds=10, polled=300, calls=calls, shards=[0, 1])
+    assert row.polled_per_second == 50
     # 4 claims, 4 releases: the rest is an update per poll and a page per 50.
     assert row.lease_calls == 8
     assert row.job_calls_per_polled_job == pytest.approx(1.02)
     assert row.calls_per_polled_job == pytest.approx(1.036)
-    assert report.growth(row) == pytest.approx(500 / 300)
+    assert row.growth(one) == pytest.approx(500 / 300)
 
 
 def test_cpu_worth_per_million_at_the_configured_memory():
