@@ -3,15 +3,15 @@
 A generated object (``devstack.origin``) is served on loopback at full speed and capped
 per connection (as CDNs cap each), and copied into S3 on moto's server, both servers in
 processes of their own (``devstack.servers``). Each run of a case is a fresh process
-(``python -m bench.artifacts JOB``: its peak RSS is the case's own); one more run with
-tracemalloc on gives Python's peak (tracing slows allocation-heavy code, so its time is
-not used). Every copy is checked: the bytes moved, their SHA-256, the size S3 stored.
+(``python -m bench.artifacts JOB``: its peak RSS is its own); one more with tracemalloc
+on gives Python's peak (tracing slows allocation-heavy code: its time is not used).
+Every copy is checked: the bytes moved, their SHA-256, the size S3 stored.
 
 The floors: download only (the worker's ``SafeHttp``, read and discarded) and upload
 only (the bytes from memory through s3transfer, the best boto3 offers). A copy that
 overlaps the two takes no less than the slower, so ``max(download, upload)`` is ours'
 limit. Ours runs as deployed (ranged) and held to one stream; beside it, s3transfer's
-managed upload of the same stream with the same memory bound, the alternative
+managed upload of the stream with ours' memory bound, the alternative
 ``sume.working.transfer`` was measured against. Cases run interleaved, round after
 round; a ratio is the median of the rounds' ratios, shown with their range.
 
@@ -60,8 +60,7 @@ copy at once; what the sender reads of them comes on top (16 KiB at a time over 
 socket: 2.0 MiB measured, one 5 MiB part sent alone under tracemalloc)."""
 FULL, CAPPED = "full speed", "capped at 25 MB/s per connection"
 SLOW = "capped at 2 MB/s per connection"
-SPEEDS = {FULL: None, CAPPED: 25_000_000, SLOW: 2_000_000}
-"""The bytes per second the origin sends on each connection."""
+SPEEDS = {FULL: None, CAPPED: 25_000_000, SLOW: 2_000_000}  # bytes/s on each connection
 LABELS = {
     "download": "download only (floor): SafeHttp, one connection",
     "upload": "upload only (floor): s3transfer upload_fileobj",
@@ -69,8 +68,7 @@ LABELS = {
     "ranged": "ours: ArtifactStore.copy as deployed, ranged on {} connections",
     "s3transfer": "s3transfer upload_fileobj of the stream, ours' memory bound",
 }
-Case = tuple[str, str | None]
-"""A key of ``LABELS`` and a speed (None for the upload floor: it reads no origin)."""
+Case = tuple[str, str | None]  # a key of LABELS, a speed (None: the upload floor's)
 CASES: list[Case] = [
     ("upload", None),
     *[(key, speed) for speed in (FULL, CAPPED) for key in ("download", "one stream", "ranged")],
@@ -150,8 +148,6 @@ def _upload_only(job: Job, result: Result) -> None:
 
 
 def _ours(job: Job, result: Result) -> None:
-    """The worker's ``ArtifactStore``, built as the worker builds it (``ARTIFACT_CONNECTIONS``
-    from the environment)."""
     from sume.working.compose import build_artifact_store
 
     store = build_artifact_store(WorkerSettings.from_env())
@@ -227,11 +223,8 @@ def memory_bound(settings: Any) -> tuple[int, int]:
 @dataclass
 class ArtifactsReport:
     size: int
-    rounds: int
-    settings: Any
-    """The worker's ``WorkerSettings``: part size, connections, uploads, timeouts."""
-    timed: dict[Case, list[Result]] = field(default_factory=dict)
-    """One per round."""
+    settings: Any  # the worker's WorkerSettings
+    timed: dict[Case, list[Result]] = field(default_factory=dict)  # one per round
     traced: dict[Case, Result] = field(default_factory=dict)
 
     def size_at(self, speed: str | None) -> int:
@@ -261,14 +254,8 @@ class ArtifactsReport:
 
 def copier_environment() -> dict[str, str]:
     """The worker's Lambda environment, allowing the loopback origin (http, private)."""
-    return {
-        **os.environ,
-        **h.STUB_NAMES,
-        **worker_queue_environment(),
-        **h.LOCAL_URLS,
-        Env.ARTIFACTS_BUCKET_NAME: BUCKET,
-        Env.EVENT_BUS_NAME: "sume-bench-bus",
-    }
+    names = {Env.ARTIFACTS_BUCKET_NAME: BUCKET, Env.EVENT_BUS_NAME: "sume-bench-bus"}
+    return {**os.environ, **h.STUB_NAMES, **worker_queue_environment(), **h.LOCAL_URLS, **names}
 
 
 def measure(size: int = SIZE, rounds: int = 3) -> ArtifactsReport:
@@ -276,15 +263,14 @@ def measure(size: int = SIZE, rounds: int = 3) -> ArtifactsReport:
     import boto3
 
     env = copier_environment()
-    report = ArtifactsReport(size, rounds, WorkerSettings.from_env(env))
-    part = report.settings.part_size_bytes
+    report = ArtifactsReport(size, WorkerSettings.from_env(env))
     with contextlib.ExitStack() as servers_up:
         s3_url = servers_up.enter_context(servers.spawned("moto"))
         s3 = boto3.client("s3", endpoint_url=s3_url)
         s3.create_bucket(Bucket=BUCKET)
-        # One multipart upload first: moto's first requests pay its imports and set-up.
-        warm = io.BytesIO(Content(2 * part, SEED + 1).read())
-        s3.upload_fileobj(warm, BUCKET, "bench/warm-up", Config=_transfer_config(part))
+        # A multipart upload (boto3 splits past 8 MiB) first: moto's first requests pay its
+        # imports and set-up.
+        s3.upload_fileobj(io.BytesIO(Content(16 * MiB, SEED + 1).read()), BUCKET, "bench/warm")
         origins: dict[str | None, str] = {}
         digests = {n: Content(n, SEED).sha256() for n in {size, report.size_at(SLOW)}}
         for speed, rate in SPEEDS.items():
@@ -311,8 +297,7 @@ def measure(size: int = SIZE, rounds: int = 3) -> ArtifactsReport:
         for _ in range(rounds):
             for case in CASES:
                 report.timed.setdefault(case, []).append(once(case, traced=False))
-        # Downloads read and drop: nothing of Python's to trace. The slow copies hold
-        # what the capped ones hold, for longer.
+        # Downloads hold nothing of Python's; the slow copies hold what the capped ones do.
         for case in CASES:
             if case[0] != "download" and case[1] != SLOW:
                 report.traced[case] = once(case, traced=True)
@@ -343,11 +328,12 @@ def _row(report: ArtifactsReport, case: Case, ratio: list[float] | None) -> tupl
 
 
 def section(ctx: h.Context) -> ArtifactsReport:
-    report = measure(ctx.artifact_bytes or ctx.pick(SIZE, QUICK_SIZE), ctx.pick(3, 1))
+    rounds = ctx.pick(3, 1)
+    report = measure(ctx.artifact_bytes or ctx.pick(SIZE, QUICK_SIZE), rounds)
     print(
         f"## 6. Artifact copies ({report.size / MiB:.0f} MiB, {report.size_at(SLOW) / MiB:.0f} "
         f"MiB at 2 MB/s, from a loopback origin into S3 on moto's server; each run a fresh "
-        f"process, median of {report.rounds} rounds). BOUNDED BY MOTO on the upload side\n"
+        f"process, median of {rounds} rounds). BOUNDED BY MOTO on the upload side\n"
     )
     rows: list[tuple[object, ...]] = []
     for speed in SPEEDS:
@@ -389,23 +375,14 @@ def section(ctx: h.Context) -> ArtifactsReport:
         f"carry about what moto's upload carries here; its gain is judged at 2 MB/s.\n"
     )
     full, speedup = report.over_limit("ranged", FULL), report.ranged_speedup()
-    ctx.targets.add(
-        f"artifact copy at full speed: ours <= {FULL_SPEED_TARGET}x the overlapped limit",
-        h.spread(full),
-        statistics.median(full) <= FULL_SPEED_TARGET,
-    )
-    ctx.targets.add(
-        f"artifact copy {SLOW}: ranged >= {RANGED_TARGET}x one stream",
-        h.spread(speedup),
-        statistics.median(speedup) >= RANGED_TARGET,
-    )
+    target = f"artifact copy at full speed: ours <= {FULL_SPEED_TARGET}x the overlapped limit"
+    ctx.targets.add(target, h.spread(full), statistics.median(full) <= FULL_SPEED_TARGET)
+    target = f"artifact copy {SLOW}: ranged >= {RANGED_TARGET}x one stream"
+    ctx.targets.add(target, h.spread(speedup), statistics.median(speedup) >= RANGED_TARGET)
     peak, (parts, bound) = report.python_peak(), memory_bound(s)
-    ctx.targets.add(
-        f"artifact copy memory: ours' Python peak <= {bound / MiB:.0f} MiB "
-        f"({parts} parts and {FRAMING_PER_UPLOAD // MiB} MiB per upload)",
-        f"{peak / MiB:.1f} MiB",
-        peak <= bound,
-    )
+    target = f"artifact copy memory: ours' Python peak <= {bound / MiB:.0f} MiB ({parts} parts"
+    target += f" and {FRAMING_PER_UPLOAD // MiB} MiB per upload)"
+    ctx.targets.add(target, f"{peak / MiB:.1f} MiB", peak <= bound)
     return report
 
 

@@ -5,10 +5,9 @@ and the same backlog: ``ITEMS`` awaiting jobs, all due, spread over the 16 due-w
 shards by job id as the registry spreads them, whose ``status_url`` (the Sume
 simulator's) answers "running" after ``DELAY_SECONDS``: every poll ends in a reschedule
 and waits on Sume, as a poller's does. W processes (``python -m bench.capacity ROUND
-SHARDS WINDOW``) each take 16 / W of the shards as one assignment of the round, work it
-through the real code (``polling.compose.build_shard_run``: leases claimed, shards
-polled, leases freed) and count their own AWS calls, started together with the same
-polling window.
+SHARDS WINDOW``), started together with the same polling window, each work 16 / W of
+the shards as one assignment of the round through the real code
+(``polling.compose.build_shard_run``) and count their own AWS calls.
 
 What bounds the rows here: each run polls at most ``PARALLEL`` / latency jobs a second,
 and every process shares 2 cores with moto's server, whose ``UpdateItem`` costs
@@ -27,9 +26,17 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import boto3
+
 from bench import harness as h
+from devstack.counting import CallCounter
+from devstack.resources import create_resources, environment
+from devstack.servers import spawned
 from devstack.simulator import Sume
-from sume.core.names import DUE_SHARDS, Env
+from infra.spec import DEFAULT_POLL_RATE_MINUTES, POLLER_TIMEOUT
+from sume.core.names import DUE_SHARDS, Env, due_shard
+from sume.polling.settings import FanOutSettings, PollerSettings
+from sume.store.job import JobAttr, State
 
 ITEMS, QUICK_ITEMS = 3_000, 600
 RUNS = (1, 4, 16)
@@ -51,12 +58,8 @@ def keeps_up_with(rate: float, window: float, interval: float, every: float) -> 
 
 
 def seed(table: Any, sume: Sume, due: int, now: int, delay: float) -> None:
-    """``due`` awaiting jobs in ``table`` (a boto3 ``Table``), due now, as
-    ``JobsTable.register`` leaves them; Sume answers their status "running" after ``delay``
-    seconds."""
-    from sume.core.names import due_shard
-    from sume.store.job import JobAttr, State
-
+    """``due`` awaiting jobs in ``table`` (boto3's), due now, as ``JobsTable.register``
+    leaves them; Sume answers their status "running" after ``delay`` seconds."""
     with table.batch_writer() as batch:
         for n in range(due):
             job = sume.new_job(job_id=f"job_{n:06d}", finished=False, slow_seconds=delay)
@@ -78,12 +81,10 @@ class Row:
     runs: int
     due: int
     window: float
-    seconds: float
-    """From the common start to the last run's end."""
+    seconds: float  # from the common start to the last run's end
     polled: int
     calls: Counter[str]
-    shards: list[int]
-    """The shards the runs won, so claimed and released."""
+    shards: list[int]  # the shards the runs won (so claimed and released)
 
     @property
     def polled_per_second(self) -> float:
@@ -105,7 +106,6 @@ class Row:
         return self.calls_per_polled_job - self.lease_calls / max(1, self.polled)
 
     def growth(self, one: Row) -> float:
-        """This row's polls/s over the one-run row's."""
         return self.polled_per_second / one.polled_per_second
 
 
@@ -123,11 +123,7 @@ def _finish(process: Any, timeout: float) -> dict[str, Any]:
 def measure_row(
     endpoint_url: str, runs: int, due: int, window: float, delay: float = DELAY_SECONDS
 ) -> Row:
-    """One round over ``due`` due jobs in ``runs`` processes, each 16 / ``runs`` shards;
-    status answers after ``delay`` seconds."""
-    import boto3
-
-    from devstack.resources import create_resources, environment
+    """One round over ``due`` due jobs in ``runs`` processes of 16 / ``runs`` shards each."""
     from sume.polling.fanout import groups
 
     session = boto3.session.Session()
@@ -137,15 +133,10 @@ def measure_row(
         now = int(time.time())
         table = session.resource("dynamodb", endpoint_url=endpoint_url).Table(names.table)
         seed(table, sume, due, now, delay)
-        env = {
-            **os.environ,
-            **environment(names),
-            **h.LOCAL_URLS,
-            "AWS_ENDPOINT_URL": endpoint_url,
-            Env.MAX_PARALLEL_POLLS: str(PARALLEL),
-            Env.HTTP_TOTAL_TIMEOUT_SECONDS: str(POLL_TIMEOUT_SECONDS),
-            Env.TIME_BUDGET_MARGIN_SECONDS: "0",
-        }
+        env = {**os.environ, **environment(names), **h.LOCAL_URLS, "AWS_ENDPOINT_URL": endpoint_url}
+        env[Env.MAX_PARALLEL_POLLS] = str(PARALLEL)
+        env[Env.HTTP_TOTAL_TIMEOUT_SECONDS] = str(POLL_TIMEOUT_SECONDS)
+        env[Env.TIME_BUDGET_MARGIN_SECONDS] = "0"
         processes = [
             subprocess.Popen(  # noqa: S603 - this interpreter running the bench's own module
                 [sys.executable, "-m", "bench.capacity", str(now), json.dumps(group), str(window)],
@@ -173,10 +164,8 @@ def measure_row(
 
 def run(round_: int, shards: list[int], window: float) -> None:
     """One run of the round, in this process: ready, wait for go, work, report."""
-    from devstack.counting import CallCounter
     from sume.polling.compose import build_shard_run
     from sume.polling.fanout import Assignment
-    from sume.polling.settings import FanOutSettings, PollerSettings
 
     counter = CallCounter()
     with counter.installed():
@@ -195,10 +184,6 @@ def run(round_: int, shards: list[int], window: float) -> None:
 
 
 def section(ctx: h.Context) -> list[Row]:
-    from devstack.servers import spawned
-    from infra.spec import DEFAULT_POLL_RATE_MINUTES, POLLER_TIMEOUT
-    from sume.polling.settings import PollerSettings
-
     items, window = ctx.pick((ITEMS, WINDOW_SECONDS), (QUICK_ITEMS, QUICK_WINDOW_SECONDS))
     with spawned("moto") as endpoint_url:  # one server, a row per count of parallel runs
         found = [measure_row(endpoint_url, runs, items, window) for runs in RUNS]
@@ -219,10 +204,8 @@ def section(ctx: h.Context) -> list[Row]:
     headers = ["runs", "due", "window s", "ran s", "polled", "polled/s", "x one run", "Query"]
     headers += ["UpdateItem", "lease calls", "DynamoDB calls per polled job"]
     print(h.table([*headers, "jobs table's per polled job"], rows))
-    print(
-        f"\nEach run polls at most MAX_PARALLEL_POLLS / latency = "
-        f"{PARALLEL / DELAY_SECONDS:.2f} jobs/s here.\n"
-    )
+    most = PARALLEL / DELAY_SECONDS
+    print(f"\nEach run polls at most MAX_PARALLEL_POLLS / latency = {most:.2f} jobs/s here.\n")
     for row in found[1:]:
         ctx.targets.add(
             f"poller: {row.runs} parallel runs poll >= 0.7 x {row.runs} x one run's rate",
@@ -231,11 +214,8 @@ def section(ctx: h.Context) -> list[Row]:
             row.growth(one) >= 0.7 * row.runs,
         )
     worst = max(row.job_calls_per_polled_job for row in found)
-    ctx.targets.add(
-        "poller: the jobs table's DynamoDB calls per polled job stay about 1.02 (<= 1.05)",
-        f"{worst:.3f} at most",
-        worst <= 1.05,
-    )
+    target = "poller: the jobs table's DynamoDB calls per polled job stay about 1.02 (<= 1.05)"
+    ctx.targets.add(target, f"{worst:.3f} at most", worst <= 1.05)
     # The deployed poller's: its polls at once, its budget and the polling window in it.
     deployed = PollerSettings.from_env({Env.JOBS_TABLE_NAME: "t", Env.JOBS_QUEUE_URL: "q"})
     policy, every = deployed.policy, DEFAULT_POLL_RATE_MINUTES * 60

@@ -18,7 +18,7 @@ def result(seconds, python_peak=None):
 
 def report(rounds):
     """Results by case from ``{(key, speed): [seconds per round]}``."""
-    found = ArtifactsReport(64 * MiB, 3, SETTINGS)
+    found = ArtifactsReport(64 * MiB, SETTINGS)
     for case, seconds in rounds.items():
         found.timed[case] = [result(s) for s in seconds]
     return found
