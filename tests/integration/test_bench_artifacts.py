@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 import boto3
 import pytest
 
-from bench import artifacts, copier
+from bench import artifacts
 from devstack.origin import BLOCK, CHUNK, Origin
 from sume.core import runtime
 
@@ -132,24 +132,15 @@ def copier_env(monkeypatch, moto_server):
 
 
 def job(name, origin, moto_server, key, traced=False):
-    return copier.Job(
-        copier=name,
-        url=origin.url,
-        s3_endpoint=moto_server,
-        bucket=artifacts.BUCKET,
-        key=key,
-        size=origin.version.content.size,
-        seed=1,
-        part_size=5 * 1024 * 1024,
-        traced=traced,
-    )
+    return artifacts.Job(name, origin.url, moto_server, key, origin.version.content.size, traced)
 
 
-@pytest.mark.parametrize("name", sorted(copier.COPIERS))
+@pytest.mark.parametrize("name", sorted(artifacts.COPIERS))
 def test_each_copier_moves_exactly_the_origins_bytes(copier_env, moto_server, name, frozen_heap):
     _, s3 = copier_env
     with Origin(SIZE * 2) as origin:
-        result = copier.measure(job(name, origin, moto_server, f"test/{name}", traced=True))
+        result = artifacts.Result()
+        artifacts.COPIERS[name](job(name, origin, moto_server, f"test/{name}", traced=True), result)
         expected = origin.version.content.sha256()
     assert result.size == SIZE * 2
     assert result.sha256 in (None, expected)
@@ -164,7 +155,7 @@ def test_each_copier_moves_exactly_the_origins_bytes(copier_env, moto_server, na
 def test_a_copier_runs_in_a_fresh_process_and_reports_back(copier_env, moto_server):
     env, _ = copier_env
     with Origin(SIZE) as origin:
-        result = copier.run(job("ours", origin, moto_server, "test/fresh"), env)
+        result = artifacts.run_copy(job("ours", origin, moto_server, "test/fresh"), env)
         assert result.sha256 == origin.version.content.sha256()
     assert result.size == SIZE
     assert result.python_peak is None

@@ -2,7 +2,6 @@
 
 import subprocess
 import sys
-import urllib.request
 
 import boto3
 import pytest
@@ -10,6 +9,7 @@ from moto import mock_aws
 
 from bench import capacity
 from devstack.resources import create_resources
+from devstack.simulator import Sume
 from sume.core.names import DUE_INDEX
 
 
@@ -25,22 +25,18 @@ def test_a_run_that_prints_nothing_is_an_error_that_says_why_not_an_index_error(
 
 
 def test_seeded_jobs_cover_every_shard_and_only_the_due_ones_are_due():
-    with mock_aws(), capacity.StatusServer(0.0) as server:
+    with mock_aws(), Sume("http://127.0.0.1:9/unused", ["unused"]) as sume:
         session = boto3.session.Session()
         names = create_resources(session, prefix="cap-test")
-        ddb = session.client("dynamodb")
+        table = session.resource("dynamodb").Table(names.table)
         # 64 due jobs' ids already fall in all 16 shards; the bench seeds thousands.
-        capacity.seed(ddb, names.table, server, due=64, now=1_000_000)
-        indexed = ddb.scan(TableName=names.table, IndexName=DUE_INDEX)["Items"]
+        capacity.seed(table, sume, due=64, now=1_000_000, delay=0.0)
+        indexed = session.client("dynamodb").scan(TableName=names.table, IndexName=DUE_INDEX)
+    indexed = indexed["Items"]
     due = [i for i in indexed if int(i["due_at"]["N"]) <= 1_000_000]
     assert {int(i["due_shard"]["N"]) for i in due} == set(range(16))
     assert len(due) == len(indexed) == 64
     assert {i["state"]["S"] for i in due} == {"awaiting"}
-
-
-def test_the_status_server_says_running_for_the_job_asked():
-    with capacity.StatusServer(0.0) as server, urllib.request.urlopen(server.url("job_7")) as r:
-        assert r.read() == b'{"job_id": "job_7", "state": "running"}'
 
 
 def test_a_round_in_parallel_processes_polls_each_due_job_once_and_counts_its_calls(moto_server):
@@ -50,7 +46,7 @@ def test_a_round_in_parallel_processes_polls_each_due_job_once_and_counts_its_ca
     # the machine (a 10 s one polled 23 of 40 beside two busy loops).
     row = capacity.measure_row(moto_server, runs=2, due=40, window=3600.0, delay=0.0)
     assert row.polled == 40
-    assert sorted(s for run in row.each for s in run.shards) == list(range(16))
+    assert row.shards == list(range(16))
     # Each shard claimed and released once; an update per poll, a page per shard.
     assert row.calls["dynamodb.PutItem"] == 16
     assert row.calls["dynamodb.UpdateItem"] == 40 + 16

@@ -1,10 +1,11 @@
 """The arithmetic behind the artifact and poller sections: limits, ratios, capacity."""
 
+from collections import Counter
+
 import pytest
 
 from bench import artifacts, capacity, cost
-from bench.artifacts import CAPPED, FULL, ArtifactsReport, Case, Row, problems
-from bench.copier import Result
+from bench.artifacts import FULL, SLOW, ArtifactsReport, Result, memory_bound, problems
 from sume.working.settings import WorkerSettings
 
 MiB = 1024 * 1024
@@ -16,10 +17,10 @@ def result(seconds, python_peak=None):
 
 
 def report(rounds):
-    """Rows by key and speed from ``{(key, speed): [seconds per round]}``."""
-    found = ArtifactsReport(64 * MiB, 3, SETTINGS)
-    for (key, speed), seconds in rounds.items():
-        found.rows[(key, speed)] = Row(Case(key, key, "x", speed), [result(s) for s in seconds])
+    """Results by case from ``{(key, speed): [seconds per round]}``."""
+    found = ArtifactsReport(64 * MiB, SETTINGS)
+    for case, seconds in rounds.items():
+        found.timed[case] = [result(s) for s in seconds]
     return found
 
 
@@ -38,12 +39,18 @@ def test_ours_is_judged_on_the_median_of_the_rounds_ratios_to_their_limit():
     )
     # A slow round for moto slows the limit and ours alike: 1.1, 1.0, 1.5.
     assert r.over_limit("ranged", FULL) == pytest.approx([1.1, 1.0, 1.5])
-    assert r.rows[("ranged", FULL)].seconds == 3.0  # the median round
 
 
-def test_the_ranged_speedup_is_one_stream_over_ranged_round_by_round():
-    r = report({("one stream", CAPPED): [10.0, 12.0, 9.0], ("ranged", CAPPED): [4.0, 3.0, 3.0]})
+def test_the_ranged_speedup_is_one_stream_over_ranged_round_by_round_at_the_slow_cap():
+    r = report({("one stream", SLOW): [10.0, 12.0, 9.0], ("ranged", SLOW): [4.0, 3.0, 3.0]})
     assert r.ranged_speedup() == pytest.approx([2.5, 4.0, 3.0])
+
+
+def test_the_slow_cap_copies_a_part_per_connection_the_others_the_size_asked():
+    # Fewer parts than connections would leave connections idle and cap the speedup.
+    r = report({})
+    assert r.size_at(SLOW) == SETTINGS.artifact_connections * SETTINGS.part_size_bytes
+    assert r.size_at(FULL) == r.size_at(None) == 64 * MiB
 
 
 def test_memory_is_ours_worst_python_peak_against_parts_and_framing():
@@ -51,15 +58,13 @@ def test_memory_is_ours_worst_python_peak_against_parts_and_framing():
     for key, speed, peak in (
         ("upload", None, 80),
         ("ranged", FULL, 12),
-        ("one stream", CAPPED, 20),
+        ("one stream", artifacts.CAPPED, 20),
     ):
-        r.rows[(key, speed)] = Row(Case(key, key, "x", speed), [], result(1.0, peak * MiB))
+        r.traced[(key, speed)] = result(1.0, peak * MiB)
     assert r.python_peak() == 20 * MiB
-    assert r.bound_parts == SETTINGS.artifact_connections + SETTINGS.artifact_uploads
-    assert (
-        r.bound_bytes
-        == r.bound_parts * SETTINGS.part_size_bytes + SETTINGS.artifact_uploads * 2 * MiB
-    )
+    parts = SETTINGS.artifact_connections + SETTINGS.artifact_uploads
+    framing = SETTINGS.artifact_uploads * 2 * MiB
+    assert memory_bound(SETTINGS) == (parts, parts * SETTINGS.part_size_bytes + framing)
 
 
 def test_backlog_a_schedule_keeps_up_with():
@@ -71,21 +76,15 @@ def test_backlog_a_schedule_keeps_up_with():
 
 
 def test_capacity_rows_count_the_jobs_tables_calls_apart_from_the_leases():
-    calls = {"dynamodb.PutItem": 2, "dynamodb.Query": 5, "dynamodb.UpdateItem": 252}
-    runs = [
-        capacity.Run(shards=[0, 1], polled=300, seconds=10, calls=calls),
-        capacity.Run(shards=[2, 3], polled=200, seconds=9, calls=calls),
-    ]
-    row = capacity.Row(runs=2, due=1000, window=8, seconds=10, each=runs)
-    one = capacity.Row(runs=1, due=1000, window=8, seconds=10, each=[runs[0]])
-    report = capacity.CapacityReport(32, 110, 95, 300, (900, 21600), [one, row])
-    assert row.polled == 500 and row.polled_per_second == 50
-    assert row.calls["dynamodb.UpdateItem"] == 504
+    calls = Counter({"dynamodb.PutItem": 4, "dynamodb.Query": 10, "dynamodb.UpdateItem": 504})
+    row = capacity.Row(2, 1000, 8, seconds=10, polled=500, calls=calls, shards=[0, 1, 2, 3])
+    one = capacity.Row(1, 1000, 8, seconds=10, polled=300, calls=calls, shards=[0, 1])
+    assert row.polled_per_second == 50
     # 4 claims, 4 releases: the rest is an update per poll and a page per 50.
     assert row.lease_calls == 8
     assert row.job_calls_per_polled_job == pytest.approx(1.02)
     assert row.calls_per_polled_job == pytest.approx(1.036)
-    assert report.growth(row) == pytest.approx(500 / 300)
+    assert row.growth(one) == pytest.approx(500 / 300)
 
 
 def test_cpu_worth_per_million_at_the_configured_memory():
