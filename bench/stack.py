@@ -162,6 +162,8 @@ class PathRun:
     usage: Usage = field(default_factory=Usage)
     """The job's share: a path that ran a poller round is booked less an empty round's."""
     ending: str = ""
+    state: str = ""
+    """The job's state at the end."""
     ended: bool = False
     """Finished, or lost and announced, with nothing due: the path ran to its end."""
 
@@ -404,6 +406,7 @@ class Stack:
         where = "in due-work" if DUE_AT in item else "out of due-work"
         report = ", in report-window" if REPORT_BUCKET in item else ""
         self.run.ending = f"{state}{outcome}, {where}{report}"
+        self.run.state = state
         self.run.ended = state in ENDED and DUE_AT not in item
 
 
