@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench import harness as h
-from bench.stack import COMPLETED, IDEMPOTENCY_TABLE, LARGE_EVENT_PAD_BYTES, Stack, account, paths
+from bench.stack import COMPLETED, LARGE_EVENT_PAD_BYTES, Stack, account, paths
 from devstack.counting import short
 
 HANDLERS = ("receiver", "worker", "poller")
 """The functions' handler modules, as the stack deploys them."""
 TARGETS = {"= 2": {2}, "1-2": {1, 2}, "= 3 (re-enqueue)": {3}, "= 3 (+ PutObject)": {3}, "= 0": {0}}
 """A row's target: the numbers of AWS calls that meet it."""
+IDEMPOTENCY_TABLE = "sume-bench-idempotency"
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,29 @@ def _receiver_rows(report: CallsReport, stack: Stack) -> str:
     return job
 
 
+def add_references(stack: Stack) -> None:
+    """The two receivers ours is measured against (``bench.references``), as handlers
+    ``floor`` and ``powertools``, on the stack's table and queue."""
+    import boto3
+
+    from bench.references import floor_handler, powertools_handler
+    from sume.core.secrets import SigningSecrets
+
+    stack.reader.create_table(
+        TableName=IDEMPOTENCY_TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+    )
+    session = boto3.session.Session()  # made while the counter is installed: watched
+    ddb, sqs, queue = session.client("dynamodb"), session.client("sqs"), stack.names.queue_url
+    stack.handlers["floor"] = floor_handler(ddb, sqs, stack.table, queue, h.SECRET.encode())
+    secrets = SigningSecrets(None, h.SECRET)
+    stack.handlers["powertools"] = powertools_handler(ddb, sqs, IDEMPOTENCY_TABLE, queue, secrets)
+
+
 def _reference_rows(report: CallsReport, stack: Stack) -> None:
-    stack.add_references()
+    add_references(stack)
     for design in ("floor", "powertools"):
         body = h.job_body(h.new_job_id())
         _receive(report, stack, design, "new", h.delivery(body))

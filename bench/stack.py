@@ -48,7 +48,6 @@ INDEX_ENTRY_OVERHEAD_BYTES = 100
 ESM_BATCH = ("sqs.ReceiveMessage", "sqs.DeleteMessageBatch")
 """What Lambda's SQS event source sends per batch it hands over (at least)."""
 KEYS_ONLY = " keys-only"
-IDEMPOTENCY_TABLE = "sume-bench-idempotency"
 ENDED = ("processed", "processing_error", "lost")
 INDEXES = spec.table_definition("t")["GlobalSecondaryIndexes"]
 DEPLOYED_INDEXES = [i["IndexName"] for i in INDEXES]
@@ -303,28 +302,6 @@ class Stack:
             use.billed_ms[function] += billed_ms(function, cpu * 1000, calls, http)
             use.cpu_us[function] += round(cpu * 1e6)
             use.http[function] += http
-
-    def add_references(self) -> None:
-        """The two receivers ours is measured against (``bench.references``), as
-        handlers ``floor`` and ``powertools``, on this account's table and queue."""
-        import boto3
-
-        from bench.references import floor_handler, powertools_handler
-        from sume.core.secrets import SigningSecrets
-
-        self.reader.create_table(
-            TableName=IDEMPOTENCY_TABLE,
-            BillingMode="PAY_PER_REQUEST",
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        )
-        session = boto3.session.Session()  # made while the counter is installed: watched
-        ddb, sqs, queue = session.client("dynamodb"), session.client("sqs"), self.names.queue_url
-        self.handlers["floor"] = floor_handler(ddb, sqs, self.table, queue, SECRET.encode())
-        secrets = SigningSecrets(None, SECRET)
-        self.handlers["powertools"] = powertools_handler(
-            ddb, sqs, IDEMPOTENCY_TABLE, queue, secrets
-        )
 
     @contextmanager
     def path(self, label: str, job_id: str = "") -> Iterator[PathRun]:
