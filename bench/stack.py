@@ -318,17 +318,15 @@ class Stack:
         while batches := [size for size in (s.poll_once() for s in self.sources) if size]:
             self.run.usage.calls.update(ESM_BATCH * len(batches))
 
-    def deliver(self, body: bytes, drain: bool = True) -> Any:
+    def deliver(self, body: bytes, drain: bool = True) -> None:
         self.run.usage.api += 1
-        answer = self.invoke("receiver", delivery(body))
+        self.invoke("receiver", delivery(body))
         if drain:
             self.drain()
-        return answer
 
-    def tick(self) -> list[Invocation]:
-        """A round as deployed: the schedule's tick, then every run it fanned out. Its
-        invocations; a round whose runs were refused a shard stops the bench (its calls
-        would be no round's)."""
+    def tick(self) -> None:
+        """A round as deployed: the schedule's tick, then every run it fanned out; a round
+        whose runs were refused a shard stops the bench (its calls would be no round's)."""
         # A tick names its round by its own clock (``FanOut.start``), which may be a
         # second later than this one when the invocation is slow to start; a tick that
         # named the last round again would have every claim of its runs refused.
@@ -337,9 +335,8 @@ class Stack:
         first = len(self.run.invocations)
         self._last_round = self.schedule.run_once()["round"]
         self.drain()
-        made = self.run.invocations[first:]
-        check_worked(i.answer for i in made[1:] if i.function == "poller")
-        return made
+        made = self.run.invocations[first + 1 :]
+        check_worked(i.answer for i in made if i.function == "poller")
 
     def outside(self, who: str, action: Callable[[], Any]) -> None:
         """``action``'s calls, made outside Lambda by ``who``: the integrator, the ops CLI."""
