@@ -3,6 +3,7 @@
 On ``bench.stack`` (moto in process): a duplicate really fails its conditional write
 and gets the stored item back, so each row is the true call sequence, and each result
 is read off what happened (the answer, the item, the run's summary), never written in.
+The worker's and the poller's rows are invocations of the paths sections 8 and 9 price.
 """
 
 from __future__ import annotations
@@ -148,8 +149,7 @@ def _finished_job_row(stack: Stack, job_id: str) -> Row:
 
 
 def _path_rows(finished: Row) -> list[Row]:
-    """The worker's and the poller's rows, read off the invocations of ``bench.stack``'s
-    paths (the same lives sections 8 and 9 price)."""
+    """The worker's and the poller's rows where a path plays the same life."""
     runs, empty = paths()
     by_label = {run.label: run for run in runs}
 
