@@ -3,6 +3,7 @@
 On ``bench.stack`` (moto in process): a duplicate really fails its conditional write
 and gets the stored item back, so each row is the true call sequence, and each result
 is read off what happened (the answer, the item, the run's summary), never written in.
+The worker's and the poller's rows are invocations of the paths sections 8 and 9 price.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench import harness as h
-from bench.stack import IDEMPOTENCY_TABLE, LARGE_EVENT_PAD_BYTES, Stack, account
+from bench.stack import COMPLETED, LARGE_EVENT_PAD_BYTES, Stack, account, paths
 from devstack.counting import short
 
 HANDLERS = ("receiver", "worker", "poller")
 """The functions' handler modules, as the stack deploys them."""
 TARGETS = {"= 2": {2}, "1-2": {1, 2}, "= 3 (re-enqueue)": {3}, "= 3 (+ PutObject)": {3}, "= 0": {0}}
 """A row's target: the numbers of AWS calls that meet it."""
+IDEMPOTENCY_TABLE = "sume-bench-idempotency"
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,8 @@ def _receive(
     report.rows.append(Row(shown, label, result, calls, target, wru))
 
 
-def _receiver_rows(report: CallsReport, stack: Stack) -> None:
+def _receiver_rows(report: CallsReport, stack: Stack) -> str:
+    """Our receiver's rows; the id of the job they leave processed."""
     from sume.store.job import JobAttr, State
 
     row = functools.partial(_receive, report, stack, "receiver")
@@ -96,10 +99,32 @@ def _receiver_rows(report: CallsReport, stack: Stack) -> None:
 
     runtime.reset()
     row("rejected: forged, cold container", h.forged(other))
+    return job
+
+
+def add_references(stack: Stack) -> None:
+    """The two receivers ours is measured against (``bench.references``), as handlers
+    ``floor`` and ``powertools``, on the stack's table and queue."""
+    import boto3
+
+    from bench.references import floor_handler, powertools_handler
+    from sume.core.secrets import SigningSecrets
+
+    stack.reader.create_table(
+        TableName=IDEMPOTENCY_TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+    )
+    session = boto3.session.Session()  # made while the counter is installed: watched
+    ddb, sqs, queue = session.client("dynamodb"), session.client("sqs"), stack.names.queue_url
+    stack.handlers["floor"] = floor_handler(ddb, sqs, stack.table, queue, h.SECRET.encode())
+    secrets = SigningSecrets(None, h.SECRET)
+    stack.handlers["powertools"] = powertools_handler(ddb, sqs, IDEMPOTENCY_TABLE, queue, secrets)
 
 
 def _reference_rows(report: CallsReport, stack: Stack) -> None:
-    stack.add_references()
+    add_references(stack)
     for design in ("floor", "powertools"):
         body = h.job_body(h.new_job_id())
         _receive(report, stack, design, "new", h.delivery(body))
@@ -109,45 +134,43 @@ def _reference_rows(report: CallsReport, stack: Stack) -> None:
     report.idempotency_record = items[0] if items else {}
 
 
-def _worker_and_poller_rows(report: CallsReport, stack: Stack) -> None:
-    from devstack.simulator import Sume
-
-    def worker_row(label: str, job_id: str) -> None:
-        before, first = stack.item(job_id), len(stack.run.invocations)
-        stack.drain()
-        work = [i for i in stack.run.invocations[first:] if i.function == "worker"][-1]
-        after = stack.item(job_id)
-        result = "skipped" if after == before else after["state"]["S"]
-        if work.answer.get("batchItemFailures"):
-            result = "failed (retried)"
-        report.rows.append(Row("worker", label, result, work.calls))
-
-    def poller_row(label: str, run: Any) -> None:
-        report.rows.append(Row("poller", label, _run_result(run), run.calls))
-
-    # What the rows above queued (the references' messages among them) is not the worker's.
+def _finished_job_row(stack: Stack, job_id: str) -> Row:
+    """A message for a job already finished, as SQS may deliver one twice: no path plays it."""
     sqs = stack.session.client("sqs")  # the bench's own, not counted
+    # What the rows above queued (the references' messages among them) is not the worker's.
     sqs.purge_queue(QueueUrl=stack.names.queue_url)
-    with Sume("http://127.0.0.1:9/unused", [h.SECRET], attempts=1) as sume:
-        stack.sume = sume
-        for label, job in (
-            ("job.completed, 2 artifacts", sume.new_job(artifacts=2)),
-            ("job.failed", sume.new_job(event="job.failed")),
-        ):
-            stack.deliver(job.body, drain=False)
-            worker_row(label, job.job_id)
-        sqs.send_message(QueueUrl=stack.names.queue_url, MessageBody=job.job_id)
-        worker_row("message for a finished job", job.job_id)
-        tick, *runs = [i for i in stack.tick() if i.function == "poller"]
-        label = "a round's tick (gauge, fan-out)"
-        report.rows.append(Row("poller", label, f"{tick.answer['runs']} runs", tick.calls))
-        poller_row("a run, nothing due", runs[0])
-        silent = sume.new_job()
-        stack.register(silent.job_id, silent.status_url, due_ago=1)
-        _, *runs = [i for i in stack.tick() if i.function == "poller"]
-        busiest = max(runs, key=lambda run: run.answer["runs"][0]["polled"])
-        poller_row("the run whose shard holds 1 job due", busiest)
-        stack.sume = None
+    sqs.send_message(QueueUrl=stack.names.queue_url, MessageBody=job_id)
+    before, first = stack.item(job_id), len(stack.run.invocations)
+    stack.drain()
+    [work] = stack.run.invocations[first:]
+    after = stack.item(job_id)
+    result = "skipped" if after == before else after["state"]["S"]
+    return Row("worker", "message for a finished job", result, work.calls)
+
+
+def _path_rows(finished: Row) -> list[Row]:
+    """The worker's and the poller's rows where a path plays the same life."""
+    runs, empty = paths()
+    by_label = {run.label: run for run in runs}
+
+    def worker(label: str, path: str) -> Row:
+        run = by_label[path]
+        work = [i for i in run.invocations if i.function == "worker"][-1]
+        failed = work.answer.get("batchItemFailures")
+        return Row("worker", label, "failed (retried)" if failed else run.state, work.calls)
+
+    tick, idle, *_ = [i for i in empty.invocations if i.function == "poller"]
+    found = by_label["registered, found by a status poll (2 artifacts)"].invocations
+    runs_due = [i for i in found if i.function == "poller"][1:]
+    busiest = max(runs_due, key=lambda run: run.answer["runs"][0]["polled"])
+    return [
+        worker("job.completed, 2 artifacts", COMPLETED),
+        worker("job.failed", "webhook, job.failed"),
+        finished,
+        Row("poller", "a round's tick (gauge, fan-out)", f"{tick.answer['runs']} runs", tick.calls),
+        Row("poller", "a run, nothing due", _run_result(idle), idle.calls),
+        Row("poller", "the run whose shard holds 1 job due", _run_result(busiest), busiest.calls),
+    ]
 
 
 def _run_result(run: Any) -> str:
@@ -193,9 +216,10 @@ def import_side_effects(module: str) -> dict[str, int] | str:
 def measure() -> CallsReport:
     report = CallsReport()
     with account() as stack:
-        _receiver_rows(report, stack)
+        job = _receiver_rows(report, stack)
         _reference_rows(report, stack)
-        _worker_and_poller_rows(report, stack)
+        finished = _finished_job_row(stack, job)
+    report.rows += _path_rows(finished)
     report.at_import = {m: import_side_effects(m) for m in HANDLERS}
     return report
 

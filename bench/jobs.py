@@ -47,7 +47,7 @@ put a finished job back in the due index and could not move a registered job to
 create."""
 ROUNDS_A_MONTH = 30 * 24 * 60 // spec.DEFAULT_POLL_RATE_MINUTES
 S3_PUTS = ("PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload")
-DYNAMODB_WRITES = ("dynamodb.PutItem", "dynamodb.UpdateItem", "dynamodb.DeleteItem")
+DYNAMODB_WRITES = tuple(f"dynamodb.{write}" for write in stack.WRITES)
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,6 @@ INDEX_ENTRY_OVERHEAD_BYTES = 100
 ESM_BATCH = ("sqs.ReceiveMessage", "sqs.DeleteMessageBatch")
 """What Lambda's SQS event source sends per batch it hands over (at least)."""
 KEYS_ONLY = " keys-only"
-IDEMPOTENCY_TABLE = "sume-bench-idempotency"
 ENDED = ("processed", "processing_error", "lost")
 INDEXES = spec.table_definition("t")["GlobalSecondaryIndexes"]
 DEPLOYED_INDEXES = [i["IndexName"] for i in INDEXES]
@@ -162,6 +161,8 @@ class PathRun:
     usage: Usage = field(default_factory=Usage)
     """The job's share: a path that ran a poller round is booked less an empty round's."""
     ending: str = ""
+    state: str = ""
+    """The job's state at the end."""
     ended: bool = False
     """Finished, or lost and announced, with nothing due: the path ran to its end."""
 
@@ -302,28 +303,6 @@ class Stack:
             use.cpu_us[function] += round(cpu * 1e6)
             use.http[function] += http
 
-    def add_references(self) -> None:
-        """The two receivers ours is measured against (``bench.references``), as
-        handlers ``floor`` and ``powertools``, on this account's table and queue."""
-        import boto3
-
-        from bench.references import floor_handler, powertools_handler
-        from sume.core.secrets import SigningSecrets
-
-        self.reader.create_table(
-            TableName=IDEMPOTENCY_TABLE,
-            BillingMode="PAY_PER_REQUEST",
-            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        )
-        session = boto3.session.Session()  # made while the counter is installed: watched
-        ddb, sqs, queue = session.client("dynamodb"), session.client("sqs"), self.names.queue_url
-        self.handlers["floor"] = floor_handler(ddb, sqs, self.table, queue, SECRET.encode())
-        secrets = SigningSecrets(None, SECRET)
-        self.handlers["powertools"] = powertools_handler(
-            ddb, sqs, IDEMPOTENCY_TABLE, queue, secrets
-        )
-
     @contextmanager
     def path(self, label: str, job_id: str = "") -> Iterator[PathRun]:
         """A path run to its end: every queue drained, and how ``job_id`` ended."""
@@ -339,17 +318,15 @@ class Stack:
         while batches := [size for size in (s.poll_once() for s in self.sources) if size]:
             self.run.usage.calls.update(ESM_BATCH * len(batches))
 
-    def deliver(self, body: bytes, drain: bool = True) -> Any:
+    def deliver(self, body: bytes, drain: bool = True) -> None:
         self.run.usage.api += 1
-        answer = self.invoke("receiver", delivery(body))
+        self.invoke("receiver", delivery(body))
         if drain:
             self.drain()
-        return answer
 
-    def tick(self) -> list[Invocation]:
-        """A round as deployed: the schedule's tick, then every run it fanned out. Its
-        invocations; a round whose runs were refused a shard stops the bench (its calls
-        would be no round's)."""
+    def tick(self) -> None:
+        """A round as deployed: the schedule's tick, then every run it fanned out; a round
+        whose runs were refused a shard stops the bench (its calls would be no round's)."""
         # A tick names its round by its own clock (``FanOut.start``), which may be a
         # second later than this one when the invocation is slow to start; a tick that
         # named the last round again would have every claim of its runs refused.
@@ -358,9 +335,8 @@ class Stack:
         first = len(self.run.invocations)
         self._last_round = self.schedule.run_once()["round"]
         self.drain()
-        made = self.run.invocations[first:]
-        check_worked(i.answer for i in made[1:] if i.function == "poller")
-        return made
+        made = self.run.invocations[first + 1 :]
+        check_worked(i.answer for i in made if i.function == "poller")
 
     def outside(self, who: str, action: Callable[[], Any]) -> None:
         """``action``'s calls, made outside Lambda by ``who``: the integrator, the ops CLI."""
@@ -404,6 +380,7 @@ class Stack:
         where = "in due-work" if DUE_AT in item else "out of due-work"
         report = ", in report-window" if REPORT_BUCKET in item else ""
         self.run.ending = f"{state}{outcome}, {where}{report}"
+        self.run.state = state
         self.run.ended = state in ENDED and DUE_AT not in item
 
 
