@@ -148,12 +148,10 @@ class ColdReport:
     cpu_ms: dict[str, list[float]] = field(default_factory=dict)
     wall_ms: dict[str, list[float]] = field(default_factory=dict)
     tracer_off_ms: dict[str, list[float]] = field(default_factory=dict)
-    imports: list[tuple[str, float, float]] = field(default_factory=list)
-    """``import receiver``'s modules: (name, own ms, cumulative ms), heaviest first."""
+    imports: list[tuple[str, float, float]] = field(default_factory=list)  # ``importtime``'s
 
 
 def _once(code: str, env: dict[str, str]) -> list[float]:
-    """[CPU ms, wall ms] of ``code`` in a fresh process."""
     return h.last_json(h.python("-c", PROBE, code, env=env), "a cold-start probe")
 
 

@@ -9,9 +9,8 @@ expected, so each design made exactly the calls it claims (section 1 counts them
 moto). Batches of the three designs alternate within each round; a figure is the
 median over rounds of CPU time (``process_time``) per delivery, a ratio the median of
 the rounds' ratios (a noisy moment hits both sides of its round), shown with their range.
-Many short rounds, ours' and Powertools' batches side by side: the median's error
-shrinks with the square root of the rounds, and a noisy moment then hits both sides.
-Beside a CPU-bound process, the Powertools ratio's median of 9 rounds of 100 moved from
+Many short rounds, as the median's error shrinks with the square root of the rounds:
+beside a CPU-bound process, the Powertools ratio's median of 9 rounds of 100 moved from
 run to run by 0.04-0.12x (standard deviation), of 45 rounds of 20 by 0.01-0.02x.
 """
 
@@ -64,7 +63,6 @@ LAYERS = {
 """Where a new delivery's CPU goes: the floor, then ours' handler with its Powertools
 decorators peeled off (``__wrapped__``), measured with the designs, new deliveries only."""
 TELEMETRY = {"EMF metrics line": ("domain", "metrics"), "JSON log line": ("metrics", "log")}
-"""Per-delivery telemetry: each part is the difference between two layers."""
 
 
 def stored(design: str, job: str, raw: bytes, now: int) -> dict[str, Any] | None:
@@ -134,11 +132,11 @@ def _run(design: Design, kind: str, size: int) -> float:
                 )
             else:
                 stubs["dynamodb"].add_response(method, {})
-    context, handler = LambdaContext(), design.handler
+    context = LambdaContext()
     with h.silenced(), design.setting():
         gc.collect()
         start = time.process_time()
-        answers = [handler(event, context) for event in events]
+        answers = [design.handler(event, context) for event in events]
         elapsed = time.process_time() - start
     for stub in stubs.values():
         stub.assert_no_pending_responses()
@@ -188,13 +186,10 @@ def designs() -> Iterator[dict[str, Design]]:
             settings = ReceiverSettings.from_env()
             secrets = build_signing_secrets(settings, lambda service, patient=False: sm)
             floor = floor_handler(fddb, fsqs, table, queue, h.SECRET.encode())
+            rival = powertools_handler(ddb, sqs, "sume-bench-idempotency", queue, secrets)
             built = {
                 "ours": Design(receiver.handler, ours, "ours"),
-                "powertools": Design(
-                    powertools_handler(ddb, sqs, "sume-bench-idempotency", queue, secrets),
-                    _stubbed(ddb, sqs, sm),
-                    "powertools",
-                ),
+                "powertools": Design(rival, _stubbed(ddb, sqs, sm), "powertools"),
                 "floor": Design(floor, _stubbed(fddb, fsqs), "floor"),
             }
             webhook = receiver_service()
@@ -223,8 +218,7 @@ def designs() -> Iterator[dict[str, Design]]:
 
 @dataclass
 class CpuReport:
-    seconds: dict[tuple[str, str], list[float]]
-    """CPU seconds per delivery, per (design or layer, kind), one per round."""
+    seconds: dict[tuple[str, str], list[float]]  # per (design or layer, kind), one per round
 
     def median_us(self, design: str, kind: str = "new") -> float:
         return statistics.median(self.seconds[(design, kind)]) * 1e6
@@ -293,8 +287,10 @@ def section(ctx: h.Context) -> CpuReport:
     print("\nPer-delivery telemetry, each the paired difference of two layers above:\n")
     rows = []
     for part, (below, above) in TELEMETRY.items():
-        each = h.paired_difference(report.seconds[(above, "new")], report.seconds[(below, "new")])
-        each_us = each * 1e6
+        seconds = h.paired_difference(
+            report.seconds[(above, "new")], report.seconds[(below, "new")]
+        )
+        each_us = seconds * 1e6
         rows.append((part, f"{each_us:.0f}", f"{cost.cpu_per_million(each_us, memory):.4f}"))
     print(h.table(["telemetry", "us", f"USD per million at {memory} MB"], rows))
     print()
