@@ -65,7 +65,6 @@ def parser() -> argparse.ArgumentParser:
     found.add_argument("--only", default="", help=f"comma-separated: {','.join(SECTIONS)}")
     found.add_argument("--skip", default="", help="comma-separated sections to leave out")
     found.add_argument("--artifact-mib", type=int, help="artifact size (default 128, quick 32)")
-    found.add_argument("--profile", action="store_true", help="add a cProfile of ours")
     return found
 
 
@@ -91,8 +90,6 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         if all(need in ctx.reports for need in NEEDS.get(name, ())):
             run(name, ctx, started)
-    if args.profile:
-        print(f"## cProfile: ours, new deliveries (own time)\n\n```\n{cpu.profile(200)}```\n")
     rows = ctx.targets.rows
     print("## Targets\n")
     print(table(["target", "measured", ""], [(t, m, verdict(met)) for t, m, met in rows]))

@@ -85,12 +85,9 @@ RESTORED_FLOOR = FLOOR_IMPORTS + CLOCK + FLOOR_BUILDS
 RESTORED_RECEIVER = RECEIVER_IMPORTS + CLOCK + RECEIVER_BUILDS
 
 IMPORT_MARGIN_MS = 30.0
-# The judged pair runs until the median of its paired differences is known to within
-# +/- HALF_WIDTH_MS (a 95 % distribution-free interval), so that two runs of the bench
-# agree within 2 x HALF_WIDTH_MS; at least MIN_PAIRS, at most MAX_PAIRS.
-MIN_PAIRS = 20
-MAX_PAIRS = 40
-HALF_WIDTH_MS = 5.0
+# Pairs of the floor and the receiver's first use: the judged pair's 40 put its median
+# within about +/- 5 ms (the 95 % interval printed), so two runs agree within 10 ms.
+PAIRS, JUDGED_PAIRS = 20, 40
 
 
 def median_interval(values: list[float]) -> tuple[float, float]:
@@ -114,13 +111,6 @@ class Gap:
     @property
     def median(self) -> float:
         return statistics.median(self.differences)
-
-    def settled(self, judged: bool) -> bool:
-        """MIN_PAIRS in; if ``judged``, the median also known to +/- HALF_WIDTH_MS."""
-        if len(self.floor_ms) < MIN_PAIRS:
-            return False
-        low, high = median_interval(self.differences)
-        return not judged or (high - low) / 2 <= HALF_WIDTH_MS
 
     def figure(self, kind: str = "") -> str:
         low, high = median_interval(self.differences)
@@ -192,7 +182,7 @@ def measure(runs: int) -> ColdReport:
         (report.gap, VARIANTS[FLOOR], VARIANTS[RECEIVER_FIRST_USE]),
         (report.restored, RESTORED_FLOOR, RESTORED_RECEIVER),
     ):
-        while len(gap.floor_ms) < MAX_PAIRS and not gap.settled(gap is judged):
+        while len(gap.floor_ms) < (JUDGED_PAIRS if gap is judged else PAIRS):
             (floor_ms, _), (ours_ms, _) = _many([floor, ours], on)
             gap.floor_ms.append(floor_ms)
             gap.receiver_ms.append(ours_ms)

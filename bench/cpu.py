@@ -16,12 +16,9 @@ run to run by 0.04-0.12x (standard deviation), of 45 rounds of 20 by 0.01-0.02x.
 
 from __future__ import annotations
 
-import cProfile
 import gc
 import hashlib
-import io
 import json
-import pstats
 import statistics
 import time
 import uuid
@@ -238,16 +235,6 @@ def measure(rounds: int, batch: int) -> CpuReport:
                 for name in names[n % len(names) :] + names[: n % len(names)]:
                     seconds.setdefault((name, kind), []).append(_run(built[name], kind, batch))
     return CpuReport(seconds)
-
-
-def profile(batch: int, top: int = 25) -> str:
-    """cProfile of ours on a batch of new deliveries, by own time."""
-    profiler = cProfile.Profile()
-    with designs() as built:
-        profiler.runcall(_run, built["ours"], "new", batch)
-    out = io.StringIO()
-    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(top)
-    return out.getvalue()
 
 
 def section(ctx: h.Context) -> CpuReport:

@@ -118,16 +118,6 @@ def test_the_median_s_interval_narrows_as_pairs_come_in():
     assert cold.median_interval([5.0] * 30) == (5.0, 5.0)
 
 
-def test_the_gap_is_settled_only_with_enough_pairs_and_a_narrow_interval():
-    gap = cold.Gap([100.0] * 10, [130.0] * 10)
-    assert not gap.settled(judged=False)
-    gap = cold.Gap([100.0] * cold.MIN_PAIRS, [130.0] * cold.MIN_PAIRS)
-    assert gap.settled(judged=True) and gap.median == 30.0
-    spread = [float(i % 40) for i in range(cold.MIN_PAIRS)]
-    gap = cold.Gap([0.0] * cold.MIN_PAIRS, spread)
-    assert not gap.settled(judged=True) and gap.settled(judged=False)
-
-
 def test_the_fixed_costs_list_the_receiver_s_cached_snapshot_at_its_memory():
     fixed = jobs.fixed_month(Usage())
     # 512 MB cached all month at the cache's GB-second price: about 1.95 USD.
@@ -156,7 +146,7 @@ def test_the_fixed_costs_count_what_the_synthesized_template_keeps(tmp_path, mon
 
 
 def _cold_report() -> cold.ColdReport:
-    pairs = cold.MIN_PAIRS
+    pairs = cold.PAIRS
     report = cold.ColdReport(
         gap=cold.Gap([300.0] * pairs, [360.0] * pairs),
         restored=cold.Gap([140.0] * pairs, [141.0] * pairs),
