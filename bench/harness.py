@@ -22,7 +22,7 @@ from unittest import mock
 
 from sume.core.names import Env
 
-REGION, ACCOUNT = "us-east-1", "123456789012"
+REGION = "us-east-1"
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = ROOT / "functions"
 MiB = 1024 * 1024
@@ -45,11 +45,10 @@ UNSET = ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "AWS_SECURITY_T
 # Names for the stubbed runs: no resource is ever reached.
 STUB_NAMES: Mapping[str, str] = {
     Env.JOBS_TABLE_NAME: "sume-bench-jobs",
-    Env.JOBS_QUEUE_URL: f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/sume-bench-jobs",
+    Env.JOBS_QUEUE_URL: f"https://sqs.{REGION}.amazonaws.com/123456789012/sume-bench-jobs",
     Env.PAYLOADS_BUCKET_NAME: "sume-bench-payloads",
-    Env.SIGNING_SECRET_ARN: f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:sume-bench-AbCdEf",
+    Env.SIGNING_SECRET_ARN: f"arn:aws:secretsmanager:{REGION}:123456789012:secret:sume-bench-AbCdEf",
 }
-LOOPBACK = {"127.0.0.1", "::1", "localhost"}
 # Only the simulator serves artifact and status URLs, over http on loopback.
 LOCAL_URLS = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
 
@@ -67,7 +66,7 @@ def forbid_network() -> None:
     real_connect, real_getaddrinfo = socket.socket.connect, socket.getaddrinfo
 
     def check(host: object) -> None:
-        if str(host) not in LOOPBACK:
+        if str(host) not in ("127.0.0.1", "::1", "localhost"):
             raise ConnectionRefusedError(f"the bench stays on loopback; refused {host}")
 
     def connect(self: socket.socket, address: Any) -> None:
@@ -177,25 +176,22 @@ def grown(body: bytes, pad_bytes: int) -> bytes:
     return json.dumps(event, separators=(",", ":")).encode()
 
 
-def delivery(
-    body: bytes, secret: str = SECRET, skew_seconds: int = 0, forge: bool = False
-) -> dict[str, Any]:
+def delivery(body: bytes, skew_seconds: int = 0, secret: str = SECRET) -> dict[str, Any]:
     """The API Gateway event for one delivery of ``body``."""
     from devstack.apigw import http_api_event
     from sume.contract import signature
     from sume.core.names import WEBHOOK_PATH
 
-    signing = ("not-" + secret) if forge else secret
     headers = {
         "content-type": "application/json",
         "user-agent": "Sume-Webhooks/1.0",
-        **signature.headers(body, [signing], int(time.time()) - skew_seconds),
+        **signature.headers(body, [secret], int(time.time()) - skew_seconds),
     }
     return http_api_event("POST", WEBHOOK_PATH, headers, body)
 
 
 def forged(body: bytes) -> dict[str, Any]:
-    return delivery(body, forge=True)
+    return delivery(body, secret="not-" + SECRET)
 
 
 # The report: markdown on stdout, progress on stderr.
@@ -220,10 +216,6 @@ def machine() -> str:
 def paired_ratios(numerators: Sequence[float], denominators: Sequence[float]) -> list[float]:
     """Round by round, so a round's noise hits both sides of its ratio."""
     return [n / d for n, d in zip(numerators, denominators, strict=True)]
-
-
-def paired_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> float:
-    return statistics.median(paired_ratios(numerators, denominators))
 
 
 def paired_difference(left: Sequence[float], right: Sequence[float]) -> float:

@@ -3,7 +3,7 @@
 import pytest
 
 from bench import cost
-from bench.harness import paired_difference, paired_ratio, spread
+from bench.harness import paired_difference, paired_ratios, spread
 from devstack.counting import short
 
 
@@ -42,7 +42,7 @@ def test_short_groups_repeated_calls():
 
 
 def test_paired_statistics_compare_within_rounds():
-    assert paired_ratio([2.0, 30.0, 4.0], [1.0, 10.0, 4.0]) == 2.0
+    assert paired_ratios([2.0, 30.0, 4.0], [1.0, 10.0, 4.0]) == [2.0, 3.0, 1.0]
     assert paired_difference([5.0, 7.0, 9.0], [1.0, 1.0, 1.0]) == 6.0
 
 
@@ -66,4 +66,3 @@ def test_the_failover_fixed_cost_is_its_parts() -> None:
 
 def test_a_figure_that_moves_with_the_machine_is_judged_on_its_median_with_its_range():
     assert spread([1.4, 1.6, 1.5]) == "1.50x (runs 1.40-1.60x, n=3)"
-    assert paired_ratio([3.0, 1.0, 2.0], [1.0, 1.0, 1.0]) == 2.0
