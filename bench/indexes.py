@@ -1,9 +1,6 @@
-"""Section 8: what each DynamoDB write of a job's life costs each index of the table.
-
-The lives are ``bench.stack``'s paths (the real handlers, the integrator's registration
-and the ops CLI's replay, each to its end as deployed), and the counting is its
-meter's. The due-work index as it was (``due-work``, projecting ALL; not deployed) is
-priced on the same writes beside the deployed ones.
+"""Section 8: what each DynamoDB write of a job's life costs each index of the table, on
+``bench.stack``'s paths and by its meter; the due-work index as it was (``ALL``, not
+deployed) is priced on the same writes beside the deployed ones.
 """
 
 from __future__ import annotations
@@ -23,17 +20,15 @@ def by_writer(usage: Usage) -> dict[str, int]:
 
 def section(ctx: h.Context) -> None:
     runs, _ = paths()
-    used = [run.usage for run in runs]
-    names = [*DEPLOYED_INDEXES, DUE_INDEX_BEFORE]
     print(
         "## 8. Index writes per job (the real handlers on moto in-process; every write's "
         "item read before and after, each index's entry compared)\n"
     )
-    rows = []
-    for run, use in zip(runs, used, strict=True):
-        cells = [f"{use.index(n)[0]} ({use.index(n)[1]} WRU)" for n in names]
-        writers = ", ".join(f"{w} {n}" for w, n in by_writer(use).items())
-        rows.append((run.label, use.writes, *cells, writers, run.ending))
+    rows, names = [], [*DEPLOYED_INDEXES, DUE_INDEX_BEFORE]
+    for run in runs:
+        cells = ["{} ({} WRU)".format(*run.usage.index(n)) for n in names]
+        writers = ", ".join(f"{w} {n}" for w, n in by_writer(run.usage).items())
+        rows.append((run.label, run.usage.writes, *cells, writers, run.ending))
     headers = [f"`{n}` writes (WRU)" for n in DEPLOYED_INDEXES]
     headers.append(f"`{DUE_INDEX_BEFORE}` writes (WRU) as it was (ALL), not deployed")
     writers = f"`{REPORT_INDEX}` WRU by writer"
@@ -51,8 +46,8 @@ def section(ctx: h.Context) -> None:
         + (f"; not: {', '.join(unended)}" if unended else ""),
         not unended,
     )
-    per_job = max(use.index(REPORT_INDEX)[1] for use in used)
-    receiver = sum(by_writer(use).get("receiver", 0) for use in used)
+    per_job = max(run.usage.index(REPORT_INDEX)[1] for run in runs)
+    receiver = sum(by_writer(run.usage).get("receiver", 0) for run in runs)
     keys = {"report_bucket": {"S": "2026-12-01#07"}, "report_at": {"N": "1764590000"}}
     print(
         f"\nThe report index's keys add {item_size(keys)} B to the item; at most {per_job} write "

@@ -1,25 +1,18 @@
 """Section 9: what a million jobs cost end to end, per path, against the floor design.
 
-Ours is priced from what ``bench.stack`` booked on each path (``Usage``). A poller
-round costs the same whether or not a job is due in it, so a path's round less an
-empty round is the job's share, and the empty round is priced per month among the
-fixed costs.
+A poller round costs the same whether or not a job is due in it: a polled path pays its
+round less an empty one, and the empty round is priced a month among the fixed costs.
 
-The floor design (``FLOORS``) is the fewest calls a design with ours' guarantees makes
-on the path (docs/design.md: nothing acknowledged before it is durable, the follow-up
-work exactly once however often SQS delivers, one ending per announcement sequence, a
-copy that stops resumes, a job whose webhook never comes is found by a poll or given
-up and announced lost). Each call is written down with the reason no correct design
-can skip it. It keeps the design's services (SQS between receiver and worker,
-EventBridge, S3): with DynamoDB Streams instead of the queue a design would pay no
-``SendMessage`` and no event-source requests, but the brief's design is the queue.
-What no design chooses is measured on ours: each floor write costs ours' mean write on
-the path (the same item), its index writes are ours' images as keys-only indexes take
-them, its reads and CPU are ours'. Each SQS hand-off costs, besides its
-``SendMessage``, the event source's receive and delete, and a Lambda request.
-
-Lambda duration is modelled per invocation (``bench.stack.billed_ms``), the floor's
-on ours' CPU, so the ratio does not move with the machine even though the CPU does.
+The floor design (``FLOORS``) makes the fewest calls ours' guarantees allow (docs/design.md:
+nothing acknowledged before durable, the follow-up work exactly once however often SQS
+delivers, one ending per announcement sequence, a copy that stops resumes, a job whose webhook
+never comes found by a poll or announced lost), each with the reason no correct design skips
+it. It keeps the brief's services: SQS between receiver and worker (DynamoDB Streams would
+save the send and the event source's requests), EventBridge, S3. What no design chooses is
+ours': a floor write costs ours' mean write on the path, its index writes are ours' images as
+keys-only indexes take them, its reads and CPU are ours'; a hand-off costs its send, the event
+source's receive and delete, and a Lambda request. Lambda duration is modelled
+(``stack.billed_ms``), the floor's on ours' CPU: the ratio does not move with the machine.
 """
 
 from __future__ import annotations
@@ -39,12 +32,10 @@ WITHDRAWN = {
     "a duplicate delivery (after processed)": "withdrawn: its second write is the delivery "
     "counter Sume's contract keeps, kept by choice (one conditional create, then the count)"
 }
-"""Paths no longer held to ``TARGET_RATIO``, and why. The duplicate pays the failed
-conditional create (the stored item's size) and the counter's update; one write that
-did both (an unconditional ``UpdateItem`` with ``if_not_exists`` and ``ALL_OLD``) would
-put a finished job back in the due index and could not move a registered job to
-``received``, so it would move cost to other paths and drop the brief's conditional
-create."""
+"""Paths no longer held to ``TARGET_RATIO``, and why. One write doing both (an
+unconditional ``UpdateItem`` with ``if_not_exists``, ``ALL_OLD``) would put a finished
+job back in the due index and could not move a registered job to ``received``: it would
+move cost to other paths and drop the brief's conditional create."""
 ROUNDS_A_MONTH = 30 * 24 * 60 // spec.DEFAULT_POLL_RATE_MINUTES
 S3_PUTS = ("PutObject", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload")
 DYNAMODB_WRITES = tuple(f"dynamodb.{write}" for write in stack.WRITES)
@@ -53,7 +44,6 @@ DYNAMODB_WRITES = tuple(f"dynamodb.{write}" for write in stack.WRITES)
 @dataclass(frozen=True)
 class Step:
     function: str
-    """``receiver``, ``worker``, ``poller`` (Lambda), or ``registration`` / ``ops CLI``."""
     call: str
     why: str
 
@@ -69,19 +59,16 @@ def hand_off(function: str) -> Step:
 
 
 def work(artifacts: int, large: bool = False) -> list[Step]:
-    why = "the claim: a lease, so one worker works the job however often SQS delivers it"
-    steps = [Step("worker", "dynamodb.UpdateItem", why)]
-    if large:
-        steps.append(Step("worker", "s3.GetObject", "the event kept in S3"))
-    for n in range(artifacts):
-        steps.append(Step("worker", "s3.PutObject", "the artifact's copy"))
-        if n < artifacts - 1:
-            why = "progress between copies: a retry must not start over"
-            steps.append(Step("worker", "dynamodb.UpdateItem", why))
-    why = "the ending settled before it is announced: a retry announces the same ending"
+    claim = "the claim: a lease, so one worker works the job however often SQS delivers it"
+    progress = "progress between copies: a retry must not start over"
+    settled = "the ending settled before it is announced: a retry announces the same ending"
+    copy = Step("worker", "s3.PutObject", "the artifact's copy")
+    copies = [copy, Step("worker", "dynamodb.UpdateItem", progress)] * artifacts
     return [
-        *steps,
-        Step("worker", "dynamodb.UpdateItem", why),
+        Step("worker", "dynamodb.UpdateItem", claim),
+        *([Step("worker", "s3.GetObject", "the event kept in S3")] if large else []),
+        *copies[:-1],  # no progress after the last copy
+        Step("worker", "dynamodb.UpdateItem", settled),
         Step("worker", "events.PutEvents", "the announcement"),
         Step("worker", "dynamodb.UpdateItem", "finished: nothing owed, out of the due index"),
     ]
@@ -139,8 +126,7 @@ def lines(use: Usage) -> dict[str, float]:
 
 
 def floor(run: PathRun) -> Usage:
-    """What the floor design uses on ``run``'s path: its steps' calls and requests, ours'
-    mean write for each of its writes, ours' images as keys-only indexes take them."""
+    """What the floor design uses on ``run``'s path, by the model of the module docstring."""
     own, steps = run.usage, FLOORS[run.label]
     hand_offs = sum(1 for s in steps if s.call == "sqs.SendMessage")
     writes = sum(1 for s in steps if s.call.startswith("dynamodb."))
@@ -185,7 +171,6 @@ KEPT = (
     ("secrets", "AWS::SecretsManager::Secret", cost.SECRET_MONTH),
     ("SQS event sources' empty receives (modelled)", "AWS::Lambda::EventSourceMapping", IDLE),
 )
-"""What the stack keeps, each a month, by its resource type in the template."""
 
 
 def fixed_month(empty_round: Usage) -> dict[str, float]:
@@ -210,8 +195,7 @@ def section(ctx: h.Context) -> None:
     runs, empty = stack.paths()
     totals, by_line, counted, ratios = [], [], [], {}
     for run in runs:
-        use, low = run.usage, lines(floor(run))
-        ours = lines(use)
+        use, ours, low = run.usage, lines(run.usage), lines(floor(run))
         ratios[run.label] = sum(ours.values()) / sum(low.values())
         totals.append(
             (

@@ -1,21 +1,13 @@
-"""The functions as deployed, on a fresh moto account in this process: each invocation's
-AWS calls counted and its CPU taken, every DynamoDB unit booked, and the paths of a job
-run to their end. Sections 1, 8 and 9 read what happens here; none sets it up again.
+"""The functions as deployed on a fresh moto account in this process (the worker and the
+poller behind devstack's SQS event source, as Lambda's), each invocation's calls counted
+and its CPU taken, and a job's paths run to their end (sections 1, 8 and 9 read them).
 
-Invocations go through ``Stack.invoke``: the receiver behind API Gateway, the worker and
-the poller behind ``devstack.eventsources.SqsEventSource`` (which receives and deletes as
-Lambda's event source does). After each step every queue is drained, so a path stops
-only when no message is left, and its ending is read off the item.
-
-The meter (``Stack._after``) books units as DynamoDB bills them, off the calls: for each
-write the item is read before and after by a client of the bench's own (not watched)
-and charged one write unit per started KB of the larger image, a failed conditional
-write the size of the item it met, at least one. Each index of the table is charged by
-DynamoDB's rules for global secondary indexes (``index_writes``), as deployed, as a
-keys-only index would be (the floor design's), and, for the due-work index, as it was
-(``ALL``, not deployed). moto writes no index entry (it filters the table when an index
-is read), so every index figure is this module's count, not moto's. A read books units
-per started 4 KB of what it returned, half when eventually consistent.
+The meter (``Stack._after``) books units as DynamoDB bills them: a write one per started
+KB of the larger of the item's images before and after (read by the bench's own client,
+unwatched; a failed conditional write meets the stored item), a read one per started 4 KB
+returned, half if eventually consistent. moto writes no index entry: each index's writes
+are counted here (``index_writes``) by DynamoDB's rules for global secondary indexes, as
+deployed, as keys-only (the floor's), and the due-work index as it was (``ALL``).
 """
 
 from __future__ import annotations
@@ -30,25 +22,25 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any
+from unittest import mock
 
 from botocore import handlers
 
 from bench import cost
-from bench.harness import LOCAL_URLS, SECRET, delivery, environment, grown, silenced
-from devstack.counting import CallCounter, builtin_handlers
+from bench.harness import LOCAL_URLS, SECRET, delivery, environment, silenced
+from devstack.counting import CallCounter
 from devstack.lambda_context import LambdaContext
 from infra import spec
+from infra.spec import POLLER_MEMORY_MB, RECEIVER_MEMORY_MB, WORKER_MEMORY_MB
 from sume.core import runtime
 from sume.core.names import DUE_AT, DUE_SHARDS, JOB_ID, REPORT_BUCKET, Env
 from sume.store.sizing import item_size
 
 WRITES = ("PutItem", "UpdateItem", "DeleteItem")
 READS = ("GetItem", "Query", "BatchGetItem", "Scan")
-INDEX_ENTRY_OVERHEAD_BYTES = 100
 ESM_BATCH = ("sqs.ReceiveMessage", "sqs.DeleteMessageBatch")
 """What Lambda's SQS event source sends per batch it hands over (at least)."""
 KEYS_ONLY = " keys-only"
-ENDED = ("processed", "processing_error", "lost")
 INDEXES = spec.table_definition("t")["GlobalSecondaryIndexes"]
 DEPLOYED_INDEXES = [i["IndexName"] for i in INDEXES]
 KEYS_ONLY_PROJECTION = {"Projection": {"ProjectionType": "KEYS_ONLY"}}
@@ -57,25 +49,7 @@ METERED_INDEXES = [
     *({**i, "IndexName": i["IndexName"] + KEYS_ONLY, **KEYS_ONLY_PROJECTION} for i in INDEXES),
     spec.DUE_INDEX_BEFORE_DEFINITION,
 ]
-"""The jobs table's indexes as deployed, as keys-only ones (the floor's), and the
-due-work index as it was."""
-MEMORY_MB = {
-    "receiver": spec.RECEIVER_MEMORY_MB,
-    "worker": spec.WORKER_MEMORY_MB,
-    "poller": spec.POLLER_MEMORY_MB,
-}
-
-
-def _entry(item: dict[str, Any] | None, index: dict[str, Any]) -> dict[str, Any] | None:
-    """The index's entry for ``item`` (attribute values as stored); None when not in it."""
-    keys = [k["AttributeName"] for k in index["KeySchema"]]
-    if item is None or any(key not in item for key in keys):
-        return None
-    projection = index["Projection"]
-    if projection["ProjectionType"] == "ALL":
-        return item
-    held = (JOB_ID, *keys, *projection.get("NonKeyAttributes", ()))
-    return {name: item[name] for name in held if name in item}
+MEMORY_MB = {"receiver": RECEIVER_MEMORY_MB, "worker": WORKER_MEMORY_MB, "poller": POLLER_MEMORY_MB}
 
 
 def index_writes(
@@ -84,16 +58,22 @@ def index_writes(
     """(index writes, write units) one table write makes in ``index``: an entry added or
     removed is one write, a changed key two (a delete and a put), a changed projected
     attribute one, anything else none; one unit per started KB of the entry plus the
-    100 bytes DynamoDB adds to each (so rounded up, never down)."""
-    old, new = _entry(before, index), _entry(after, index)
+    100 bytes DynamoDB adds to each."""
+    keys = [k["AttributeName"] for k in index["KeySchema"]]
+    projection = index["Projection"]
+    held = (JOB_ID, *keys, *projection.get("NonKeyAttributes", ()))
+
+    def entry(item: dict[str, Any] | None) -> dict[str, Any] | None:
+        if item is None or any(key not in item for key in keys):
+            return None
+        if projection["ProjectionType"] == "ALL":
+            return item
+        return {name: item[name] for name in held if name in item}
+
+    old, new = entry(before), entry(after)
     if old == new:
         return 0, 0
-    units = [
-        max(1, -(-(item_size(e) + INDEX_ENTRY_OVERHEAD_BYTES) // 1024))
-        for e in (old, new)
-        if e is not None
-    ]
-    keys = [k["AttributeName"] for k in index["KeySchema"]]
+    units = [max(1, -(-(item_size(e) + 100) // 1024)) for e in (old, new) if e is not None]
     if old is not None and new is not None and all(old[k] == new[k] for k in keys):
         return 1, units[-1]
     return len(units), sum(units)
@@ -106,27 +86,25 @@ def read_units(items: list[dict[str, Any]], consistent: bool) -> float:
 
 def billed_ms(function: str, cpu_ms: float, calls: list[str], http_requests: int) -> int:
     """What Lambda bills an invocation of ``function`` (a reference receiver's as ours'):
-    ``cost.billed_ms`` of its CPU and calls, plus ``cost.HTTP_LATENCY_MS`` per request to
-    Sume."""
-    memory = MEMORY_MB.get(function, spec.RECEIVER_MEMORY_MB)
+    ``cost.billed_ms`` of its CPU and calls, and ``cost.HTTP_LATENCY_MS`` a request to Sume."""
+    memory = MEMORY_MB.get(function, RECEIVER_MEMORY_MB)
     billed = cost.billed_ms(cost.Usage(cpu_ms * 1000, tuple(calls), 0, 0), memory)
     return billed + round(http_requests * cost.HTTP_LATENCY_MS)
 
 
 @dataclass
 class Usage:
-    """What a path (or a round) used: DynamoDB's units, the API and Lambda requests, each
-    function's billed ms, CPU and requests to Sume, every AWS call."""
+    """What a path (or a round) used: DynamoDB's units (an index's by writer and index, the
+    writer being the function or who wrote from outside), API and Lambda requests, each
+    function's billed ms, CPU and requests to Sume, every AWS call (the event sources' too)."""
 
     api: int = 0
     wru: float = 0.0
     rru: float = 0.0
     writes: int = 0
     index_writes: Counter[tuple[str, str]] = field(default_factory=Counter)
-    """Per (writer, index): the writer is the function or who wrote from outside."""
     index_units: Counter[tuple[str, str]] = field(default_factory=Counter)
     calls: Counter[str] = field(default_factory=Counter)
-    """The functions', the event sources' and those made from outside Lambda."""
     requests: Counter[str] = field(default_factory=Counter)
     billed_ms: Counter[str] = field(default_factory=Counter)
     cpu_us: Counter[str] = field(default_factory=Counter)
@@ -159,24 +137,18 @@ class PathRun:
     label: str
     invocations: list[Invocation] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
-    """The job's share: a path that ran a poller round is booked less an empty round's."""
     ending: str = ""
     state: str = ""
-    """The job's state at the end."""
     ended: bool = False
     """Finished, or lost and announced, with nothing due: the path ran to its end."""
 
 
-class RoundRefused(RuntimeError):
-    """A run of the round found shards held by another run: what it cost is not a round's."""
-
-
 def check_worked(answers: Iterable[dict[str, Any]]) -> None:
-    """Raise ``RoundRefused`` if a run in the poller's ``answers`` was refused a shard."""
+    """Stop the bench if a run in the poller's ``answers`` was refused a shard (no round's cost)."""
     runs = [run for answer in answers for run in answer.get("runs", [])]
     taken = sorted(shard for run in runs for shard in run.get("taken", ()))
     if taken:
-        raise RoundRefused(f"shards {taken} were held by another run: the round is not measured")
+        raise RuntimeError(f"shards {taken} were held by another run: the round is not measured")
 
 
 class Stack:
@@ -190,14 +162,13 @@ class Stack:
 
         self.session, self.names, self.table = session, names, names.table
         self.reader = session.client("dynamodb")
+        self.jobs = session.resource("dynamodb").Table(names.table)
         self.handlers = {f.__name__: f.handler for f in (receiver, worker, poller)}
         self.counter = CallCounter()
         self.run = PathRun("")
-        self.sume: Any = None
+        self.sume_hits: Counter[str] = Counter()
         self.writer = ""
-        """Who the DynamoDB writes are booked to: the function invoked, or who wrote."""
         self.bench_cpu = 0.0
-        """CPU spent inside invocations that is not the handler's: moto, the meter."""
         self._last_round = 0
         self._keys: dict[str, list[str]] = {}
         self._lock = threading.Lock()
@@ -213,10 +184,9 @@ class Stack:
 
     @contextmanager
     def installed(self) -> Iterator[Stack]:
-        """The counter and the meter's hooks on the sessions made from now on; moto's
-        answering and the hooks timed in place (per thread, so a pool's calls are not
-        counted twice): a handler's CPU less them is ours and botocore's, which is what
-        Lambda would bill."""
+        """The counter and the meter's hooks on the sessions made from now on, moto's answering
+        and the hooks timed (per thread: a pool's calls count once), so that a handler's CPU
+        less them is ours and botocore's, which is what Lambda would bill."""
 
         def timed(stub: Callable[..., Any]) -> Callable[..., Any]:
             def answer(**kwargs: Any) -> Any:
@@ -229,29 +199,23 @@ class Stack:
 
             return answer
 
-        stubs = [(i, s) for i, s in enumerate(handlers.BUILTIN_HANDLERS) if s[0] == "before-send"]
-        for i, (event, stub) in stubs:
-            handlers.BUILTIN_HANDLERS[i] = (event, timed(stub))
-        hooks = [
+        builtins = handlers.BUILTIN_HANDLERS
+        patched = [
+            *((s[0], timed(s[1])) if s[0] == "before-send" else s for s in builtins),
             ("before-parameter-build.dynamodb.*", timed(self._before)),
             ("after-call.dynamodb.*", timed(self._after)),
         ]
-        try:
-            with builtin_handlers(hooks), self.counter.installed():
-                yield self
-        finally:
-            for i, hook in stubs:
-                handlers.BUILTIN_HANDLERS[i] = hook
+        with mock.patch.object(handlers, "BUILTIN_HANDLERS", patched), self.counter.installed():
+            yield self
 
-    def _image(self, table: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    def _image(self, table: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The item a call's ``params`` name, read consistently; {} when there is none."""
         if table not in self._keys:
             described = self.reader.describe_table(TableName=table)["Table"]
             self._keys[table] = [k["AttributeName"] for k in described["KeySchema"]]
         key = params.get("Key") or {k: params["Item"][k] for k in self._keys[table]}
-        found: dict[str, Any] | None = self.reader.get_item(
-            TableName=table, Key=key, ConsistentRead=True
-        ).get("Item")
-        return found
+        got = self.reader.get_item(TableName=table, Key=key, ConsistentRead=True)
+        return dict(got.get("Item", {}))
 
     def _before(self, model: Any, params: dict[str, Any], context: Any, **_: Any) -> None:
         write = model.name in WRITES
@@ -269,11 +233,10 @@ class Stack:
         if model.name not in WRITES:
             return
         after = self._image(request["TableName"], request)
-        sizes = [item_size(i) for i in (before, after) if i is not None]
         indexes = METERED_INDEXES if request["TableName"] == self.table else []
         with self._lock:
             use.writes += 1
-            use.wru += max(1, math.ceil(max(sizes, default=0) / 1024))
+            use.wru += max(1, math.ceil(max(item_size(before), item_size(after)) / 1024))
             for index in indexes:
                 writes, units = index_writes(before, after, index)
                 use.index_writes[(self.writer, index["IndexName"])] += writes
@@ -282,19 +245,18 @@ class Stack:
     def invoke(self, function: str, event: dict[str, Any], context: Any = None) -> Any:
         """One invocation of ``function``'s handler (or any handler named so, a reference
         receiver): its calls, its answer, and what it used booked on the path."""
-        handler = self.handlers[function]
-        hits = sum(self.sume.hits.values()) if self.sume else 0
+        hits = sum(self.sume_hits.values())
         self.counter.take()
         self.writer = function
         bench, started = self.bench_cpu, time.process_time()
         answer = None
         try:
             with silenced():
-                answer = handler(event, context or LambdaContext())
+                answer = self.handlers[function](event, context or LambdaContext())
             return answer
         finally:
             cpu = time.process_time() - started - (self.bench_cpu - bench)
-            http = (sum(self.sume.hits.values()) if self.sume else 0) - hits
+            http = sum(self.sume_hits.values()) - hits
             calls, use = self.counter.take(), self.run.usage
             self.run.invocations.append(Invocation(function, calls, answer))
             use.calls.update(calls)
@@ -314,19 +276,15 @@ class Stack:
             self.end(job_id)
 
     def drain(self) -> None:
-        """Hand every queued message to its function until no queue holds one."""
         while batches := [size for size in (s.poll_once() for s in self.sources) if size]:
             self.run.usage.calls.update(ESM_BATCH * len(batches))
 
-    def deliver(self, body: bytes, drain: bool = True) -> None:
+    def deliver(self, body: bytes) -> None:
         self.run.usage.api += 1
         self.invoke("receiver", delivery(body))
-        if drain:
-            self.drain()
 
     def tick(self) -> None:
-        """A round as deployed: the schedule's tick, then every run it fanned out; a round
-        whose runs were refused a shard stops the bench (its calls would be no round's)."""
+        """A round as deployed: the schedule's tick, then every run it fanned out."""
         # A tick names its round by its own clock (``FanOut.start``), which may be a
         # second later than this one when the invocation is slow to start; a tick that
         # named the last round again would have every claim of its runs refused.
@@ -335,8 +293,7 @@ class Stack:
         first = len(self.run.invocations)
         self._last_round = self.schedule.run_once()["round"]
         self.drain()
-        made = self.run.invocations[first + 1 :]
-        check_worked(i.answer for i in made if i.function == "poller")
+        check_worked(i.answer for i in self.run.invocations[first + 1 :] if i.function == "poller")
 
     def outside(self, who: str, action: Callable[[], Any]) -> None:
         """``action``'s calls, made outside Lambda by ``who``: the integrator, the ops CLI."""
@@ -344,7 +301,6 @@ class Stack:
         self.writer = who
         action()
         self.run.usage.calls.update(self.counter.take())
-        self.drain()
 
     def register(self, job_id: str, status_url: str, due_ago: int = 0, age: int = 0) -> None:
         from sume.polling import registry
@@ -357,20 +313,16 @@ class Stack:
 
     def set(self, job_id: str, expression: str, *values: Any, **names: str) -> None:
         """The bench's own write on a job (``:a``, ``:b``... are ``values``), not counted."""
-        kinds = {str: "S", int: "N"}
         params: dict[str, Any] = {"UpdateExpression": expression}
-        if values:
-            params["ExpressionAttributeValues"] = {
-                f":{chr(97 + n)}": {kinds[type(v)]: str(v)} for n, v in enumerate(values)
-            }
         if names:
             params["ExpressionAttributeNames"] = {f"#{k}": v for k, v in names.items()}
-        self.reader.update_item(TableName=self.table, Key={JOB_ID: {"S": job_id}}, **params)
+        placeholders = {f":{chr(97 + n)}": v for n, v in enumerate(values)}
+        self.jobs.update_item(
+            Key={JOB_ID: job_id}, ExpressionAttributeValues=placeholders, **params
+        )
 
     def item(self, job_id: str) -> dict[str, Any]:
-        key = {JOB_ID: {"S": job_id}}
-        got = self.reader.get_item(TableName=self.table, Key=key, ConsistentRead=True)
-        return dict(got.get("Item", {}))
+        return self._image(self.table, {"Key": {JOB_ID: {"S": job_id}}})
 
     def end(self, job_id: str) -> None:
         """Write down how the current path ended: its state, and the indexes it is in."""
@@ -381,7 +333,7 @@ class Stack:
         report = ", in report-window" if REPORT_BUCKET in item else ""
         self.run.ending = f"{state}{outcome}, {where}{report}"
         self.run.state = state
-        self.run.ended = state in ENDED and DUE_AT not in item
+        self.run.ended = state in ("processed", "processing_error", "lost") and DUE_AT not in item
 
 
 @contextmanager
@@ -390,13 +342,12 @@ def account(shards: int = DUE_SHARDS) -> Iterator[Stack]:
     import boto3
     from moto import mock_aws
 
-    from devstack.resources import create_resources
-    from devstack.resources import environment as lambda_env
+    from devstack import resources
 
     with mock_aws():
         session = boto3.session.Session()
-        names = create_resources(session, prefix="sume-bench", signing_secret=SECRET)
-        env = {**lambda_env(names), **LOCAL_URLS, Env.DUE_SHARDS: str(shards)}
+        names = resources.create_resources(session, prefix="sume-bench", signing_secret=SECRET)
+        env = {**resources.environment(names), **LOCAL_URLS, Env.DUE_SHARDS: str(shards)}
         runtime.reset()
         try:
             with environment(env), Stack(session, names).installed() as stack:
@@ -420,8 +371,10 @@ PATHS = (
 )
 
 
-def play_paths(stack: Stack) -> tuple[list[PathRun], PathRun]:
-    """Every path of ``PATHS`` to its end, warm, and the empty round measured before them."""
+@functools.cache
+def paths(shards: int = DUE_SHARDS) -> tuple[list[PathRun], PathRun]:
+    """Every path of ``PATHS`` to its end on a fresh account, warm, and the empty round
+    measured before them: once a bench, as sections 1, 8 and 9 read the same."""
     from devstack.simulator import Sume
     from sume.core import aws
     from sume.core.settings import DEFAULT_SWEEP_AFTER_SECONDS
@@ -430,9 +383,8 @@ def play_paths(stack: Stack) -> tuple[list[PathRun], PathRun]:
     from sume_cli.jobs import replay
 
     runs: list[PathRun] = []
-    labels = iter(PATHS)
-    with Sume("http://127.0.0.1:9/unused", [SECRET], attempts=1) as sume:
-        stack.sume = sume
+    with account(shards) as stack, Sume("http://127.0.0.1:9/unused", [SECRET]) as sume:
+        stack.sume_hits = sume.hits
         # Every container warm first: a path is priced warm, the cold start apart.
         with stack.path("warm-up"):
             stack.deliver(sume.new_job().body)
@@ -441,7 +393,7 @@ def play_paths(stack: Stack) -> tuple[list[PathRun], PathRun]:
             stack.tick()
 
         def path(job: Any, *steps: Callable[[], Any], polled: bool = False) -> None:
-            with stack.path(next(labels), job.job_id) as run:
+            with stack.path(PATHS[len(runs)], job.job_id) as run:
                 for step in steps:
                     step()
             if polled:
@@ -450,7 +402,8 @@ def play_paths(stack: Stack) -> tuple[list[PathRun], PathRun]:
             runs.append(run)
 
         bare, never, failed = sume.new_job(), sume.new_job(), sume.new_job(event="job.failed")
-        job, reg, silent, big = (sume.new_job(artifacts=2) for _ in range(4))
+        job, reg, silent = (sume.new_job(artifacts=2) for _ in range(3))
+        big = sume.new_job(artifacts=2, extra_bytes=LARGE_EVENT_PAD_BYTES)
         path(bare, lambda: stack.deliver(bare.body))
         path(job, lambda: stack.deliver(job.body))
         path(failed, lambda: stack.deliver(failed.body))
@@ -473,13 +426,5 @@ def play_paths(stack: Stack) -> tuple[list[PathRun], PathRun]:
             replay(jobs, queue, job.job_id, int(time.time()), DEFAULT_SWEEP_AFTER_SECONDS)
 
         path(job, lambda: stack.outside("ops CLI", replayed))
-        path(big, lambda: stack.deliver(grown(big.body, LARGE_EVENT_PAD_BYTES)))
-    stack.sume = None
+        path(big, lambda: stack.deliver(big.body))
     return runs, empty
-
-
-@functools.cache
-def paths(shards: int = DUE_SHARDS) -> tuple[list[PathRun], PathRun]:
-    """The paths on a fresh account, once per bench (sections 8 and 9 read the same)."""
-    with account(shards) as stack:
-        return play_paths(stack)

@@ -53,7 +53,7 @@ def test_every_path_runs_to_its_ending(measured):
 def test_a_path_that_stops_before_its_end_is_said_so(measured):
     # A job still owed work (received, due) has not ended: section 8's target misses.
     with stack.account(shards=2) as s:
-        s.deliver(b'{"event":"job.completed","job_id":"job_stuck","status":"OK"}', drain=False)
+        s.deliver(b'{"event":"job.completed","job_id":"job_stuck","status":"OK"}')
         s.end("job_stuck")
     assert not s.run.ended and s.run.ending.startswith("received")
 
@@ -147,6 +147,6 @@ def test_the_meter_s_own_reads_are_not_billed_as_the_handler_s_cpu(monkeypatch):
 
     monkeypatch.setattr(stack.Stack, "_image", slow_read)
     with stack.account(shards=2) as s:
-        s.deliver(b'{"event":"job.completed","job_id":"job_cpu","status":"OK"}', drain=False)
+        s.deliver(b'{"event":"job.completed","job_id":"job_cpu","status":"OK"}')
     assert clock[0] >= 2  # the receiver's write, read before and after
     assert s.run.usage.cpu_us["receiver"] == 0

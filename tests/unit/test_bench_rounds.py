@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.stack import RoundRefused, check_worked
+from bench.stack import check_worked
 from sume.polling.poller import RunSummary
 
 WORKED = RunSummary(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, True, shards=(0, 1))
@@ -18,5 +18,5 @@ def test_a_refused_assignment_is_no_shard_taken():
 
 def test_a_run_refused_a_shard_stops_the_measurement():
     refused = RunSummary(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, True, shards=(0,), taken=(1,))
-    with pytest.raises(RoundRefused, match=r"shards \[1\]"):
+    with pytest.raises(RuntimeError, match=r"shards \[1\] were held by another run"):
         check_worked([{"runs": [WORKED.as_dict()]}, {"runs": [refused.as_dict()]}])
