@@ -143,16 +143,19 @@ def _ours(job: Job, result: Result) -> None:
 
 
 class _HashedReader:
-    """A response as the non-seekable file s3transfer reads a part at a time, hashed."""
+    """A response as the non-seekable file s3transfer reads, hashed on the way."""
 
     def __init__(self, chunks: Iterator[bytes]) -> None:
-        self._chunks, self._left = chunks, bytearray()
+        self._chunks, self._left = chunks, b""
         self.digest, self.size = hashlib.sha256(), 0
 
-    def read(self, size: int) -> bytes:
-        while len(self._left) < size and (chunk := next(self._chunks, b"")):
-            self._left += chunk
-        data, self._left = bytes(self._left[:size]), self._left[size:]
+    def read(self, size: int = -1) -> bytes:
+        pieces, have = [self._left], len(self._left)
+        while (size < 0 or have < size) and (chunk := next(self._chunks, b"")):
+            pieces.append(chunk)
+            have += len(chunk)
+        data = b"".join(pieces)
+        data, self._left = (data, b"") if size < 0 else (data[:size], data[size:])
         self.digest.update(data)
         self.size += len(data)
         return data
@@ -233,8 +236,7 @@ def copier_environment() -> dict[str, str]:
 
 
 def measure(size: int = SIZE, rounds: int = 3) -> ArtifactsReport:
-    """Each case timed ``rounds`` times, interleaved, then once traced (tracemalloc slows
-    allocation-heavy code: its time is not used); every copy checked."""
+    """Every case ``rounds`` times, interleaved, then traced once apart (tracing slows a copy)."""
     import boto3
 
     env = copier_environment()

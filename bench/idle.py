@@ -1,9 +1,7 @@
-"""Section 10, the idle local stack's CPU: ``python -m devstack`` started as ``make run``
-starts it (a shell's environment, no POWERTOOLS_* set), left alone after its banner, and
-the CPU its whole process tree used over that stretch, read from /proc.
-
-Idle, the event sources wait in long polls (10 s) and the poller's timer asks
-whether anything is due; a figure well above the target means a loop is back.
+"""Section 10, the idle local stack's CPU: ``python -m devstack`` started as ``make run`` starts
+it (a shell's environment, no POWERTOOLS_* set) and left alone after its banner. Idle, the
+event sources wait in long polls (10 s) and the poller's timer asks whether anything is due; a
+figure well above the target means a loop is back.
 """
 
 from __future__ import annotations
