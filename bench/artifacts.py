@@ -1,24 +1,15 @@
 """Section 6, artifact copies: ours against the floors for the same bytes.
 
-A generated object (``devstack.origin``) is served on loopback at full speed and capped
-per connection (as CDNs cap each), and copied into S3 on moto's server, both servers in
-processes of their own (``devstack.servers``). Each run of a case is a fresh process
-(``python -m bench.artifacts JOB``: its peak RSS is its own); one more with tracemalloc
-on gives Python's peak (tracing slows allocation-heavy code: its time is not used).
-Every copy is checked: the bytes moved, their SHA-256, the size S3 stored.
+A generated object (``devstack.origin``), served on loopback at full speed and capped per
+connection as CDNs cap each, is copied into S3 on moto's server, each server a process of its
+own. Each run of a case is a fresh process (``python -m bench.artifacts JOB``) importing only
+what its copier uses: its RSS is its own.
 
-The floors: download only (the worker's ``SafeHttp``, read and discarded) and upload
-only (the bytes from memory through s3transfer, the best boto3 offers). A copy that
-overlaps the two takes no less than the slower, so ``max(download, upload)`` is ours'
-limit. Ours runs as deployed (ranged) and held to one stream; beside it, s3transfer's
-managed upload of the stream with ours' memory bound, the alternative
-``sume.working.transfer`` was measured against. Cases run interleaved, round after
-round; a ratio is the median of the rounds' ratios, shown with their range.
-
-The ranged copy's gain is judged at a cap of its own. A copy ends with the upload of
-the parts read last, as long as moto takes: at 25 MB/s the ranged copy's 4 connections
-carry 100 MB/s, about what moto's upload carries here, so a ratio there measures the
-machine. At 2 MB/s they carry 8 MB/s, far below it, and a copy of a part per
+The floors: download only (the worker's ``SafeHttp``) and upload only (from memory through
+s3transfer, the best boto3 offers). A copy overlapping the two takes no less than the slower,
+so ``max(download, upload)`` is ours' limit. s3transfer's upload of the stream, with ours'
+memory bound, is the alternative ``sume.working.transfer`` was measured against. A copy ends
+with the upload of the parts read last, as long as moto takes: at 2 MB/s a copy of a part per
 connection (the least that uses them all) lasts long enough for that tail to be small.
 """
 
@@ -35,7 +26,7 @@ import statistics
 import sys
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -54,10 +45,9 @@ SEED = 1
 BUCKET = "sume-bench-artifacts"
 FULL_SPEED_TARGET, RANGED_TARGET = 1.2, 3.0
 FRAMING_PER_UPLOAD = 2 * MiB
-"""Ours' memory bound beyond its parts, per upload in flight: botocore reads an upload's
-body in 1 MiB pieces (checksum, signature, framing) and holds a piece and its framed
-copy at once; what the sender reads of them comes on top (16 KiB at a time over a
-socket: 2.0 MiB measured, one 5 MiB part sent alone under tracemalloc)."""
+"""Ours' memory bound beyond its parts, per upload in flight: botocore reads a body in 1 MiB
+pieces (checksum, signature, framing) and holds a piece and its framed copy at once, plus what
+the sender reads (16 KiB at a time: 2.0 MiB measured, a 5 MiB part sent under tracemalloc)."""
 FULL, CAPPED = "full speed", "capped at 25 MB/s per connection"
 SLOW = "capped at 2 MB/s per connection"
 SPEEDS = {FULL: None, CAPPED: 25_000_000, SLOW: 2_000_000}  # bytes/s on each connection
@@ -80,8 +70,6 @@ CASES: list[Case] = [
 
 @dataclass(frozen=True)
 class Job:
-    """A copy into ``BUCKET`` by one of ``COPIERS``, the worker's settings in os.environ."""
-
     copier: str
     url: str
     s3_endpoint: str
@@ -124,20 +112,18 @@ def _status_bytes(field: str) -> int:
     """A ``/proc/self/status`` figure (Linux), else the process's peak (``ru_maxrss``). Not
     ``ru_maxrss`` on Linux: a child started by exec inherits in it the parent's peak."""
     with contextlib.suppress(OSError), open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
+        return next(int(ln.split()[1]) * 1024 for ln in status if ln.startswith(field + ":"))
     scale = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, else KiB
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
-def _download_only(job: Job, result: Result) -> None:
+def _download(job: Job, result: Result) -> None:
     http = SafeHttp.for_settings(WorkerSettings.from_env())
     with _timed(result, job.traced), http.open(job.url) as response:
         result.size = sum(len(chunk) for chunk in response.iter_bytes())
 
 
-def _upload_only(job: Job, result: Result) -> None:
+def _upload(job: Job, result: Result) -> None:
     from sume.core import aws
 
     s3, data = aws.client("s3", patient=True), Content(job.size, SEED).read()
@@ -165,11 +151,9 @@ class _HashedReader:
 
     def read(self, size: int = -1) -> bytes:
         pieces, have = [self._left], len(self._left)
-        for chunk in self._chunks:
+        while (size < 0 or have < size) and (chunk := next(self._chunks, b"")):
             pieces.append(chunk)
             have += len(chunk)
-            if 0 <= size <= have:
-                break
         data = b"".join(pieces)
         data, self._left = (data, b"") if size < 0 else (data[:size], data[size:])
         self.digest.update(data)
@@ -199,23 +183,16 @@ def _transfer_config(part_size: int, **options: int) -> Any:
     return TransferConfig(multipart_threshold=part_size, multipart_chunksize=part_size, **options)
 
 
-COPIERS: dict[str, Callable[[Job, Result], None]] = {  # each measures one kind of copy
-    "download": _download_only,
-    "upload": _upload_only,
-    "ours": _ours,
-    "s3transfer": _s3transfer,
-}
+COPIERS = {"download": _download, "upload": _upload, "ours": _ours, "s3transfer": _s3transfer}
 
 
 def run_copy(job: Job, env: dict[str, str]) -> Result:
-    """Measure ``job`` in a fresh interpreter with ``env`` as its environment."""
     out = h.python("-m", "bench.artifacts", json.dumps(asdict(job)), env=env, timeout=900)
     return Result(**h.last_json(out, f"copier {job.copier}"))
 
 
 def memory_bound(settings: Any) -> tuple[int, int]:
-    """Ours' parts at most (one per connection and per upload), and its bound in bytes:
-    the parts, and botocore's pieces of the uploads in flight."""
+    """Ours' parts at most (one per connection and per upload), and its bound in bytes."""
     parts = settings.artifact_connections + settings.artifact_uploads
     return parts, parts * settings.part_size_bytes + settings.artifact_uploads * FRAMING_PER_UPLOAD
 
@@ -259,7 +236,7 @@ def copier_environment() -> dict[str, str]:
 
 
 def measure(size: int = SIZE, rounds: int = 3) -> ArtifactsReport:
-    """Each case timed ``rounds`` times, interleaved, then once traced; every copy checked."""
+    """Every case ``rounds`` times, interleaved, then traced once apart (tracing slows a copy)."""
     import boto3
 
     env = copier_environment()
@@ -268,8 +245,7 @@ def measure(size: int = SIZE, rounds: int = 3) -> ArtifactsReport:
         s3_url = servers_up.enter_context(servers.spawned("moto"))
         s3 = boto3.client("s3", endpoint_url=s3_url)
         s3.create_bucket(Bucket=BUCKET)
-        # A multipart upload (boto3 splits past 8 MiB) first: moto's first requests pay its
-        # imports and set-up.
+        # moto's first requests pay its imports and set-up: a multipart upload (past 8 MiB).
         s3.upload_fileobj(io.BytesIO(Content(16 * MiB, SEED + 1).read()), BUCKET, "bench/warm")
         origins: dict[str | None, str] = {}
         digests = {n: Content(n, SEED).sha256() for n in {size, report.size_at(SLOW)}}
@@ -327,7 +303,7 @@ def _row(report: ArtifactsReport, case: Case, ratio: list[float] | None) -> tupl
     return (label, *cells, *(f"{n / MiB:.0f}" for n in rss), f"{min(rounds):.2f}-{max(rounds):.2f}")
 
 
-def section(ctx: h.Context) -> ArtifactsReport:
+def section(ctx: h.Context) -> None:
     rounds = ctx.pick(3, 1)
     report = measure(ctx.artifact_bytes or ctx.pick(SIZE, QUICK_SIZE), rounds)
     print(
@@ -383,7 +359,6 @@ def section(ctx: h.Context) -> ArtifactsReport:
     target = f"artifact copy memory: ours' Python peak <= {bound / MiB:.0f} MiB ({parts} parts"
     target += f" and {FRAMING_PER_UPLOAD // MiB} MiB per upload)"
     ctx.targets.add(target, f"{peak / MiB:.1f} MiB", peak <= bound)
-    return report
 
 
 if __name__ == "__main__":

@@ -1,18 +1,13 @@
 """Section 7, poller capacity: a round fanned out over 1, 4 and 16 parallel runs, each a process.
 
-One moto server (a process of its own) holds, for each row, the stack's resources anew
-and the same backlog: ``ITEMS`` awaiting jobs, all due, spread over the 16 due-work
-shards by job id as the registry spreads them, whose ``status_url`` (the Sume
-simulator's) answers "running" after ``DELAY_SECONDS``: every poll ends in a reschedule
-and waits on Sume, as a poller's does. W processes (``python -m bench.capacity ROUND
-SHARDS WINDOW``), started together with the same polling window, each work 16 / W of
-the shards as one assignment of the round through the real code
-(``polling.compose.build_shard_run``) and count their own AWS calls.
+Each row has the stack's resources anew and the same backlog, ``ITEMS`` awaiting jobs, all due,
+spread over the shards as the registry spreads them: every poll waits on Sume and ends in a
+reschedule, as a poller's does. The runs (``python -m bench.capacity ROUND SHARDS WINDOW``)
+start together, each ready then all told to go, and count their own AWS calls.
 
-What bounds the rows here: each run polls at most ``PARALLEL`` / latency jobs a second,
-and every process shares 2 cores with moto's server, whose ``UpdateItem`` costs
-milliseconds of its CPU. In AWS each run has its own CPU share and DynamoDB's cost is
-not on it.
+What bounds the rows here: each run polls at most ``PARALLEL`` / latency jobs a second, and
+every process shares 2 cores with moto's server, whose ``UpdateItem`` costs milliseconds of
+its CPU. In AWS each run has its own CPU share and DynamoDB's cost is not on it.
 """
 
 from __future__ import annotations
@@ -35,11 +30,12 @@ from devstack.servers import spawned
 from devstack.simulator import Sume
 from infra.spec import DEFAULT_POLL_RATE_MINUTES, POLLER_TIMEOUT
 from sume.core.names import DUE_SHARDS, Env, due_shard
+from sume.polling.compose import build_shard_run
+from sume.polling.fanout import Assignment, groups
 from sume.polling.settings import FanOutSettings, PollerSettings
 from sume.store.job import JobAttr, State
 
 ITEMS, QUICK_ITEMS = 3_000, 600
-RUNS = (1, 4, 16)
 DELAY_SECONDS = 1.5
 PARALLEL = 2
 """MAX_PARALLEL_POLLS of each run here (32 deployed): 16 runs of 2 polls at 1.5 s are
@@ -50,37 +46,15 @@ POLL_TIMEOUT_SECONDS = 2.0
 
 
 def keeps_up_with(rate: float, window: float, interval: float, every: float) -> float:
-    """The largest backlog of awaiting jobs a schedule of rounds keeps polling on time:
-    each round polls for ``window`` seconds at ``rate``, once every ``every`` seconds;
-    each job is due once per ``interval``. A backlog of N brings N x every / interval
-    polls due per round, so it keeps up while N <= rate x window x interval / every."""
+    """The largest backlog a schedule keeps polling on time: a round polls for ``window`` s at
+    ``rate`` every ``every`` s, and each job is due once per ``interval``; N jobs bring N x every
+    / interval polls due a round, so it keeps up while N <= rate x window x interval / every."""
     return rate * window * interval / every
-
-
-def seed(table: Any, sume: Sume, due: int, now: int, delay: float) -> None:
-    """``due`` awaiting jobs in ``table`` (boto3's), due now, as ``JobsTable.register``
-    leaves them; Sume answers their status "running" after ``delay`` seconds."""
-    with table.batch_writer() as batch:
-        for n in range(due):
-            job = sume.new_job(job_id=f"job_{n:06d}", finished=False, slow_seconds=delay)
-            batch.put_item(
-                Item={
-                    JobAttr.JOB_ID: job.job_id,
-                    JobAttr.STATE: State.AWAITING.value,
-                    JobAttr.STATUS_URL: job.status_url,
-                    JobAttr.REGISTERED_AT: now - 60,
-                    JobAttr.POLL_ATTEMPTS: 0,
-                    JobAttr.DUE_SHARD: due_shard(job.job_id),
-                    JobAttr.DUE_AT: now - 1,
-                }
-            )
 
 
 @dataclass(frozen=True)
 class Row:
     runs: int
-    due: int
-    window: float
     seconds: float  # from the common start to the last run's end
     polled: int
     calls: Counter[str]
@@ -97,8 +71,7 @@ class Row:
 
     @property
     def calls_per_polled_job(self) -> float:
-        dynamodb = sum(n for call, n in self.calls.items() if call.startswith("dynamodb."))
-        return dynamodb / max(1, self.polled)
+        return self.calls.total() / max(1, self.polled)  # DynamoDB's: the runs call nothing else
 
     @property
     def job_calls_per_polled_job(self) -> float:
@@ -124,15 +97,27 @@ def measure_row(
     endpoint_url: str, runs: int, due: int, window: float, delay: float = DELAY_SECONDS
 ) -> Row:
     """One round over ``due`` due jobs in ``runs`` processes of 16 / ``runs`` shards each."""
-    from sume.polling.fanout import groups
-
     session = boto3.session.Session()
     # Sume delivers nothing here (no webhook URL is called): it only answers status URLs.
     with Sume("http://127.0.0.1:9/unused", ["unused"]) as sume:
         names = create_resources(session, prefix=f"cap-{runs}", endpoint_url=endpoint_url)
         now = int(time.time())
         table = session.resource("dynamodb", endpoint_url=endpoint_url).Table(names.table)
-        seed(table, sume, due, now, delay)
+        # ``due`` awaiting jobs, due now, as ``JobsTable.register`` leaves them.
+        with table.batch_writer() as batch:
+            for n in range(due):
+                job = sume.new_job(job_id=f"job_{n:06d}", finished=False, slow_seconds=delay)
+                batch.put_item(
+                    Item={
+                        JobAttr.JOB_ID: job.job_id,
+                        JobAttr.STATE: State.AWAITING.value,
+                        JobAttr.STATUS_URL: job.status_url,
+                        JobAttr.REGISTERED_AT: now - 60,
+                        JobAttr.POLL_ATTEMPTS: 0,
+                        JobAttr.DUE_SHARD: due_shard(job.job_id),
+                        JobAttr.DUE_AT: now - 1,
+                    }
+                )
         env = {**os.environ, **environment(names), **h.LOCAL_URLS, "AWS_ENDPOINT_URL": endpoint_url}
         env[Env.MAX_PARALLEL_POLLS] = str(PARALLEL)
         env[Env.HTTP_TOTAL_TIMEOUT_SECONDS] = str(POLL_TIMEOUT_SECONDS)
@@ -159,34 +144,13 @@ def measure_row(
         seconds = time.monotonic() - started
     calls = sum((Counter(run["calls"]) for run in each), Counter())
     shards = sorted(shard for run in each for shard in run["shards"])
-    return Row(runs, due, window, seconds, sum(run["polled"] for run in each), calls, shards)
+    return Row(runs, seconds, sum(run["polled"] for run in each), calls, shards)
 
 
-def run(round_: int, shards: list[int], window: float) -> None:
-    """One run of the round, in this process: ready, wait for go, work, report."""
-    from sume.polling.compose import build_shard_run
-    from sume.polling.fanout import Assignment
-
-    counter = CallCounter()
-    with counter.installed():
-        settings = PollerSettings.from_env()
-        shard_run = build_shard_run(settings, FanOutSettings.from_env())
-        print("ready", flush=True)
-        sys.stdin.readline()
-        # What Lambda would report as remaining: polls start for ``window`` seconds.
-        ends = time.monotonic() + window + settings.policy.poll_reserve_seconds
-        with h.silenced():
-            summary = shard_run.work(
-                Assignment(round_, tuple(shards)), lambda: ends - time.monotonic()
-            )
-    calls = Counter(counter.take())
-    print(json.dumps({"shards": summary.shards, "polled": summary.polled, "calls": calls}))
-
-
-def section(ctx: h.Context) -> list[Row]:
+def section(ctx: h.Context) -> None:
     items, window = ctx.pick((ITEMS, WINDOW_SECONDS), (QUICK_ITEMS, QUICK_WINDOW_SECONDS))
     with spawned("moto") as endpoint_url:  # one server, a row per count of parallel runs
-        found = [measure_row(endpoint_url, runs, items, window) for runs in RUNS]
+        found = [measure_row(endpoint_url, runs, items, window) for runs in (1, 4, 16)]
     print(
         "## 7. Poller capacity (a round fanned out over 1, 4 and 16 runs, each a process "
         "working 16 / runs shards through `polling.compose.build_shard_run`; one moto server; "
@@ -196,7 +160,7 @@ def section(ctx: h.Context) -> list[Row]:
     one = found[0]
     rows: list[tuple[object, ...]] = []
     for r in found:
-        ran = (r.runs, r.due, f"{r.window:.0f}", f"{r.seconds:.1f}", r.polled)
+        ran = (r.runs, items, f"{window:.0f}", f"{r.seconds:.1f}", r.polled)
         rates = (f"{r.polled_per_second:.1f}", f"{r.growth(one):.1f}")
         calls = (r.calls["dynamodb.Query"], r.calls["dynamodb.UpdateItem"], r.lease_calls)
         per_job = (f"{r.calls_per_polled_job:.3f}", f"{r.job_calls_per_polled_job:.3f}")
@@ -207,12 +171,10 @@ def section(ctx: h.Context) -> list[Row]:
     most = PARALLEL / DELAY_SECONDS
     print(f"\nEach run polls at most MAX_PARALLEL_POLLS / latency = {most:.2f} jobs/s here.\n")
     for row in found[1:]:
-        ctx.targets.add(
-            f"poller: {row.runs} parallel runs poll >= 0.7 x {row.runs} x one run's rate",
-            f"{row.growth(one):.1f}x ({row.polled_per_second:.1f} vs "
-            f"{one.polled_per_second:.1f} polls/s)",
-            row.growth(one) >= 0.7 * row.runs,
-        )
+        target = f"poller: {row.runs} parallel runs poll >= 0.7 x {row.runs} x one run's rate"
+        versus = f"({row.polled_per_second:.1f} vs {one.polled_per_second:.1f} polls/s)"
+        growth = row.growth(one)
+        ctx.targets.add(target, f"{growth:.1f}x {versus}", growth >= 0.7 * row.runs)
     worst = max(row.job_calls_per_polled_job for row in found)
     target = "poller: the jobs table's DynamoDB calls per polled job stay about 1.02 (<= 1.05)"
     ctx.targets.add(target, f"{worst:.3f} at most", worst <= 1.05)
@@ -237,8 +199,18 @@ def section(ctx: h.Context) -> list[Row]:
         aws.append((runs, f"{rate:,.0f}", *(f"{n:,.0f}" for n in backlogs)))
     print(h.table(["runs S", "polls/s", f"N at I = {first} s", f"N at I = {last} s"], aws))
     print()
-    return found
 
 
-if __name__ == "__main__":
-    run(int(sys.argv[1]), json.loads(sys.argv[2]), float(sys.argv[3]))
+if __name__ == "__main__":  # one run of the round: ready, wait for go, work, report
+    assignment = Assignment(int(sys.argv[1]), tuple(json.loads(sys.argv[2])))
+    counter = CallCounter()
+    with counter.installed():
+        settings = PollerSettings.from_env()
+        shard_run = build_shard_run(settings, FanOutSettings.from_env())
+        print("ready", flush=True)
+        sys.stdin.readline()
+        # What Lambda would report as remaining: polls start for WINDOW seconds.
+        ends = time.monotonic() + float(sys.argv[3]) + settings.policy.poll_reserve_seconds
+        with h.silenced():
+            summary = shard_run.work(assignment, lambda: ends - time.monotonic())
+    print(json.dumps({"shards": summary.shards, "polled": summary.polled, "calls": counter.take()}))

@@ -1,9 +1,7 @@
-"""Section 10, the idle local stack's CPU: ``python -m devstack`` started as ``make run``
-starts it (a shell's environment, no POWERTOOLS_* set), left alone after its banner, and
-the CPU its whole process tree used over that stretch, read from /proc.
-
-Idle, the event sources wait in long polls (10 s) and the poller's timer asks
-whether anything is due; a figure well above the target means a loop is back.
+"""Section 10, the idle local stack's CPU: ``python -m devstack`` started as ``make run`` starts
+it (a shell's environment, no POWERTOOLS_* set) and left alone after its banner. Idle, the
+event sources wait in long polls (10 s) and the poller's timer asks whether anything is due; a
+figure well above the target means a loop is back.
 """
 
 from __future__ import annotations
@@ -19,8 +17,7 @@ from pathlib import Path
 from bench.harness import Context
 
 TARGET_PERCENT = 5.0
-# After the banner: the first long polls and timer ticks start.
-SETTLE_SECONDS = 3.0
+SETTLE_SECONDS = 3.0  # after the banner: the first long polls and timer ticks start
 BANNER_END = "Ctrl-C stops."
 PROC = Path("/proc")
 
@@ -38,8 +35,13 @@ def tree_cpu_seconds(root: int) -> float:
     return sum(ticks[pid][1] for pid in tree if pid in ticks) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(seconds: float) -> tuple[float, float, int]:
-    """The stack's CPU-s over ``seconds`` idle, the seconds, and the lines it printed."""
+def section(ctx: Context) -> None:
+    print("## 10. The idle local stack (`make run` left alone: its whole process tree)\n")
+    target = f"idle local stack <= {TARGET_PERCENT:g} % of one core"
+    if not (PROC / "self" / "stat").exists():
+        print("Not measured: no /proc on this machine.\n")
+        ctx.targets.add(target, "not measured", None)
+        return
     shell = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
     stack = subprocess.Popen(
         [sys.executable, "-m", "devstack", "--port", "0", "--moto-port", "0"],
@@ -58,23 +60,13 @@ def measure(seconds: float) -> tuple[float, float, int]:
         reader.start()
         time.sleep(SETTLE_SECONDS)
         cpu, started = tree_cpu_seconds(stack.pid), time.monotonic()
-        time.sleep(seconds)
-        cpu, elapsed = tree_cpu_seconds(stack.pid) - cpu, time.monotonic() - started
+        time.sleep(ctx.pick(30.0, 10.0))
+        cpu, seconds = tree_cpu_seconds(stack.pid) - cpu, time.monotonic() - started
     finally:
         stack.terminate()
         stack.wait(60)
     reader.join(60)
-    return cpu, elapsed, len([line for line in printed if not line.startswith("stop")])
-
-
-def section(ctx: Context) -> None:
-    print("## 10. The idle local stack (`make run` left alone: its whole process tree)\n")
-    target = f"idle local stack <= {TARGET_PERCENT:g} % of one core"
-    if not (PROC / "self" / "stat").exists():
-        print("Not measured: no /proc on this machine.\n")
-        ctx.targets.add(target, "not measured", None)
-        return
-    cpu, seconds, lines = measure(ctx.pick(30.0, 10.0))
+    lines = len([line for line in printed if not line.startswith("stop")])
     percent = 100 * cpu / seconds
     print(
         f"{cpu:.2f} CPU-s over {seconds:.0f} s idle: {percent:.1f} % of one core; "

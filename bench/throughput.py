@@ -1,11 +1,9 @@
 """Section 4, bursts through the local stack: many senders at once, ours beside the floor.
 
-The simulator (playing Sume) releases bursts of signed deliveries from ``SENDERS`` threads,
-one connection per delivery as Sume does, to our receiver as the local stack runs it and to
-the floor handler (``bench.references``) behind the same API stand-in, on the same moto
-server. The two take turns, round after round, so a noisy moment hits both; a ratio is the
-median of the rounds' ratios. Every AWS call crosses HTTP to moto in this one process: the
-figures compare ours with the floor under one load, they do not predict production.
+Sume's simulator sends each delivery on a connection of its own, as Sume does, to our receiver
+as the local stack runs it and to the floor handler (``bench.references``) behind the same API
+stand-in and moto server. The two take turns, round after round, so a noisy moment hits both.
+The figures compare ours with the floor under one load; they do not predict production.
 """
 
 from __future__ import annotations
@@ -24,6 +22,10 @@ from botocore.config import Config
 
 from bench import harness as h
 from bench.references import floor_handler
+from devstack.apigw import HttpApiServer
+from devstack.settings import DevStackSettings
+from devstack.simulator import Sume
+from devstack.stack import DevStack
 from infra.spec import RECEIVER_TIMEOUT
 from sume.core.aws import MAX_POOL_CONNECTIONS
 from sume.core.names import WEBHOOK_PATH, Env
@@ -35,16 +37,9 @@ MIXES = ("new", "duplicate")
 
 @dataclass(frozen=True)
 class Burst:
-    seconds: float
+    per_second: float
     latencies_ms: list[float]
     answers: Counter[str]
-
-    @property
-    def per_second(self) -> float:
-        return len(self.latencies_ms) / self.seconds
-
-
-Bursts = dict[tuple[str, str], list[Burst]]  # per (design, mix), one burst per round
 
 
 def burst(sends: Sequence[Callable[[], Any]], senders: int) -> Burst:
@@ -58,23 +53,12 @@ def burst(sends: Sequence[Callable[[], Any]], senders: int) -> Burst:
     with ThreadPoolExecutor(senders) as pool:
         start = time.perf_counter()
         outcomes = list(pool.map(timed, sends))
-        seconds = time.perf_counter() - start
-    return Burst(seconds, [ms for ms, _ in outcomes], Counter(a for _, a in outcomes))
+        rate = len(outcomes) / (time.perf_counter() - start)
+    return Burst(rate, [ms for ms, _ in outcomes], Counter(a for _, a in outcomes))
 
 
-def floor_ratios(bursts: Bursts, mix: str) -> list[float]:
-    """Floor deliveries/s over ours, round by round (1.0: as fast as the floor)."""
-    rates = {d: [b.per_second for b in bursts[(d, mix)]] for d in ("floor", "ours")}
-    return h.paired_ratios(rates["floor"], rates["ours"])
-
-
-def measure(deliveries: int) -> Bursts:
-    from devstack.apigw import HttpApiServer
-    from devstack.settings import DevStackSettings
-    from devstack.simulator import Sume
-    from devstack.stack import DevStack
-
-    bursts: Bursts = {}
+def measure(deliveries: int) -> dict[tuple[str, str], list[Burst]]:
+    bursts: dict[tuple[str, str], list[Burst]] = {}  # per (design, mix), a burst per round
     # Duplicates stay plain duplicates however long the run takes.
     lambda_env = {Env.REDELIVER_GRACE_SECONDS: "3600"}
     settings = DevStackSettings(
@@ -123,5 +107,7 @@ def section(ctx: h.Context) -> None:
         rows.append((design, mix, len(ms), f"{rate:.1f}", f"{p50:.0f}", f"{p99:.0f}", said))
     headers = ["design", "mix", "deliveries", "per second (median burst)", "p50 ms", "p99 ms"]
     print(h.table([*headers, "answers"], rows))
-    ratios = ", ".join(f"{mix} {h.spread(floor_ratios(bursts, mix))}" for mix in MIXES)
-    print(f"\nFloor deliveries/s over ours under the same burst (1.00x: as fast): {ratios}.\n")
+    rates = {case: [b.per_second for b in runs] for case, runs in bursts.items()}
+    ratios = (h.paired_ratios(rates[("floor", mix)], rates[("ours", mix)]) for mix in MIXES)
+    spreads = ", ".join(f"{mix} {h.spread(r)}" for mix, r in zip(MIXES, ratios, strict=True))
+    print(f"\nFloor deliveries/s over ours under the same burst (1.00x: as fast): {spreads}.\n")

@@ -3,14 +3,9 @@
 import subprocess
 import sys
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from bench import capacity
-from devstack.resources import create_resources
-from devstack.simulator import Sume
-from sume.core.names import DUE_INDEX
 
 
 def test_a_run_that_prints_nothing_is_an_error_that_says_why_not_an_index_error():
@@ -24,26 +19,12 @@ def test_a_run_that_prints_nothing_is_an_error_that_says_why_not_an_index_error(
     assert "boom: the moto server went away" in str(error.value)
 
 
-def test_seeded_jobs_cover_every_shard_and_only_the_due_ones_are_due():
-    with mock_aws(), Sume("http://127.0.0.1:9/unused", ["unused"]) as sume:
-        session = boto3.session.Session()
-        names = create_resources(session, prefix="cap-test")
-        table = session.resource("dynamodb").Table(names.table)
-        # 64 due jobs' ids already fall in all 16 shards; the bench seeds thousands.
-        capacity.seed(table, sume, due=64, now=1_000_000, delay=0.0)
-        indexed = session.client("dynamodb").scan(TableName=names.table, IndexName=DUE_INDEX)
-    indexed = indexed["Items"]
-    due = [i for i in indexed if int(i["due_at"]["N"]) <= 1_000_000]
-    assert {int(i["due_shard"]["N"]) for i in due} == set(range(16))
-    assert len(due) == len(indexed) == 64
-    assert {i["state"]["S"] for i in due} == {"awaiting"}
-
-
 def test_a_round_in_parallel_processes_polls_each_due_job_once_and_counts_its_calls(moto_server):
     # Two processes of 8 shards share the round as 16 of 1 do in the bench; the
     # moto they call is this process's (the bench gives moto a process of its own).
     # A window no run reaches: each run ends when its shards are drained, however slow
-    # the machine (a 10 s one polled 23 of 40 beside two busy loops).
+    # the machine (a 10 s one polled 23 of 40 beside two busy loops). Every seeded job
+    # (40 ids fall in all 16 shards) is due and polled once.
     row = capacity.measure_row(moto_server, runs=2, due=40, window=3600.0, delay=0.0)
     assert row.polled == 40
     assert row.shards == list(range(16))

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from bench import idle
+from bench.harness import Context
 from bench.idle import tree_cpu_seconds
 
 # The child burns this much CPU (by its own clock, however long that takes), then waits.
@@ -45,4 +46,4 @@ def test_a_stack_that_ends_before_its_banner_stops_the_section(monkeypatch) -> N
 
     monkeypatch.setattr(subprocess, "Popen", ends_at_once)
     with pytest.raises(RuntimeError, match="before its banner"):
-        idle.measure(0.1)
+        idle.section(Context(quick=True))

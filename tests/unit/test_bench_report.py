@@ -77,8 +77,8 @@ def test_backlog_a_schedule_keeps_up_with():
 
 def test_capacity_rows_count_the_jobs_tables_calls_apart_from_the_leases():
     calls = Counter({"dynamodb.PutItem": 4, "dynamodb.Query": 10, "dynamodb.UpdateItem": 504})
-    row = capacity.Row(2, 1000, 8, seconds=10, polled=500, calls=calls, shards=[0, 1, 2, 3])
-    one = capacity.Row(1, 1000, 8, seconds=10, polled=300, calls=calls, shards=[0, 1])
+    row = capacity.Row(2, seconds=10, polled=500, calls=calls, shards=[0, 1, 2, 3])
+    one = capacity.Row(1, seconds=10, polled=300, calls=calls, shards=[0, 1])
     assert row.polled_per_second == 50
     # 4 claims, 4 releases: the rest is an update per poll and a page per 50.
     assert row.lease_calls == 8
