@@ -1,9 +1,8 @@
 """Section 1: AWS calls per delivery, per job for the worker, per round for the poller.
 
-On ``bench.stack`` (moto in process): a duplicate really fails its conditional write
-and gets the stored item back, so each row is the true call sequence, and each result
-is read off what happened (the answer, the item, the run's summary), never written in.
-The worker's and the poller's rows are invocations of the paths sections 8 and 9 price.
+On ``bench.stack`` (moto in process) a duplicate really fails its conditional write and gets the
+stored item back: each row is the true call sequence, each result read off what happened (the
+answer, the item, the run's summary); worker and poller rows come from the paths 8 and 9 price.
 """
 
 from __future__ import annotations
@@ -14,14 +13,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import boto3
+
 from bench import harness as h
+from bench.references import floor_handler, powertools_handler
 from bench.stack import COMPLETED, LARGE_EVENT_PAD_BYTES, Stack, account, paths
 from devstack.counting import short
+from sume.core import runtime
+from sume.core.secrets import SigningSecrets
+from sume.store.job import JobAttr, State
 
-HANDLERS = ("receiver", "worker", "poller")
-"""The functions' handler modules, as the stack deploys them."""
 TARGETS = {"= 2": {2}, "1-2": {1, 2}, "= 3 (re-enqueue)": {3}, "= 3 (+ PutObject)": {3}, "= 0": {0}}
-"""A row's target: the numbers of AWS calls that meet it."""
 IDEMPOTENCY_TABLE = "sume-bench-idempotency"
 
 
@@ -32,8 +34,7 @@ class Row:
     result: str
     calls: list[str]
     target: str = ""
-    wru: int = 0
-    """DynamoDB write units the stack's meter booked for it, which section 5 prices."""
+    wru: int = 0  # DynamoDB write units the stack's meter booked for it; section 5 prices them
 
     @property
     def met(self) -> bool | None:
@@ -43,34 +44,26 @@ class Row:
 @dataclass
 class CallsReport:
     rows: list[Row] = field(default_factory=list)
-    job_item: dict[str, Any] = field(default_factory=dict)
-    """Our stored item after one new delivery (DynamoDB JSON), for the cost model."""
+    job_item: dict[str, Any] = field(default_factory=dict)  # ours after a new delivery, priced
     idempotency_record: dict[str, Any] = field(default_factory=dict)
     at_import: dict[str, dict[str, int] | str] = field(default_factory=dict)
-    """Per handler module: what importing it did in a fresh process, or why it failed."""
 
     def row(self, design: str, delivery: str) -> Row:
         return next(r for r in self.rows if (r.design, r.delivery) == (design, delivery))
 
-
-def _receive(
-    report: CallsReport, stack: Stack, design: str, label: str, event: Any, target: str = ""
-) -> None:
-    booked = stack.run.usage.wru
-    answer = stack.invoke(design, event)
-    body = json.loads(answer["body"])
-    result = f"{answer['statusCode']} {body.get('result') or body.get('error')}"
-    shown = "ours" if design == "receiver" else design
-    calls = stack.run.invocations[-1].calls
-    wru = round(stack.run.usage.wru - booked)
-    report.rows.append(Row(shown, label, result, calls, target, wru))
+    def deliver(self, stack: Stack, design: str, label: str, event: Any, target: str = "") -> None:
+        booked = stack.run.usage.wru
+        answer = stack.invoke(design, event)
+        body = json.loads(answer["body"])
+        result = f"{answer['statusCode']} {body.get('result') or body.get('error')}"
+        wru = round(stack.run.usage.wru - booked)
+        shown = "ours" if design == "receiver" else design
+        self.rows.append(Row(shown, label, result, stack.run.invocations[-1].calls, target, wru))
 
 
 def _receiver_rows(report: CallsReport, stack: Stack) -> str:
     """Our receiver's rows; the id of the job they leave processed."""
-    from sume.store.job import JobAttr, State
-
-    row = functools.partial(_receive, report, stack, "receiver")
+    row = functools.partial(report.deliver, stack, "receiver")
     row("new, cold container (secret fetched)", h.delivery(h.job_body(h.new_job_id())))
     job = h.new_job_id()
     body = h.job_body(job)
@@ -78,8 +71,7 @@ def _receiver_rows(report: CallsReport, stack: Stack) -> str:
     report.job_item = stack.item(job)
     row("duplicate (retry)", h.delivery(body), "1-2")
     row("duplicate, conflicting event", h.delivery(h.job_body(job, "job.failed")), "1-2")
-    # A crash between the write and the send leaves the job owed; the next delivery
-    # after the grace period sends it again.
+    # A crash between write and send leaves the job owed; a delivery after the grace resends it.
     stack.set(job, f"SET {JobAttr.RECEIVED_AT} = :a", int(time.time()) - 3600)
     row("duplicate while work owed", h.delivery(body), "= 3 (re-enqueue)")
     finished = f"SET #s = :a REMOVE {JobAttr.DUE_SHARD}, {JobAttr.DUE_AT}"
@@ -95,21 +87,13 @@ def _receiver_rows(report: CallsReport, stack: Stack) -> str:
     oversize = h.job_body(h.new_job_id(), pad_bytes=1024 * 1024 + 1)  # MAX_BODY_BYTES' default
     row("rejected: oversize body", h.delivery(oversize), "= 0")
     row("rejected: signed, not JSON", h.delivery(b"{not json"), "= 0")
-    from sume.core import runtime
-
     runtime.reset()
     row("rejected: forged, cold container", h.forged(other))
     return job
 
 
-def add_references(stack: Stack) -> None:
-    """The two receivers ours is measured against (``bench.references``), as handlers
-    ``floor`` and ``powertools``, on the stack's table and queue."""
-    import boto3
-
-    from bench.references import floor_handler, powertools_handler
-    from sume.core.secrets import SigningSecrets
-
+def _reference_rows(report: CallsReport, stack: Stack) -> None:
+    """The receivers of ``bench.references`` on the stack's table and queue, counted alike."""
     stack.reader.create_table(
         TableName=IDEMPOTENCY_TABLE,
         BillingMode="PAY_PER_REQUEST",
@@ -121,17 +105,12 @@ def add_references(stack: Stack) -> None:
     stack.handlers["floor"] = floor_handler(ddb, sqs, stack.table, queue, h.SECRET.encode())
     secrets = SigningSecrets(None, h.SECRET)
     stack.handlers["powertools"] = powertools_handler(ddb, sqs, IDEMPOTENCY_TABLE, queue, secrets)
-
-
-def _reference_rows(report: CallsReport, stack: Stack) -> None:
-    add_references(stack)
     for design in ("floor", "powertools"):
         body = h.job_body(h.new_job_id())
-        _receive(report, stack, design, "new", h.delivery(body))
-        _receive(report, stack, design, "duplicate (retry)", h.delivery(body))
-        _receive(report, stack, design, "rejected: forged signature", h.forged(body))
-    items = stack.reader.scan(TableName=IDEMPOTENCY_TABLE)["Items"]
-    report.idempotency_record = items[0] if items else {}
+        report.deliver(stack, design, "new", h.delivery(body))
+        report.deliver(stack, design, "duplicate (retry)", h.delivery(body))
+        report.deliver(stack, design, "rejected: forged signature", h.forged(body))
+    report.idempotency_record = stack.reader.scan(TableName=IDEMPOTENCY_TABLE)["Items"][0]
 
 
 def _finished_job_row(stack: Stack, job_id: str) -> Row:
@@ -149,7 +128,6 @@ def _finished_job_row(stack: Stack, job_id: str) -> Row:
 
 
 def _path_rows(finished: Row) -> list[Row]:
-    """The worker's and the poller's rows where a path plays the same life."""
     runs, empty = paths()
     by_label = {run.label: run for run in runs}
 
@@ -174,8 +152,7 @@ def _path_rows(finished: Row) -> list[Row]:
 
 
 def _run_result(run: Any) -> str:
-    """What a run's summary (``RunSummary.as_dict``) says it did, in a word or two."""
-    summary = run.answer["runs"][0]
+    summary = run.answer["runs"][0]  # ``RunSummary.as_dict``
     if not summary["complete"]:
         return "cut short: out of time"
     if summary["recovered"]:
@@ -187,20 +164,13 @@ def _run_result(run: Any) -> str:
 
 IMPORT_PROBE = """
 import json, socket, sys
-from bench.harness import use_fake_aws
-use_fake_aws()
+from unittest import mock
 from devstack.counting import CallCounter
-connects = []
-real_connect = socket.socket.connect
-def connect(self, address):
-    connects.append(address)
-    return real_connect(self, address)
-socket.socket.connect = connect
 counter = CallCounter()
-with counter.installed():
+with mock.patch.object(socket.socket, "connect") as connect, counter.installed():
     __import__(sys.argv[1])
 print(json.dumps({"calls": len(counter.calls), "clients": len(counter.clients),
-                  "connects": len(connects)}))
+                  "connects": connect.call_count}))
 """
 
 
@@ -220,7 +190,7 @@ def measure() -> CallsReport:
         _reference_rows(report, stack)
         finished = _finished_job_row(stack, job)
     report.rows += _path_rows(finished)
-    report.at_import = {m: import_side_effects(m) for m in HANDLERS}
+    report.at_import = {m: import_side_effects(m) for m in ("receiver", "worker", "poller")}
     return report
 
 
@@ -236,17 +206,17 @@ def section(ctx: h.Context) -> CallsReport:
     print(h.table(["design", "delivery", "answer", "AWS calls", "which", "target", ""], rows))
     print("\nAt import, in a fresh process with the Lambda environment:")
     for module, found in report.at_import.items():
-        target = f"{module}: 0 AWS calls at import"
         if isinstance(found, str):
             print(f"- `{module}`: import failed: {found}")
-            ctx.targets.add(target, "import failed", False)
-            continue
-        print(
-            f"- `{module}`: {found['calls']} AWS calls, {found['clients']} clients created, "
-            f"{found['connects']} sockets connected"
-        )
-        clean = found["calls"] == 0 and found["clients"] == 0
-        ctx.targets.add(target, f"{found['calls']} calls, {found['clients']} clients", clean)
+            measured, clean = "import failed", False
+        else:
+            print(
+                f"- `{module}`: {found['calls']} AWS calls, {found['clients']} clients created, "
+                f"{found['connects']} sockets connected"
+            )
+            measured = f"{found['calls']} calls, {found['clients']} clients"
+            clean = found["calls"] == found["clients"] == 0
+        ctx.targets.add(f"{module}: 0 AWS calls at import", measured, clean)
     for name, targets in (
         ("new delivery: exactly 2 AWS calls", ("= 2",)),
         ("duplicate: 1-2 AWS calls (3 only re-enqueueing)", ("1-2", "= 3 (re-enqueue)")),

@@ -1,15 +1,13 @@
-"""Section 3, cold start: what a fresh process spends importing each handler and building
-what its first delivery needs, against the floor, in full and as SnapStart restores it.
+"""Section 3, cold start: what a fresh process spends importing each handler and building what
+its first delivery needs, against the floor, in full and as SnapStart restores it.
 
-Each figure is the median, over several fresh interpreters, of the CPU time from just
-before the import to just after (interpreter start-up is the same for all and left out).
-CPU time, because on a shared machine the wall clock mostly measures the neighbours; wall
-time is kept alongside. The processes look like a Lambda container to Powertools
-(``LAMBDA_TASK_ROOT`` set), so the Tracer is on and patches botocore as when deployed.
-
-The floor is what any correct receiver must do before its first answer: import boto3,
-create the DynamoDB, SQS and Secrets Manager clients, and read its signing secret once
-(``bench.secretstub`` answers the read, for the floor and the receiver alike).
+Each figure is the median, over fresh interpreters, of the CPU time from just before the import
+to just after (interpreter start-up, the same for all, is left out): on a shared machine the
+wall clock mostly measures the neighbours (wall time is shown alongside). The processes look
+like a Lambda container to Powertools (``LAMBDA_TASK_ROOT`` set), so the Tracer is on and
+patches botocore as when deployed. The floor is what any correct receiver must do before its
+first answer: import boto3, create the DynamoDB, SQS and Secrets Manager clients, and read its
+signing secret once (``bench.secretstub`` answers the read, for the floor and the receiver alike).
 """
 
 from __future__ import annotations
@@ -22,13 +20,11 @@ from dataclasses import dataclass, field
 
 from bench import cost
 from bench import harness as h
-from bench.calls import HANDLERS
 from infra.spec import RECEIVER_MEMORY_MB, RECEIVER_SNAPSTART
 
-# A probe's code before CLOCK is a snapshot's part, run untimed. A restore runs the
-# after-restore hooks the snapshot registered (with a stand-in for the runtime's
-# ``snapshot_restore_py``, which Lambda's Python has), then the rest, on the clock. The
-# guard comes first: a probe never leaves loopback.
+# A probe's code before CLOCK is a snapshot's part, run untimed. A restore runs the after-restore
+# hooks the snapshot registered (with a stand-in for the runtime's ``snapshot_restore_py``, which
+# Lambda's Python has), then the rest, on the clock. The guard first: a probe never leaves loopback.
 CLOCK = "\n# clock\n"
 PROBE = f"""
 import sys, time, types
@@ -50,11 +46,9 @@ FLOOR_IMPORTS = "import boto3\nfrom bench.secretstub import answer_secrets\n"
 FLOOR_BUILDS = """s = boto3.session.Session()
 s.client('dynamodb'); s.client('sqs'); sm = s.client('secretsmanager')
 answer_secrets(sm)
-secret = sm.get_secret_value(SecretId='sume-bench')['SecretString']
-assert secret == 'whsec_bench_cold_start'
+assert sm.get_secret_value(SecretId='sume-bench')['SecretString'] == 'whsec_bench_cold_start'
 """
-# The receiver builds its settings, clients and secret provider on the first delivery,
-# and reads the secret: a cold start pays all of it.
+# A cold start pays what the first delivery builds (settings, clients, secret provider) and reads.
 RECEIVER_FIRST_USE = "receiver + what its first delivery builds and reads"
 RECEIVER_IMPORTS = """import receiver
 from sume.core import aws
@@ -77,7 +71,7 @@ VARIANTS: dict[str, str] = {
     "... + parameters (SecretsProvider)": POWERTOOLS + SECRETS_PROVIDER + BUILD_POWERTOOLS,
     "import receiver": "import receiver",
     RECEIVER_FIRST_USE: RECEIVER_IMPORTS + RECEIVER_BUILDS,
-    **{f"import {module}": f"import {module}" for module in HANDLERS if module != "receiver"},
+    **{f"import {module}": f"import {module}" for module in ("worker", "poller")},
 }
 # Under SnapStart the imports are in the snapshot and the first delivery after a restore
 # builds the rest (the receiver builds nothing at import): the same pair, on the clock.
@@ -108,22 +102,17 @@ class Gap:
     def differences(self) -> list[float]:
         return [r - f for r, f in zip(self.receiver_ms, self.floor_ms, strict=True)]
 
-    @property
-    def median(self) -> float:
-        return statistics.median(self.differences)
-
     def figure(self, kind: str = "") -> str:
         low, high = median_interval(self.differences)
-        pairs = len(self.floor_ms)
-        return f"{self.median:+.0f} ms CPU{kind} ({low:+.0f} to {high:+.0f}, {pairs} pairs)"
+        median, pairs = statistics.median(self.differences), len(self.floor_ms)
+        return f"{median:+.0f} ms CPU{kind} ({low:+.0f} to {high:+.0f}, {pairs} pairs)"
 
     def line(self, what: str) -> str:
-        diffs, (low, high) = self.differences, median_interval(self.differences)
+        diffs = self.differences
         q1, _, q3 = statistics.quantiles(diffs, n=4)
         return (
-            f"{what}, {len(diffs)} fresh-process pairs: median **{self.median:+.0f} ms CPU**, "
-            f"95 % interval {low:+.0f} to {high:+.0f}, quartiles {q1:+.0f} / {q3:+.0f}, range "
-            f"{min(diffs):+.0f} to {max(diffs):+.0f}; floor median "
+            f"{what}, median and its 95 % interval: **{self.figure()}**; quartiles {q1:+.0f} / "
+            f"{q3:+.0f}, range {min(diffs):+.0f} to {max(diffs):+.0f}; floor median "
             f"{statistics.median(self.floor_ms):.0f} ms, receiver median "
             f"{statistics.median(self.receiver_ms):.0f} ms.\n"
         )
@@ -131,25 +120,20 @@ class Gap:
 
 @dataclass
 class ColdReport:
-    """CPU and wall ms per variant and run; ``restored``: the gap as SnapStart leaves it."""
-
     gap: Gap = field(default_factory=Gap)
-    restored: Gap = field(default_factory=Gap)
+    restored: Gap = field(default_factory=Gap)  # the gap as SnapStart leaves it
     cpu_ms: dict[str, list[float]] = field(default_factory=dict)
     wall_ms: dict[str, list[float]] = field(default_factory=dict)
     tracer_off_ms: dict[str, list[float]] = field(default_factory=dict)
     imports: list[tuple[str, float, float]] = field(default_factory=list)  # ``importtime``'s
 
 
-def _once(code: str, env: dict[str, str]) -> list[float]:
-    return h.last_json(h.python("-c", PROBE, code, env=env), "a cold-start probe")
-
-
 def _many(codes: list[str], env: dict[str, str]) -> list[list[float]]:
     """Two processes at a time: CPU time is each one's own, and the two of a pair meet
     the same moment of the machine (their wall time, shown aside, does not)."""
     with ThreadPoolExecutor(2) as pool:
-        return list(pool.map(lambda code: _once(code, env), codes))
+        probes = pool.map(lambda code: h.python("-c", PROBE, code, env=env), codes)
+        return [h.last_json(out, "a cold-start probe") for out in probes]
 
 
 def importtime(code: str, env: dict[str, str]) -> list[tuple[str, float, float]]:
@@ -231,12 +215,11 @@ def render(report: ColdReport, targets: h.Targets) -> None:
     full_init = f"{report.gap.figure()} with the Tracer ({off:+.0f} ms without)"
     judged, what, measured = report.gap, "import + first use", full_init
     if RECEIVER_SNAPSTART:
-        # As deployed a new container is restored, not initialised: the full init runs
-        # once per deploy, when the version is published.
+        # As deployed a container is restored, not initialised: the full init runs once per deploy.
         judged, what = report.restored, "as deployed: restored by SnapStart"
         measured = f"{judged.figure(' restored')}; full init {full_init}, run once per deploy"
     targets.add(
         f"receiver cold start within {IMPORT_MARGIN_MS:.0f} ms of floor ({what})",
         measured,
-        judged.median <= IMPORT_MARGIN_MS,
+        statistics.median(judged.differences) <= IMPORT_MARGIN_MS,
     )

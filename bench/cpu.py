@@ -1,17 +1,15 @@
 """Section 2: receiver CPU per delivery, ours against the floor and Powertools' idempotency.
 
-In process, AWS answered by botocore's Stubber rather than moto: moto's own CPU would
-be most of what a delivery costs here and most of its noise. The Stubber answers at
-``before-call``: request validation and serialisation run as in AWS, signing, the
-network and response parsing do not, for all three designs alike. Answers are queued
-before each timed batch and after it the queue must be empty and every answer as
-expected, so each design made exactly the calls it claims (section 1 counts them on
-moto). Batches of the three designs alternate within each round; a figure is the
-median over rounds of CPU time (``process_time``) per delivery, a ratio the median of
-the rounds' ratios (a noisy moment hits both sides of its round), shown with their range.
-Many short rounds, as the median's error shrinks with the square root of the rounds:
-beside a CPU-bound process, the Powertools ratio's median of 9 rounds of 100 moved from
-run to run by 0.04-0.12x (standard deviation), of 45 rounds of 20 by 0.01-0.02x.
+In process, AWS answered by botocore's Stubber rather than moto, whose own CPU would be most of
+what a delivery costs here and most of its noise. The Stubber answers at ``before-call``:
+validation and serialisation run as in AWS; signing, the network and parsing do not, for every
+design alike. Each batch must use exactly the answers queued for it and answer as expected, so
+each design made the calls it claims (section 1 counts them on moto). A figure is the median
+over interleaved rounds of CPU time (``process_time``) per delivery, a ratio the median of the
+rounds' ratios (a noisy moment hits both sides of its round), shown with their range. Many
+short rounds, as the median's error shrinks with the square root of their number: beside a
+CPU-bound process the Powertools ratio's median moved from run to run by 0.04-0.12x (standard
+deviation) over 9 rounds of 100, by 0.01-0.02x over 45 rounds of 20.
 """
 
 from __future__ import annotations
@@ -21,12 +19,12 @@ import hashlib
 import json
 import statistics
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+import boto3
 from botocore.stub import Stubber
 
 from bench import cost
@@ -36,10 +34,10 @@ from devstack.lambda_context import LambdaContext
 from infra.spec import RECEIVER_MEMORY_MB
 from sume.core import runtime
 from sume.core.names import Env
+from sume.store.codec import attribute_value
 from sume.store.job import JobAttr, Source, State
 
 KINDS = ("new", "duplicate", "rejected")
-DESIGNS = ("ours", "powertools", "floor")
 EXPECTED = {"new": (200, "new"), "duplicate": (200, "duplicate"), "rejected": (401, None)}
 POWERTOOLS_RATIO_TARGET = 1.5
 # A design's AWS answers per delivery of a kind; "failed" is its first call refused by
@@ -63,31 +61,29 @@ TELEMETRY = {"EMF metrics line": ("domain", "metrics"), "JSON log line": ("metri
 
 
 def stored(design: str, job: str, raw: bytes, now: int) -> dict[str, Any] | None:
-    """What a duplicate's refused write gets back: ours' job item (ALL_OLD), the
-    Powertools record, nothing for the floor."""
+    """A duplicate's refused write's modelled fields: ours' item (ALL_OLD), Powertools' record."""
     if design == "floor":
         return None
     if design == "powertools":
         key = hashlib.md5(job.encode(), usedforsecurity=False).hexdigest()
-        data = json.dumps({"job_id": job, "token": "first"})
-        values = {"id": ("S", f"sume-bench#{key}"), "expiration": ("N", now + 3600)}
-        values |= {"status": ("S", "COMPLETED"), "data": ("S", data)}
+        values = {"id": f"sume-bench#{key}", "expiration": now + 3600}
+        values |= {"status": "COMPLETED", "data": json.dumps({"job_id": job, "token": "first"})}
     else:
         values = {
-            JobAttr.JOB_ID: ("S", job),
-            JobAttr.STATE: ("S", State.RECEIVED.value),
-            JobAttr.SOURCE: ("S", Source.WEBHOOK.value),
-            JobAttr.EVENT: ("S", "job.completed"),
-            JobAttr.STATUS: ("S", "OK"),
-            JobAttr.BODY: ("S", raw.decode()),
-            JobAttr.FIRST_SEEN: ("N", now),
-            JobAttr.RECEIVED_AT: ("N", now),
-            JobAttr.LAST_DELIVERY_AT: ("N", now),
-            JobAttr.DELIVERIES: ("N", 1),
-            JobAttr.DUE_SHARD: ("N", 3),
-            JobAttr.DUE_AT: ("N", now + 120),
+            JobAttr.JOB_ID: job,
+            JobAttr.STATE: State.RECEIVED.value,
+            JobAttr.SOURCE: Source.WEBHOOK.value,
+            JobAttr.EVENT: "job.completed",
+            JobAttr.STATUS: "OK",
+            JobAttr.BODY: raw.decode(),
+            JobAttr.FIRST_SEEN: now,
+            JobAttr.RECEIVED_AT: now,
+            JobAttr.LAST_DELIVERY_AT: now,
+            JobAttr.DELIVERIES: 1,
+            JobAttr.DUE_SHARD: 3,
+            JobAttr.DUE_AT: now + 120,
         }
-    return {name: {kind: str(value)} for name, (kind, value) in values.items()}
+    return {"Item": {name: attribute_value(value) for name, value in values.items()}}
 
 
 @dataclass
@@ -103,8 +99,7 @@ def _stubbed(*clients: Any) -> dict[str, Stubber]:
     for stub in stubs.values():
         stub.activate()
     if "secretsmanager" in stubs:
-        secret = {"ARN": h.STUB_NAMES[Env.SIGNING_SECRET_ARN], "SecretString": h.SECRET}
-        stubs["secretsmanager"].add_response("get_secret_value", secret)
+        stubs["secretsmanager"].add_response("get_secret_value", {"SecretString": h.SECRET})
     return stubs
 
 
@@ -115,20 +110,15 @@ def _run(design: Design, kind: str, size: int) -> float:
     now, calls, stubs = int(time.time()), CALLS[design.answers], design.stubs
     for job, body in bodies.items():
         for method in calls.get(kind, []):
-            if method == "send_message":
-                md5 = hashlib.md5(job.encode(), usedforsecurity=False).hexdigest()
-                stubs["sqs"].add_response(
-                    method, {"MessageId": str(uuid.uuid4()), "MD5OfMessageBody": md5}
-                )
-            elif method == "failed":
-                item = stored(design.answers, job, body, now)
+            if method == "failed":
                 stubs["dynamodb"].add_client_error(
                     calls["new"][0],
                     service_error_code="ConditionalCheckFailedException",
-                    modeled_fields={"Item": item} if item else None,
+                    modeled_fields=stored(design.answers, job, body, now),
                 )
             else:
-                stubs["dynamodb"].add_response(method, {})
+                # No design reads a write's or a send's answer: an empty one will do.
+                stubs["sqs" if method == "send_message" else "dynamodb"].add_response(method, {})
     context = LambdaContext()
     with h.silenced(), design.setting():
         gc.collect()
@@ -139,8 +129,7 @@ def _run(design: Design, kind: str, size: int) -> float:
         stub.assert_no_pending_responses()
     status, result = EXPECTED[kind]
     for answer in answers:
-        body = json.loads(answer["body"])
-        if answer["statusCode"] != status or (result and body.get("result") != result):
+        if answer["statusCode"] != status or json.loads(answer["body"]).get("result") != result:
             raise AssertionError(f"{design.answers} answered {kind} with {answer}")
     return elapsed / size
 
@@ -160,15 +149,16 @@ def _log_line_off() -> Iterator[None]:
 
 @contextmanager
 def designs() -> Iterator[dict[str, Design]]:
-    """The three receivers and the layers of ours (``LAYERS``), stubbed and warmed up
-    (secret cached, clients built)."""
-    import boto3
-
+    """The designs and layers (``LAYERS``), stubbed and warm (secret cached, clients built)."""
     import receiver
     from sume.core import aws
     from sume.receiving.compose import build_signing_secrets, receiver_service
-    from sume.receiving.http import HttpResponse, request_from_event, to_event_response
     from sume.receiving.settings import ReceiverSettings
+
+    def domain_only(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        receipt = receiver_service().receive(receiver.request_from_event(event))
+        body = {"result": receipt.result, "job_id": receipt.job_id}
+        return receiver.to_event_response(receiver.HttpResponse(200, body))
 
     # The secret stays cached for the whole run, as in a warm container.
     with h.environment({**h.STUB_NAMES, Env.SECRET_CACHE_SECONDS: "3600"}):
@@ -184,23 +174,16 @@ def designs() -> Iterator[dict[str, Design]]:
             secrets = build_signing_secrets(settings, lambda service, patient=False: sm)
             floor = floor_handler(fddb, fsqs, table, queue, h.SECRET.encode())
             rival = powertools_handler(ddb, sqs, "sume-bench-idempotency", queue, secrets)
+            inner = receiver.handler.__wrapped__.__wrapped__
             built = {
                 "ours": Design(receiver.handler, ours, "ours"),
                 "powertools": Design(rival, _stubbed(ddb, sqs, sm), "powertools"),
                 "floor": Design(floor, _stubbed(fddb, fsqs), "floor"),
+                "domain": Design(domain_only, ours, "ours"),
+                "metrics": Design(inner, ours, "ours", _log_line_off),
+                "log": Design(inner, ours, "ours"),
+                "tracer": Design(receiver.handler.__wrapped__, ours, "ours"),
             }
-            webhook = receiver_service()
-
-            def domain_only(event: dict[str, Any], context: Any) -> dict[str, Any]:
-                receipt = webhook.receive(request_from_event(event))
-                body = {"result": receipt.result, "job_id": receipt.job_id}
-                return to_event_response(HttpResponse(200, body))
-
-            inner = receiver.handler.__wrapped__.__wrapped__
-            built["domain"] = Design(domain_only, ours, "ours")
-            built["metrics"] = Design(inner, ours, "ours", _log_line_off)
-            built["log"] = Design(inner, ours, "ours")
-            built["tracer"] = Design(receiver.handler.__wrapped__, ours, "ours")
             for design in built.values():
                 _run(design, "new", 2)
             # What is loaded so far (moto, the other sections' modules) is left out of
@@ -231,7 +214,7 @@ def measure(rounds: int, batch: int) -> CpuReport:
     with designs() as built:
         for n in range(rounds):
             for kind in KINDS:
-                names = [name for name in built if kind == "new" or name in DESIGNS]
+                names = [name for name in built if kind == "new" or name in CALLS]
                 for name in names[n % len(names) :] + names[: n % len(names)]:
                     seconds.setdefault((name, kind), []).append(_run(built[name], kind, batch))
     return CpuReport(seconds)
@@ -248,9 +231,8 @@ def section(ctx: h.Context) -> CpuReport:
     for kind in KINDS:
         us = [f"{report.median_us(d, kind):.0f}" for d in ("floor", "ours", "powertools")]
         over = statistics.median(report.ratios("ours", "floor", kind))
-        rows.append(
-            (kind, *us, f"{over:.2f}x", h.spread(report.ratios("powertools", "ours", kind)))
-        )
+        rival = h.spread(report.ratios("powertools", "ours", kind))
+        rows.append((kind, *us, f"{over:.2f}x", rival))
     headers = ["delivery", "floor us", "ours us", "Powertools idempotency us", "ours / floor"]
     print(h.table([*headers, "Powertools / ours (median, rounds' range)"], rows))
     print(
@@ -272,12 +254,9 @@ def section(ctx: h.Context) -> CpuReport:
         rows.append((label, f"{report.median_us(name):.0f}", f"{over:.2f}x"))
     print(h.table(["layer", "us", "x floor"], rows))
     print("\nPer-delivery telemetry, each the paired difference of two layers above:\n")
-    rows = []
+    rows, new = [], {name: s for (name, kind), s in report.seconds.items() if kind == "new"}
     for part, (below, above) in TELEMETRY.items():
-        seconds = h.paired_difference(
-            report.seconds[(above, "new")], report.seconds[(below, "new")]
-        )
-        each_us = seconds * 1e6
+        each_us = h.paired_difference(new[above], new[below]) * 1e6
         rows.append((part, f"{each_us:.0f}", f"{cost.cpu_per_million(each_us, memory):.4f}"))
     print(h.table(["telemetry", "us", f"USD per million at {memory} MB"], rows))
     print()

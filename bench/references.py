@@ -1,14 +1,12 @@
 """The two receivers ours is measured against, built here and nowhere else.
 
-``floor``: the least a correct receiver must do per delivery. One HMAC check,
-one conditional write keyed on ``job_id``, one ``SendMessage``, plain boto3
-clients, no observability. Nothing cheaper is still correct.
+``floor``: the least a correct receiver must do per delivery: one HMAC check, one conditional
+write keyed on ``job_id``, one ``SendMessage``, plain boto3 clients, no observability.
 
-``powertools``: what users would pick instead. Our handler, observability and
-verification unchanged, with the conditional write replaced by Powertools'
-idempotency utility (``idempotent_function`` + ``DynamoDBPersistenceLayer``),
-so the difference measured is the idempotency design alone. Without a job
-item, the message carries the whole event. Per new delivery it writes the
+``powertools``: what users would pick instead: our handler, observability and verification
+with the conditional write replaced by Powertools' idempotency utility (``idempotent_function``
++ ``DynamoDBPersistenceLayer``), so the difference measured is the idempotency design alone.
+Without a job item the message carries the whole event. Per new delivery it writes the
 INPROGRESS record (``PutItem``), sends, then marks it COMPLETED (``UpdateItem``).
 """
 
@@ -20,6 +18,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any, cast
 
 from sume.contract import signature
@@ -78,40 +77,32 @@ def floor_handler(ddb: Any, sqs: Any, table: str, queue_url: str, secret: bytes)
 def powertools_handler(
     ddb: Any, sqs: Any, idempotency_table: str, queue_url: str, secrets: SigningSecrets
 ) -> Handler:
-    from aws_lambda_powertools.utilities.idempotency import (
-        DynamoDBPersistenceLayer,
-        IdempotencyConfig,
-        idempotent_function,
-    )
+    from aws_lambda_powertools.utilities import idempotency
 
     import receiver
-    from sume.core.observability import logger, metrics, tracer
+    from sume.core.observability import count, logger, metrics, tracer
 
-    config = IdempotencyConfig(
+    config = idempotency.IdempotencyConfig(
         event_key_jmespath="job_id",
         raise_on_no_idempotency_key=True,
         expires_after_seconds=IDEMPOTENCY_SECONDS,
     )
-    persistence = DynamoDBPersistenceLayer(table_name=idempotency_table, boto3_client=ddb)
+    persistence = idempotency.DynamoDBPersistenceLayer(idempotency_table, boto3_client=ddb)
 
-    @idempotent_function(
+    @idempotency.idempotent_function(
         data_keyword_argument="event", persistence_store=persistence, config=config
     )
     def enqueue(event: dict[str, Any], raw: str, token: str) -> dict[str, Any]:
         sqs.send_message(QueueUrl=queue_url, MessageBody=raw)
         return {"job_id": event["job_id"], "token": token}
 
-    class PowertoolsIntake:
-        """Stands in for ``JobIntake`` (only ``accept`` is called)."""
+    def accept(event: JobEvent, source: Source, now: int) -> Intake:
+        # A duplicate gets the first delivery's answer, token and all: that tells the two apart.
+        token = uuid.uuid4().hex
+        new = enqueue(event=event.data, raw=event.raw, token=token)["token"] == token
+        return Intake(Outcome.NEW if new else Outcome.DUPLICATE, enqueued=new)
 
-        def accept(self, event: JobEvent, source: Source, now: int) -> Intake:
-            # A duplicate gets the first delivery's stored answer, token included,
-            # which is how this design tells the two apart.
-            token = uuid.uuid4().hex
-            new = enqueue(event=event.data, raw=event.raw, token=token)["token"] == token
-            return Intake(Outcome.NEW if new else Outcome.DUPLICATE, enqueued=new)
-
-    intake = cast(JobIntake, PowertoolsIntake())
+    intake = cast(JobIntake, SimpleNamespace(accept=accept))  # only ``accept`` is called
     tolerance = signature.TOLERANCE_SECONDS
     webhook = WebhookReceiver(lambda: intake, secrets, tolerance, 1024 * 1024, time.time)
 
@@ -120,7 +111,7 @@ def powertools_handler(
     @metrics.log_metrics
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         config.register_lambda_context(context)
-        metrics.add_metric(name=Metric.DELIVERIES, unit="Count", value=1)
+        count(Metric.DELIVERIES)
         try:
             response = receiver.accepted(webhook.receive(receiver.request_from_event(event)))
         except Rejected as error:

@@ -1,6 +1,5 @@
-"""Secrets Manager answered at botocore's ``before-send``, for the cold-start probes' secret
-read: serialisation, SigV4 signing and parsing run as against AWS, the round trip does not.
-Registered on one client, it affects nothing else in the process."""
+"""Secrets Manager answered at botocore's ``before-send`` on one client (the cold-start probes'
+secret read): serialisation, SigV4 signing and parsing run as against AWS, the round trip not."""
 
 from __future__ import annotations
 
@@ -22,8 +21,6 @@ ANSWER = {
 
 
 def answer_secrets(client: Any) -> None:
-    """Make ``client`` (Secrets Manager) answer every ``GetSecretValue`` with ``SECRET``."""
-
     def send(request: Any, **_: Any) -> AWSResponse:
         body = SimpleNamespace(stream=lambda: iter([json.dumps(ANSWER).encode()]))
         return AWSResponse(request.url, 200, {"content-type": "application/x-amz-json-1.1"}, body)
