@@ -31,9 +31,8 @@ from bench import (  # noqa: E402
 )
 from bench.harness import Context, MiB, machine, table, verdict  # noqa: E402
 
-Section = Callable[[Context], Any]
 # In the order they run and print.
-SECTIONS: dict[str, tuple[str, Section]] = {
+SECTIONS: dict[str, tuple[str, Callable[[Context], Any]]] = {
     "calls": ("1. AWS calls per delivery, per job, per round (moto in-process)", calls.section),
     "cpu": ("2. receiver CPU per delivery (Stubber) and its breakdown", cpu.section),
     "cold": ("3. cold start against the floor (fresh processes)", cold.section),

@@ -79,11 +79,15 @@ HEALTH_CHECK_INTERVAL_S = 30
 PEER_PUT_EXTRA_MS = 60
 PAYLOADS_DAYS = 90  # days a large body stays in a payloads bucket (payloads_expire_days)
 ENDED_ITEM_BYTES = 1536  # an ended job's item (docs/operations.md: about 1.5 KB a job)
-GIB = 1024**3
 
 
 def wru(size_bytes: int) -> int:
     return max(1, math.ceil(size_bytes / 1024))
+
+
+def rru(size_bytes: int, consistent: bool = True) -> float:
+    units = max(1, math.ceil(size_bytes / 4096))
+    return float(units) if consistent else units / 2
 
 
 @dataclass(frozen=True)
@@ -91,8 +95,7 @@ class Usage:
     """What one invocation uses of each priced thing."""
 
     cpu_us: float
-    calls: tuple[str, ...]
-    """``service.Operation`` per AWS call."""
+    calls: tuple[str, ...]  # service.Operation per AWS call
     wru: int
     sqs_requests: int
 
@@ -153,7 +156,7 @@ def snapstart(memory_mb: int) -> tuple[float, float]:
 def second_copy(size: int) -> dict[str, float]:
     """A million large events of ``size`` bytes written to the other region's bucket too,
     by line; and S3 replication with RTC instead (asynchronous: it lags the failover)."""
-    gb = size * 1_000_000 / GIB
+    gb = size * 1_000_000 / 1024**3
     found = {
         "2nd PUT": S3_PUT_PER_M,
         "transfer": gb * INTER_REGION_GB,
@@ -169,7 +172,7 @@ def expiry(item: int = ENDED_ITEM_BYTES) -> dict[str, float]:
     """A million ended jobs of ``item`` bytes deleted by the expiry from the MRSC table:
     read by BatchGetItem (eventually consistent: half a unit per started 4 KB), deleted
     in both replicas (a delete is charged by the deleted item's size)."""
-    read = 0.5 * math.ceil(item / 4096) * DDB_RRU_PER_M
+    read = rru(item, consistent=False) * DDB_RRU_PER_M
     delete = wru(item) * MRSC_REPLICAS * DDB_WRU_PER_M
     return {
         "read (BatchGetItem)": read,

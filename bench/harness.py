@@ -22,7 +22,7 @@ from unittest import mock
 
 from sume.core.names import Env
 
-REGION = "us-east-1"
+REGION, ACCOUNT = "us-east-1", "123456789012"
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = ROOT / "functions"
 MiB = 1024 * 1024
@@ -45,9 +45,9 @@ UNSET = ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN", "AWS_SECURITY_T
 # Names for the stubbed runs: no resource is ever reached.
 STUB_NAMES: Mapping[str, str] = {
     Env.JOBS_TABLE_NAME: "sume-bench-jobs",
-    Env.JOBS_QUEUE_URL: f"https://sqs.{REGION}.amazonaws.com/123456789012/sume-bench-jobs",
+    Env.JOBS_QUEUE_URL: f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/sume-bench-jobs",
     Env.PAYLOADS_BUCKET_NAME: "sume-bench-payloads",
-    Env.SIGNING_SECRET_ARN: f"arn:aws:secretsmanager:{REGION}:123456789012:secret:sume-bench-AbCdEf",
+    Env.SIGNING_SECRET_ARN: f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:sume-bench-AbCdEf",
 }
 # Only the simulator serves artifact and status URLs, over http on loopback.
 LOCAL_URLS = {Env.ALLOW_HTTP_URLS: "true", Env.ALLOW_PRIVATE_HOSTS: "true"}
@@ -83,7 +83,6 @@ def forbid_network() -> None:
 
 
 def environment(values: Mapping[str, str]) -> Any:
-    """Variables set for the block, then the old ones back."""
     return mock.patch.dict(os.environ, values)
 
 
@@ -166,14 +165,9 @@ def job_body(job_id: str, event: str = "job.completed", pad_bytes: int = 0) -> b
         data["payload"] = {"artifacts": urls, "duration_seconds": 192.4}
     else:
         data["error"] = {"code": "RENDER_FAILED", "message": "encoder exited with status 1"}
-    return grown(json.dumps(data).encode(), pad_bytes)
-
-
-def grown(body: bytes, pad_bytes: int) -> bytes:
-    event = json.loads(body)
     if pad_bytes:
-        event["metadata"] = {"notes": "x" * pad_bytes}
-    return json.dumps(event, separators=(",", ":")).encode()
+        data["metadata"] = {"notes": "x" * pad_bytes}
+    return json.dumps(data, separators=(",", ":")).encode()
 
 
 def delivery(body: bytes, skew_seconds: int = 0, secret: str = SECRET) -> dict[str, Any]:

@@ -13,7 +13,6 @@ deployed, as keys-only (the floor's), and the due-work index as it was (``ALL``)
 from __future__ import annotations
 
 import functools
-import math
 import os
 import threading
 import time
@@ -73,15 +72,10 @@ def index_writes(
     old, new = entry(before), entry(after)
     if old == new:
         return 0, 0
-    units = [max(1, -(-(item_size(e) + 100) // 1024)) for e in (old, new) if e is not None]
+    units = [cost.wru(item_size(e) + 100) for e in (old, new) if e is not None]
     if old is not None and new is not None and all(old[k] == new[k] for k in keys):
         return 1, units[-1]
     return len(units), sum(units)
-
-
-def read_units(items: list[dict[str, Any]], consistent: bool) -> float:
-    units = max(1, math.ceil(sum(item_size(i) for i in items) / 4096))
-    return float(units) if consistent else units / 2
 
 
 def billed_ms(function: str, cpu_ms: float, calls: list[str], http_requests: int) -> int:
@@ -229,14 +223,15 @@ class Stack:
             found = parsed.get("Items", []) + ([parsed["Item"]] if "Item" in parsed else [])
             found += [i for items in parsed.get("Responses", {}).values() for i in items]
             with self._lock:
-                use.rru += read_units(found, bool(request.get("ConsistentRead")))
+                size = sum(item_size(i) for i in found)
+                use.rru += cost.rru(size, bool(request.get("ConsistentRead")))
         if model.name not in WRITES:
             return
         after = self._image(request["TableName"], request)
         indexes = METERED_INDEXES if request["TableName"] == self.table else []
         with self._lock:
             use.writes += 1
-            use.wru += max(1, math.ceil(max(item_size(before), item_size(after)) / 1024))
+            use.wru += cost.wru(max(item_size(before), item_size(after)))
             for index in indexes:
                 writes, units = index_writes(before, after, index)
                 use.index_writes[(self.writer, index["IndexName"])] += writes

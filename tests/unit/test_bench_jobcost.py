@@ -8,7 +8,7 @@ import pytest
 import bench.__main__ as bench_main
 from bench import cold, cost, jobs, stack
 from bench.harness import Context, Targets
-from bench.stack import KEYS_ONLY, PathRun, Usage, read_units
+from bench.stack import KEYS_ONLY, PathRun, Usage
 from infra import spec
 from sume.core.names import DUE_INDEX
 
@@ -105,10 +105,9 @@ def test_a_job_found_by_a_poll_pays_its_round_less_an_empty_round():
 
 
 def test_read_units_per_started_4_kb_and_half_when_eventually_consistent():
-    item = {"job_id": {"S": "j"}, "body": {"S": "x" * 5000}}
-    assert read_units([item], consistent=True) == 2
-    assert read_units([item], consistent=False) == 1.0
-    assert read_units([], consistent=False) == 0.5
+    assert cost.rru(5000, consistent=True) == 2
+    assert cost.rru(5000, consistent=False) == 1.0
+    assert cost.rru(0, consistent=False) == 0.5
 
 
 def test_the_median_s_interval_narrows_as_pairs_come_in():
