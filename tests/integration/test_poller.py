@@ -320,10 +320,16 @@ def test_webhook_and_poll_racing_produce_one_item_and_one_enqueue(aws, sume):
     run = make_poller(Clock(now))
     start = threading.Barrier(1 + len(job_ids))
     answers: list[dict[str, Any]] = []
+    # Lambda runs one invocation per container at a time; here the deliveries share
+    # one process's Powertools metrics, whose flush is not thread-safe (one handler's
+    # flush can empty the set another is serialising). They take turns among
+    # themselves; each still races the poll.
+    container = threading.Lock()
 
     def deliver(job_id: str) -> None:
         start.wait()
-        answers.append(receiver.handler(delivery_event(bodies[job_id]), LambdaContext()))
+        with container:
+            answers.append(receiver.handler(delivery_event(bodies[job_id]), LambdaContext()))
 
     threads = [threading.Thread(target=deliver, args=(j,)) for j in job_ids]
     for thread in threads:
